@@ -1,0 +1,48 @@
+# Fresh machine: `make demo` runs the demo, `make test` runs the tests. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.PHONY: setup demo test worker server lint lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	@touch $(STAMP)
+
+demo: setup
+	$(PY) demo.py $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(ARGS)
+
+worker: setup
+	$(PY) worker.py $(ARGS)
+
+# The embedded dev server on its own, with the demo's SQLite file and the Web UI on :8233.
+server: setup
+	@mkdir -p data
+	$(VENV)/bin/temporal server start-dev --db-filename data/temporal.db --ui-port 8233 \
+		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
+		--dynamic-config-value history.transferProcessorMaxPollRPS=10000
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Re-pin requirements.lock from the ranges in pyproject.toml.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet --upgrade pip
+	.venv-lock/bin/pip install --quiet '.[dev]'
+	{ echo "# Exact versions the tests pass with; regenerate with: make lock"; \
+	  .venv-lock/bin/pip freeze --exclude durable-agents; } > requirements.lock
+	rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Activities: model calls through provider adapters, tool runs, agent resolution."""

@@ -1,0 +1,135 @@
+"""The agent's activities: resolve the agent, call the model, run a tool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Protocol
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.agents import AgentFileError, check_tools
+from activities.providers.anthropic_messages import AnthropicMessagesModel
+from activities.providers.openai_chat import OpenAIChatModel
+from activities.providers.scripted import ScriptedModel
+from activities.tools import ToolRegistry
+from workflows.messages import ModelRequest, ModelResponse
+from workflows.models import (
+    AgentRef,
+    AgentSpec,
+    ModelCallInput,
+    ResolvedAgent,
+    ToolInvocation,
+    ToolOutcome,
+)
+
+
+class ModelProvider(Protocol):
+    name: str
+
+    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse: ...
+
+
+PROVIDERS: dict[str, type[ModelProvider]] = {
+    "openai": OpenAIChatModel,
+    "anthropic": AnthropicMessagesModel,
+    "scripted": ScriptedModel,
+}
+
+
+def default_workspace_root() -> Path:
+    return Path(os.environ.get("AGENT_WORKSPACE", "workspace")).resolve()
+
+
+class AgentActivities:
+    """Holds what the worker built once at start: tools, agents, provider clients."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        agents: dict[str, AgentSpec],
+        *,
+        workspace_root: Path | None = None,
+        providers: dict[str, ModelProvider] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._agents = agents
+        self._workspace_root = workspace_root or default_workspace_root()
+        self._providers: dict[str, ModelProvider] = dict(providers or {})
+
+    @activity.defn(name="resolve_agent")
+    async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
+        if ref.spec is not None:
+            spec = ref.spec
+            try:
+                check_tools(spec, self._registry, where=f"inline agent {spec.name!r}")
+            except AgentFileError as e:
+                raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
+        elif ref.name in self._agents:
+            spec = self._agents[ref.name]
+        else:
+            known = ", ".join(sorted(self._agents)) or "none"
+            raise ApplicationError(
+                f"unknown agent {ref.name!r}; this worker knows: {known}",
+                type="ConfigError",
+                non_retryable=True,
+            )
+        return ResolvedAgent(spec=spec, tools=[self._registry[name].spec for name in spec.tools])
+
+    @activity.defn(name="call_model")
+    async def call_model(self, input: ModelCallInput) -> ModelResponse:
+        provider = self._provider(input.request.settings.provider)
+        try:
+            return await provider.complete(input.request, timeout=input.timeout_seconds)
+        except ValueError as e:  # a response we cannot map: retrying would give the same
+            raise ApplicationError(
+                f"{provider.name}: unusable response: {e}", type="ProviderResponseError", non_retryable=True
+            ) from e
+
+    @activity.defn(name="run_tool")
+    async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
+        workspace = self._workspace_root / _safe_name(invocation.conversation_id)
+        async with _heartbeating():
+            return await self._registry.run(invocation, workspace)
+
+    def _provider(self, name: str) -> ModelProvider:
+        if name not in self._providers:
+            if name not in PROVIDERS:
+                raise ApplicationError(
+                    f"unknown model provider {name!r}", type="ConfigError", non_retryable=True
+                )
+            self._providers[name] = PROVIDERS[name]()
+        return self._providers[name]
+
+    @property
+    def all(self) -> list:
+        return [self.resolve_agent, self.call_model, self.run_tool]
+
+
+def _safe_name(conversation_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", conversation_id).lstrip(".") or "_"
+
+
+@asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat while a tool runs, so a dead worker is noticed within the heartbeat timeout."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(timeout.total_seconds() / 3)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()

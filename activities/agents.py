@@ -1,0 +1,54 @@
+"""Agent files: one TOML file per agent, loaded and checked once at worker start."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from activities.tools import ToolRegistry
+from workflows.models import AgentSpec
+
+DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+
+
+class AgentFileError(ValueError):
+    """A bad agent file: the message names the file and the field."""
+
+
+def load_agent_file(path: Path, registry: ToolRegistry) -> AgentSpec:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise AgentFileError(f"{path}: cannot read agent file: {e}") from e
+    data.setdefault("name", path.stem)
+    try:
+        spec = AgentSpec.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in e.errors()
+        )
+        raise AgentFileError(f"{path}: {problems}") from e
+    check_tools(spec, registry, where=str(path))
+    return spec
+
+
+def check_tools(spec: AgentSpec, registry: ToolRegistry, *, where: str) -> None:
+    unknown = [name for name in spec.tools if name not in registry]
+    if unknown:
+        raise AgentFileError(
+            f"{where}: field 'tools': unknown tool(s) {', '.join(unknown)}; "
+            f"the worker has: {', '.join(registry.names)}"
+        )
+
+
+def load_agents(directory: Path, registry: ToolRegistry) -> dict[str, AgentSpec]:
+    """Every ``*.toml`` in ``directory``, by agent name; any bad file stops the worker."""
+    agents: dict[str, AgentSpec] = {}
+    for path in sorted(directory.glob("*.toml")):
+        spec = load_agent_file(path, registry)
+        if spec.name in agents:
+            raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
+        agents[spec.name] = spec
+    return agents

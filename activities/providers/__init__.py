@@ -1,0 +1,1 @@
+"""One adapter per wire protocol, each: neutral request in, neutral response out."""

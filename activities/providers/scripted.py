@@ -1,0 +1,71 @@
+"""An offline, deterministic model for the demo and tests.
+
+It plays the agent's ``model.script`` in order: the step index is the number of
+assistant turns since the last user message. Step texts may contain
+``{last_result}``, replaced by the latest tool results. When tools are turned
+off, it answers with the next step that calls no tools (or a summary).
+"""
+
+from __future__ import annotations
+
+import json
+
+from workflows.messages import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ScriptStep,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+
+class ScriptedModel:
+    name = "scripted"
+
+    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse:
+        return respond(request)
+
+
+def respond(request: ModelRequest) -> ModelResponse:
+    messages = request.messages
+    last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    turn = sum(isinstance(m, AssistantMessage) for m in messages[last_user + 1 :])
+    total_turns = sum(isinstance(m, AssistantMessage) for m in messages)
+    results = [m.content for m in messages[last_user + 1 :] if isinstance(m, ToolResultMessage)]
+    last_results = _last_results(messages)
+    script = request.settings.script
+
+    step = script[turn] if turn < len(script) else None
+    if not request.allow_tool_calls and (step is None or step.tool_calls):
+        step = next((s for s in script[turn:] if not s.tool_calls), None) or ScriptStep(
+            text=f"Stopping here after {len(results)} tool results. Latest: {last_results}"
+        )
+    if step is None:
+        step = ScriptStep(text="(the script has no more steps)")
+
+    calls = [
+        ToolCall.from_json(
+            f"call_{total_turns + 1}_{i}",
+            c.name,
+            c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments),
+        )
+        for i, c in enumerate(step.tool_calls)
+    ]
+    return ModelResponse(
+        message=AssistantMessage(text=step.text.replace("{last_result}", last_results), tool_calls=calls),
+        usage=Usage(input_tokens=step.input_tokens, output_tokens=step.output_tokens),
+        finish_reason="tool_calls" if calls else "stop",
+        model=request.settings.model,
+    )
+
+
+def _last_results(messages: list) -> str:
+    tail: list[str] = []
+    for m in reversed(messages):
+        if not isinstance(m, ToolResultMessage):
+            break
+        tail.append(m.content)
+    return ", ".join(reversed(tail))

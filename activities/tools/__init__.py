@@ -1,0 +1,11 @@
+"""Tools the worker can run, and the registry that runs them."""
+
+from activities.tools.calculator import CALCULATOR_TOOLS
+from activities.tools.files import FILE_TOOLS
+from activities.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, tool
+
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "default_registry", "tool"]
+
+
+def default_registry() -> ToolRegistry:
+    return ToolRegistry([*CALCULATOR_TOOLS, *FILE_TOOLS])

@@ -1,0 +1,176 @@
+"""Tools are typed Python functions; their JSON schema comes from type hints and docstrings."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+from temporalio.exceptions import TemporalError
+
+from workflows.messages import ToolDefinition
+from workflows.models import CallPolicy, ToolInvocation, ToolOutcome, ToolSpec
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may want to know about the call; declare a parameter of this type to get it."""
+
+    conversation_id: str
+    call_id: str
+    idempotency_key: str
+    """Stable across retries and crashes: hand it to external systems to make effects once-only."""
+    workspace: Path
+    """This conversation's own folder for file tools."""
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the model something went wrong; the loop continues."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    function: Callable[..., Any]
+    arguments: type[BaseModel]
+    call: CallPolicy
+    context_parameter: str | None
+
+    @property
+    def definition(self) -> ToolDefinition:
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        return ToolDefinition(name=self.name, description=self.description, parameters=schema)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(definition=self.definition, call=self.call)
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    call: CallPolicy | None = None,
+) -> Any:
+    """Make a ``Tool`` of a typed function: ``@tool`` or ``@tool(name=..., call=CallPolicy(...))``."""
+
+    def make(fn: Callable[..., Any]) -> Tool:
+        return _build(fn, name or fn.__name__, call or CallPolicy(timeout_seconds=30, max_attempts=3))
+
+    return make(function) if function is not None else make
+
+
+def _build(fn: Callable[..., Any], name: str, call: CallPolicy) -> Tool:
+    doc = inspect.getdoc(fn)
+    if not doc:
+        raise ValueError(f"tool {name!r} needs a docstring: it is the model's description of the tool")
+    hints = get_type_hints(fn)
+    descriptions = _arg_descriptions(doc)
+    fields: dict[str, Any] = {}
+    context_parameter = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name)
+        if annotation is None:
+            raise ValueError(f"tool {name!r}: parameter {param.name!r} needs a type hint")
+        if annotation is ToolContext:
+            context_parameter = param.name
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=descriptions.get(param.name)))
+    arguments = create_model(  # type: ignore[call-overload]
+        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return Tool(
+        name=name,
+        description=doc.split("\n\n")[0].replace("\n", " "),
+        function=fn,
+        arguments=arguments,
+        call=call,
+        context_parameter=context_parameter,
+    )
+
+
+def _arg_descriptions(doc: str) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section."""
+    section = re.search(r"^Args:\n((?:[ \t]+.*\n?)+)", doc, re.MULTILINE)
+    if not section:
+        return {}
+    return dict(re.findall(r"^\s+(\w+)(?:\s*\(.*?\))?:\s*(.+)$", section.group(1), re.MULTILINE))
+
+
+class ToolRegistry:
+    """All tools a worker can run, by name; built once at worker start."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise ValueError(f"duplicate tool name {t.name!r}: tool names must be unique")
+            self._tools[t.name] = t
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    async def run(self, invocation: ToolInvocation, workspace: Path) -> ToolOutcome:
+        """Run one call. Bad arguments and tool exceptions become error outcomes for the model;
+        Temporal's own errors (e.g. a tool raising ``ApplicationError`` to ask for a retry) propagate."""
+        t = self._tools.get(invocation.name)
+        if t is None:
+            return ToolOutcome(content=f"Unknown tool '{invocation.name}'.", is_error=True)
+        try:
+            parsed = t.arguments.model_validate(invocation.arguments)
+        except ValidationError as e:
+            return ToolOutcome(content=f"Invalid arguments for '{t.name}': {_brief(e)}", is_error=True)
+        kwargs = dict(parsed)
+        if t.context_parameter:
+            kwargs[t.context_parameter] = ToolContext(
+                conversation_id=invocation.conversation_id,
+                call_id=invocation.call_id,
+                idempotency_key=invocation.idempotency_key,
+                workspace=workspace,
+            )
+        try:
+            if inspect.iscoroutinefunction(t.function):
+                value = await t.function(**kwargs)
+            else:
+                value = await asyncio.to_thread(t.function, **kwargs)
+        except TemporalError:
+            raise
+        except ToolError as e:
+            return ToolOutcome(content=str(e), is_error=True)
+        except Exception as e:
+            return ToolOutcome(content=f"{type(e).__name__}: {e}", is_error=True)
+        return _outcome(t.name, value)
+
+
+def _outcome(name: str, value: Any) -> ToolOutcome:
+    if isinstance(value, str):
+        return ToolOutcome(content=value)
+    try:
+        return ToolOutcome(content=json.dumps(to_jsonable_python(value)))
+    except Exception as e:  # pydantic raises its own error types for unknown objects
+        return ToolOutcome(
+            content=f"Tool '{name}' returned a value that cannot be serialised: {e}", is_error=True
+        )
+
+
+def _brief(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in error.errors()
+    )

@@ -1,0 +1,92 @@
+"""The one-command demo (``make demo``): embedded Temporal, a worker, and a scripted conversation.
+
+Uses a Temporal server already running at localhost:7233 if there is one (for
+example ``make server``), otherwise starts the embedded dev server with its
+SQLite file under data/ and the Web UI on http://localhost:8233.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import uuid
+
+from connection import (
+    TASK_QUEUE,
+    address_is_explicit,
+    connect,
+    connect_config,
+    reachable,
+    start_embedded_server,
+    ui_link,
+)
+from starter import format_result, format_transcript
+from worker import build_worker
+from workflows.agent import AgentWorkflow
+from workflows.models import ConversationInput
+
+DEMO_PROMPT = "What is (12 + 30) * 2? Save the answer to answer.txt."
+
+
+async def run(args: argparse.Namespace) -> int:
+    server = None
+    address = connect_config()["target_host"]
+    if reachable(address) or address_is_explicit():
+        print(f"Using the Temporal server at {address}.")
+        client = await connect()
+    else:
+        print("Starting the embedded Temporal dev server (SQLite in data/, Web UI http://localhost:8233)...")
+        server = await start_embedded_server()
+        client = server.client
+
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, task_queue=args.task_queue):
+        print(f"Worker running on task queue '{args.task_queue}'. Starting conversation {workflow_id}.\n")
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            ConversationInput(prompt=args.prompt, agent=args.agent),
+            id=workflow_id,
+            task_queue=args.task_queue,
+        )
+        print("Transcript")
+        print("----------")
+        print(format_transcript(result.messages))
+        print("\nFinal answer")
+        print("------------")
+        print(format_result(result))
+        print(f"\nWorkflow id: {workflow_id}")
+        print(f"Web UI:      {ui_link(workflow_id)}")
+        if server and args.keep:
+            print("\nThe embedded server keeps running; Ctrl-C to stop.")
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+    if server:
+        await server.stop()
+        if not args.keep:
+            print(
+                "(The embedded server has stopped; its history stays in data/. "
+                "`make server` serves it again with the Web UI, or run `make demo ARGS=--keep`.)"
+            )
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--prompt", default=DEMO_PROMPT)
+    p.add_argument("--agent", default="demo")
+    p.add_argument("--task-queue", default=TASK_QUEUE)
+    p.add_argument("--keep", action="store_true", help="keep the embedded server (and Web UI) running")
+    try:
+        return asyncio.run(run(p.parse_args()))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly

@@ -1,0 +1,101 @@
+"""One embedded Temporal dev server for the whole session; a fresh worker and task queue per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from activities.tools import ToolRegistry, default_registry
+from connection import EmbeddedServer, start_embedded_server
+from worker import build_worker
+from workflows.agent import AgentWorkflow
+from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
+from workflows.models import AgentSpec, ConversationInput, ConversationResult
+
+
+@pytest.fixture(scope="session")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedServer]:
+    srv = await start_embedded_server(
+        port=None, ui=False, db_file=tmp_path_factory.mktemp("temporal") / "t.db"
+    )
+    yield srv
+    await srv.stop()
+
+
+@pytest.fixture(scope="session")
+def client(server: EmbeddedServer) -> Client:
+    return server.client
+
+
+@dataclass
+class Env:
+    client: Client
+    task_queue: str
+    workspace: Path
+
+    async def start(self, conversation: ConversationInput, workflow_id: str | None = None) -> WorkflowHandle:
+        return await self.client.start_workflow(
+            AgentWorkflow.run,
+            conversation,
+            id=workflow_id or f"test-{uuid.uuid4().hex[:10]}",
+            task_queue=self.task_queue,
+        )
+
+    async def run(self, conversation: ConversationInput) -> ConversationResult:
+        return await (await self.start(conversation)).result()
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    """Tests may override this fixture to give the worker other tools."""
+    return default_registry()
+
+
+@pytest.fixture
+async def env(client: Client, registry: ToolRegistry, tmp_path: Path) -> AsyncIterator[Env]:
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    async with build_worker(client, task_queue=task_queue, registry=registry, workspace_root=tmp_path):
+        yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
+
+
+def step(text: str = "", *calls: tuple[str, dict] | ScriptedToolCall) -> ScriptStep:
+    """A scripted model turn: ``step("text", ("add", {"a": 1, "b": 2}))``."""
+    return ScriptStep(
+        text=text,
+        tool_calls=[
+            c if isinstance(c, ScriptedToolCall) else ScriptedToolCall(name=c[0], arguments=c[1])
+            for c in calls
+        ],
+    )
+
+
+def scripted_agent(*steps: ScriptStep, tools: list[str] | None = None, **kwargs) -> AgentSpec:
+    return AgentSpec(
+        name="test-agent",
+        model=ModelSettings(provider="scripted", model="script", script=list(steps)),
+        tools=tools if tools is not None else ["add", "multiply", "subtract", "divide"],
+        **kwargs,
+    )
+
+
+def conversation(agent: AgentSpec, prompt: str = "go", **kwargs) -> ConversationInput:
+    return ConversationInput(prompt=prompt, agent_spec=agent, **kwargs)
+
+
+async def activity_types(handle: WorkflowHandle) -> list[str]:
+    """Activity names in the order they were scheduled, from the workflow's history."""
+    names = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+    return names
+
+
+async def event_types(handle: WorkflowHandle) -> list[int]:
+    return [event.event_type async for event in handle.fetch_history_events()]

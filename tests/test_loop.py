@@ -1,0 +1,295 @@
+"""The agent loop on a real embedded Temporal server with the scripted model."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from activities.tools import ToolContext, ToolRegistry, tool
+from activities.tools.calculator import CALCULATOR_TOOLS
+from tests.conftest import Env, activity_types, conversation, event_types, scripted_agent, step
+from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
+from workflows.models import ConversationInput, ToolCallRecord
+
+
+async def test_tool_call_then_text_answer(env: Env) -> None:
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("The sum is {last_result}."))
+    handle = await env.start(conversation(agent, "what is 2 + 3?"))
+    result = await handle.result()
+
+    assert result.final_text == "The sum is 5."
+    assert result.stop_reason == "completed"
+    assert result.max_iterations_reached is False
+    assert (result.iterations, result.model_calls) == (2, 2)
+    assert result.tool_calls == [
+        ToolCallRecord(
+            call_id="call_1_0",
+            name="add",
+            arguments={"a": 2, "b": 3},
+            iteration=1,
+            content="5",
+            is_error=False,
+        )
+    ]
+    assert result.usage == Usage(input_tokens=20, output_tokens=10)
+    assert await activity_types(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+
+
+async def test_parallel_tool_calls_run_concurrently_and_return_in_model_order(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("multiply", {"a": 3, "b": 4}), ("add", {"a": 1, "b": 1}), ("subtract", {"a": 10, "b": 1})),
+        step("done: {last_result}"),
+    )
+    handle = await env.start(conversation(agent))
+    result = await handle.result()
+
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert [(m.call_id, m.name, m.content) for m in results] == [
+        ("call_1_0", "multiply", "12"),
+        ("call_1_1", "add", "2"),
+        ("call_1_2", "subtract", "9"),
+    ]
+    assert result.final_text == "done: 12, 2, 9"
+    # All three were scheduled in one workflow task, before any of them completed.
+    events = await event_types(handle)
+    scheduled = [i for i, e in enumerate(events) if e == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    first_tool_completed = [
+        i for i, e in enumerate(events) if e == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    ][2]
+    assert scheduled[2:5] == [scheduled[2], scheduled[2] + 1, scheduled[2] + 2]
+    assert scheduled[4] < first_tool_completed
+
+
+def _looping_agent(**kwargs):
+    """A model that always asks for another tool call."""
+    return scripted_agent(*[step(f"step {i}", ("add", {"a": i, "b": 1})) for i in range(1, 10)], **kwargs)
+
+
+async def test_iteration_limit_final_answer_calls_model_once_more_with_tools_off(env: Env) -> None:
+    handle = await env.start(conversation(_looping_agent(max_iterations=2)))
+    result = await handle.result()
+
+    assert result.stop_reason == "max_iterations_reached"
+    assert result.max_iterations_reached is True
+    assert (result.iterations, result.model_calls, len(result.tool_calls)) == (2, 3, 2)
+    assert result.final_text == "Stopping here after 2 tool results. Latest: 3"
+    last = result.messages[-1]
+    assert isinstance(last, AssistantMessage) and last.tool_calls == []
+    assert await activity_types(handle) == [
+        "resolve_agent",
+        "call_model",
+        "run_tool",
+        "call_model",
+        "run_tool",
+        "call_model",
+    ]
+
+
+async def test_iteration_limit_stop_ends_with_last_text_and_flag(env: Env) -> None:
+    result = await env.run(conversation(_looping_agent(), max_iterations=3, on_limit="stop"))
+
+    assert result.stop_reason == "max_iterations_reached"
+    assert result.max_iterations_reached is True
+    assert (result.iterations, result.model_calls, len(result.tool_calls)) == (3, 3, 3)
+    assert result.final_text == "step 3"
+
+
+async def test_iteration_limit_fail_is_a_non_retryable_failure_naming_the_limit(env: Env) -> None:
+    handle = await env.start(conversation(_looping_agent(on_limit="fail"), max_iterations=2))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message, cause.non_retryable) == (
+        "MaxIterationsReached",
+        "iteration limit of 2 reached",
+        True,
+    )
+
+
+async def test_default_iteration_limit_is_five(env: Env) -> None:
+    result = await env.run(conversation(_looping_agent()))
+    assert (result.iterations, result.model_calls) == (5, 6)
+
+
+async def test_unknown_tool_is_reported_to_model_without_running_anything(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("rm_rf", {"path": "/"})), step("model saw: {last_result}"), tools=["add"]
+    )
+    handle = await env.start(conversation(agent))
+    result = await handle.result()
+
+    assert result.final_text == "model saw: Unknown tool 'rm_rf'. Available tools: add."
+    assert result.tool_calls[0].is_error is True
+    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+
+
+async def test_tool_outside_allowlist_is_unknown_even_if_worker_has_it(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("write_file", {"path": "x", "content": "y"})), step("{last_result}"), tools=["add"]
+    )
+    result = await env.run(conversation(agent))
+    assert result.final_text == "Unknown tool 'write_file'. Available tools: add."
+    assert not (env.workspace / "x").exists()
+
+
+async def test_invalid_arguments_are_reported_to_model(env: Env) -> None:
+    agent = scripted_agent(step("", ("add", {"a": "twelve", "b": 1})), step("{last_result}"))
+    result = await env.run(conversation(agent))
+
+    assert result.final_text == (
+        "Invalid arguments for 'add': a: Input should be a valid number, unable to parse string as a number"
+    )
+    assert result.tool_calls[0].is_error is True
+
+
+async def test_arguments_that_are_not_json_are_reported_to_model(env: Env) -> None:
+    bad = ScriptedToolCall(name="add", raw_arguments='{"a": 1,')
+    handle = await env.start(conversation(scripted_agent(step("", bad), step("{last_result}"))))
+    result = await handle.result()
+
+    assert result.final_text == (
+        "Invalid arguments for 'add': arguments are not valid JSON "
+        "(Expecting property name enclosed in double quotes at position 8)"
+    )
+    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+
+
+async def test_tool_error_is_reported_to_model_and_loop_continues(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("divide", {"a": 1, "b": 0})),
+        step("retrying", ("divide", {"a": 1, "b": 4})),
+        step("{last_result}"),
+    )
+    result = await env.run(conversation(agent))
+
+    assert [(c.content, c.is_error) for c in result.tool_calls] == [
+        ("Cannot divide by zero.", True),
+        ("0.25", False),
+    ]
+    assert result.final_text == "0.25"
+
+
+@tool
+def explode(message: str) -> str:
+    """Raise an unexpected exception.
+
+    Args:
+        message: What the exception says.
+    """
+    raise RuntimeError(message)
+
+
+@tool
+def idempotency_key(ctx: ToolContext) -> str:
+    """Return the call's idempotency key."""
+    return ctx.idempotency_key
+
+
+@tool
+def not_serialisable() -> object:
+    """Return something JSON cannot hold."""
+    return object()
+
+
+class TestCustomTools:
+    @pytest.fixture
+    def registry(self) -> ToolRegistry:
+        return ToolRegistry([*CALCULATOR_TOOLS, explode, idempotency_key, not_serialisable])
+
+    async def test_unexpected_tool_exception_is_reported_to_model(self, env: Env) -> None:
+        agent = scripted_agent(
+            step("", ("explode", {"message": "boom"})), step("{last_result}"), tools=["explode"]
+        )
+        handle = await env.start(conversation(agent))
+        result = await handle.result()
+
+        assert result.final_text == "RuntimeError: boom"
+        assert EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED not in await event_types(handle)
+
+    async def test_each_tool_call_gets_a_stable_idempotency_key(self, env: Env) -> None:
+        agent = scripted_agent(
+            step("", ("idempotency_key", {})), step("{last_result}"), tools=["idempotency_key"]
+        )
+        handle = await env.start(conversation(agent))
+        result = await handle.result()
+        assert result.final_text == f"{handle.id}/call_1_0"
+
+    async def test_non_serialisable_tool_result_is_reported_to_model(self, env: Env) -> None:
+        agent = scripted_agent(
+            step("", ("not_serialisable", {})), step("{last_result}"), tools=["not_serialisable"]
+        )
+        result = await env.run(conversation(agent))
+        assert result.final_text.startswith(
+            "Tool 'not_serialisable' returned a value that cannot be serialised: "
+        )
+        assert result.tool_calls[0].is_error is True
+
+
+async def test_file_tools_work_in_the_conversation_workspace(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("write_file", {"path": "notes/a.txt", "content": "hello"})),
+        step("", ("read_file", {"path": "notes/a.txt"}), ("list_files", {"path": "notes"})),
+        step("", ("read_file", {"path": "../../etc/passwd"})),
+        step("{last_result}"),
+        tools=["write_file", "read_file", "list_files"],
+    )
+    handle = await env.start(conversation(agent), workflow_id="files-1")
+    result = await handle.result()
+
+    assert [c.content for c in result.tool_calls] == [
+        "Wrote 5 bytes to notes/a.txt.",
+        "hello",
+        '["a.txt"]',
+        "Path '../../etc/passwd' is outside the workspace; use a path relative to it.",
+    ]
+    assert (env.workspace / "files-1" / "notes" / "a.txt").read_text() == "hello"
+
+
+async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
+    handle = await env.start(ConversationInput(prompt="hi", agent="nope"))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+
+    assert info.value.cause.cause.message == (
+        "unknown agent 'nope'; this worker knows: calculator-anthropic, calculator-openai, demo"
+    )
+    events = await event_types(handle)
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) == 1
+
+
+async def test_inline_agent_with_unknown_tool_fails_clearly(env: Env) -> None:
+    handle = await env.start(conversation(scripted_agent(step("hi"), tools=["add", "teleport"])))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert info.value.cause.cause.message.startswith(
+        "inline agent 'test-agent': field 'tools': unknown tool(s) teleport; the worker has: add, divide"
+    )
+
+
+async def test_named_demo_agent_runs_offline(env: Env) -> None:
+    result = await env.run(ConversationInput(prompt="What is (12 + 30) * 2?", agent="demo"))
+    assert result.final_text == (
+        "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
+    )
+    assert [c.name for c in result.tool_calls] == ["add", "list_files", "multiply", "write_file"]
+
+
+async def test_queries_expose_history_and_status(env: Env) -> None:
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("The sum is {last_result}."))
+    handle = await env.start(conversation(agent, "what is 2 + 3?"))
+    await handle.result()
+
+    history = await handle.query("history")
+    assert [m["kind"] for m in history] == ["user", "assistant", "tool_result", "assistant"]
+    status = await handle.query("status")
+    assert (status["state"], status["iteration"], status["model_calls"], status["detail"]) == (
+        "completed",
+        2,
+        2,
+        "completed",
+    )

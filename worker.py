@@ -1,0 +1,112 @@
+"""Run a worker: ``python worker.py``.
+
+Connects with Temporal's env config (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, profiles).
+When no server is named and none answers at localhost:7233, it starts the
+embedded dev server itself and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.agent import AgentActivities, ModelProvider
+from activities.agents import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.tools import ToolRegistry, default_registry
+from connection import (
+    TASK_QUEUE,
+    address_is_explicit,
+    connect,
+    connect_config,
+    reachable,
+    start_embedded_server,
+)
+from workflows.agent import AgentWorkflow
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    registry: ToolRegistry | None = None,
+    agents_dir: Path = DEFAULT_AGENTS_DIR,
+    workspace_root: Path | None = None,
+    providers: dict[str, ModelProvider] | None = None,
+) -> Worker:
+    """The one worker setup used by ``worker.py``, the demo and the tests.
+
+    Raises ``AgentFileError`` naming the file and field when an agent file is bad.
+    """
+    registry = registry or default_registry()
+    activities = AgentActivities(
+        registry,
+        load_agents(agents_dir, registry),
+        workspace_root=workspace_root,
+        providers=providers,
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow],
+        activities=activities.all,
+        # After a crash, the replacement picks up cached workflows without waiting 10 s.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    try:
+        registry = default_registry()
+        load_agents(args.agents_dir, registry)  # fail before connecting on a bad agent file
+    except (AgentFileError, ValueError) as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    server = None
+    address = connect_config()["target_host"]
+    if not reachable(address) and not address_is_explicit():
+        print(
+            f"No Temporal server at {address}: starting the embedded dev server "
+            f"(SQLite in data/, Web UI http://localhost:8233).",
+            flush=True,
+        )
+        server = await start_embedded_server()
+    try:
+        client = await connect()
+    except Exception as e:  # connection errors from the Rust core carry no common type
+        print(f"worker: cannot connect to Temporal at {address}: {e}", file=sys.stderr)
+        return 2
+    worker = build_worker(client, task_queue=args.task_queue, registry=registry, agents_dir=args.agents_dir)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        print(f"Worker running on task queue '{args.task_queue}' at {address}. Ctrl-C to stop.", flush=True)
+        await stop.wait()
+    if server:
+        await server.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the durable agent worker.")
+    parser.add_argument("--task-queue", default=TASK_QUEUE)
+    parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
+    return asyncio.run(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly

@@ -1,0 +1,143 @@
+"""The neutral conversation model shared by the workflow, activities, CLI and tests.
+
+Nothing here imports a provider SDK: adapters in ``activities/providers`` map these
+types to and from each wire protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class SystemMessage(BaseModel):
+    kind: Literal["system"] = "system"
+    text: str
+
+
+class UserMessage(BaseModel):
+    kind: Literal["user"] = "user"
+    text: str
+
+
+class ToolCall(BaseModel):
+    """A tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_error: str | None = None
+    """Set when the model's arguments were not a JSON object; ``raw_arguments`` keeps them."""
+    raw_arguments: str | None = None
+    """The arguments exactly as the model sent them, when they could not be parsed."""
+
+    @classmethod
+    def from_json(cls, id: str, name: str, raw: str) -> ToolCall:
+        """A call whose arguments arrived as JSON text; malformed text is flagged, not dropped."""
+        try:
+            arguments = json.loads(raw or "{}")
+        except json.JSONDecodeError as e:
+            error = f"arguments are not valid JSON ({e.msg} at position {e.pos})"
+            return cls(id=id, name=name, arguments_error=error, raw_arguments=raw)
+        if not isinstance(arguments, dict):
+            error = "arguments must be a JSON object"
+            return cls(id=id, name=name, arguments_error=error, raw_arguments=raw)
+        return cls(id=id, name=name, arguments=arguments)
+
+
+class AssistantMessage(BaseModel):
+    kind: Literal["assistant"] = "assistant"
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolResultMessage(BaseModel):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
+    Field(discriminator="kind"),
+]
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class ToolDefinition(BaseModel):
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON schema of the arguments object."""
+
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+
+
+class ModelSettings(BaseModel):
+    """Which model to call and how. Keys and base URLs stay in the worker's environment."""
+
+    provider: Literal["openai", "anthropic", "scripted"]
+    model: str
+    max_tokens: int = 1024
+    temperature: float | None = None
+    script: list[ScriptStep] = Field(default_factory=list)
+    """Responses of the offline ``scripted`` provider, in order (ignored by real providers)."""
+
+
+class ScriptStep(BaseModel):
+    """One scripted model response: text, tool calls, or both."""
+
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    input_tokens: int = 10
+    output_tokens: int = 5
+
+
+class ScriptedToolCall(BaseModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    """Sent instead of ``arguments`` to simulate a model emitting malformed JSON."""
+
+
+class ModelRequest(BaseModel):
+    """What an adapter receives: one neutral request."""
+
+    settings: ModelSettings
+    messages: list[Message]
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    allow_tool_calls: bool = True
+    """False asks for a text answer: tools stay declared (history may reference them) but unusable."""
+
+
+class ModelResponse(BaseModel):
+    """What an adapter returns: one neutral response."""
+
+    message: AssistantMessage
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason = "stop"
+    model: str = ""
+
+
+ModelSettings.model_rebuild()

@@ -1,0 +1,166 @@
+"""Inputs, outputs and settings of the agent workflow and its activities."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+from temporalio.common import RetryPolicy
+
+from workflows.messages import Message, ModelRequest, ModelSettings, ToolDefinition, Usage
+
+OnLimit = Literal["final_answer", "stop", "fail"]
+StopReason = Literal["completed", "max_iterations_reached"]
+
+MAX_PROMPT_CHARS = 200_000
+"""Prompts above this are refused at start: they would crowd Temporal's 2 MB payload limit."""
+
+
+class CallPolicy(BaseModel):
+    """Timeout and retry settings of one kind of activity call."""
+
+    timeout_seconds: float = 60.0
+    """start-to-close timeout of one attempt."""
+    max_attempts: int = 5
+    """Attempts in all, the first included; 0 means unlimited."""
+    initial_retry_seconds: float = 1.0
+    """Delay before the first retry; a provider's retry-after overrides it."""
+    max_retry_seconds: float = 60.0
+    """Cap of the exponential backoff between retries."""
+    heartbeat_seconds: float | None = None
+    """Heartbeat timeout for long calls, so a dead worker is noticed in seconds."""
+
+    def activity_options(self) -> dict[str, Any]:
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_seconds),
+            "heartbeat_timeout": (
+                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
+            ),
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(seconds=self.initial_retry_seconds),
+                maximum_interval=timedelta(seconds=self.max_retry_seconds),
+                maximum_attempts=self.max_attempts,
+            ),
+        }
+
+
+class AgentSpec(BaseModel):
+    """An agent: which model, what it is told, which tools it may use, and its limits."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str
+    model: ModelSettings
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    """Allowlist of tool names from the worker's registry."""
+    max_iterations: int = Field(default=5, ge=1)
+    """Model calls that may ask for tools before the limit applies."""
+    on_limit: OnLimit = "final_answer"
+    model_call: CallPolicy = Field(default_factory=lambda: CallPolicy(timeout_seconds=120))
+    """Timeouts and retries of model calls."""
+
+
+class ConversationInput(BaseModel):
+    """Start input of one conversation: an agent (by name or inline), a prompt, limits."""
+
+    model_config = {"extra": "forbid"}
+
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    agent: str | None = None
+    """Name of an agent file known to the worker."""
+    agent_spec: AgentSpec | None = None
+    """Inline agent settings, used instead of a named agent."""
+    max_iterations: int | None = Field(default=None, ge=1)
+    on_limit: OnLimit | None = None
+    model: str | None = None
+    """Another model name for the agent's provider (e.g. a local server's model)."""
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> ConversationInput:
+        if (self.agent is None) == (self.agent_spec is None):
+            raise ValueError("give exactly one of 'agent' (a name) or 'agent_spec' (inline settings)")
+        return self
+
+
+class AgentRef(BaseModel):
+    name: str | None = None
+    spec: AgentSpec | None = None
+
+
+class ToolSpec(BaseModel):
+    """A tool as the workflow sees it: what the model is told, and how to call it."""
+
+    definition: ToolDefinition
+    call: CallPolicy = Field(default_factory=CallPolicy)
+
+
+class ResolvedAgent(BaseModel):
+    """An agent with its tools looked up in the worker's registry; recorded in history."""
+
+    spec: AgentSpec
+    tools: list[ToolSpec]
+
+
+class ModelCallInput(BaseModel):
+    """Input of the model activity.
+
+    Today the request carries the whole transcript; ``conversation_id`` is there so
+    a conversation store can later pass a reference plus new messages instead.
+    """
+
+    conversation_id: str
+    request: ModelRequest
+    timeout_seconds: float = 120.0
+
+
+class ToolInvocation(BaseModel):
+    """Input of the tool activity."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str
+    conversation_id: str
+    idempotency_key: str
+    """Stable across retries and worker crashes: pass it to external systems."""
+
+
+class ToolOutcome(BaseModel):
+    content: str
+    is_error: bool = False
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the audit trail keeps it."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    iteration: int
+    content: str
+    is_error: bool
+
+
+class ConversationResult(BaseModel):
+    final_text: str
+    stop_reason: StopReason
+    max_iterations_reached: bool = False
+    iterations: int
+    """Model calls that were allowed to use tools."""
+    model_calls: int
+    truncated: bool = False
+    """The last answer was cut by the model's max_tokens."""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    messages: list[Message] = Field(default_factory=list)
+
+
+class ConversationStatus(BaseModel):
+    state: Literal["starting", "calling_model", "running_tools", "completed", "failed"]
+    agent: str = ""
+    iteration: int = 0
+    max_iterations: int = 0
+    model_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    detail: str = ""

@@ -7,8 +7,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import ToolContext, ToolRegistry, tool
-from activities.tools.calculator import CALCULATOR_TOOLS
+from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from tests.conftest import Env, activity_types, conversation, event_types, scripted_agent, step
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
 from workflows.models import ConversationInput, ToolCallRecord
@@ -198,7 +197,7 @@ def not_serialisable() -> object:
 class TestCustomTools:
     @pytest.fixture
     def registry(self) -> ToolRegistry:
-        return ToolRegistry([*CALCULATOR_TOOLS, explode, idempotency_key, not_serialisable])
+        return default_registry(explode, idempotency_key, not_serialisable)
 
     async def test_unexpected_tool_exception_is_reported_to_model(self, env: Env) -> None:
         agent = scripted_agent(

@@ -7,5 +7,6 @@ from activities.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "default_registry", "tool"]
 
 
-def default_registry() -> ToolRegistry:
-    return ToolRegistry([*CALCULATOR_TOOLS, *FILE_TOOLS])
+def default_registry(*extra: Tool) -> ToolRegistry:
+    """The built-in tools plus ``extra`` (your own ``@tool`` functions)."""
+    return ToolRegistry([*CALCULATOR_TOOLS, *FILE_TOOLS, *extra])

@@ -215,8 +215,7 @@ class AgentWorkflow:
         )
 
 
-def _cause(err: BaseException) -> str:
-    """The innermost failure message, which names what actually went wrong."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return err.message if isinstance(err, FailureError) else str(err)
+def _cause(err: ActivityError) -> str:
+    """What the activity itself said (its own error, or the timeout), not the SDK error beneath it."""
+    cause = err.cause
+    return cause.message if isinstance(cause, FailureError) else str(cause or err)

@@ -1,0 +1,263 @@
+"""Adapters without a server: neutral in, exact wire out; recorded wire response in, exact neutral out."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from activities.errors import provider_error, retry_after
+from activities.providers import anthropic_messages, openai_chat
+from workflows.messages import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+DATA = Path(__file__).parent / "data"
+ADD = ToolDefinition(
+    name="add",
+    description="Add two numbers.",
+    parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}},
+)
+
+
+def _request(provider: str, *, allow_tool_calls: bool = True) -> ModelRequest:
+    return ModelRequest(
+        settings=ModelSettings(provider=provider, model="m-1", max_tokens=256, temperature=0.2),  # type: ignore[arg-type]
+        messages=[
+            SystemMessage(text="Be brief."),
+            UserMessage(text="12 + 30, and 1 / 0?"),
+            AssistantMessage(
+                text="Computing.",
+                tool_calls=[
+                    ToolCall(id="c1", name="add", arguments={"a": 12, "b": 30}),
+                    ToolCall(id="c2", name="divide", arguments={"a": 1, "b": 0}),
+                ],
+            ),
+            ToolResultMessage(call_id="c1", name="add", content="42"),
+            ToolResultMessage(call_id="c2", name="divide", content="Cannot divide by zero.", is_error=True),
+        ],
+        tools=[ADD],
+        allow_tool_calls=allow_tool_calls,
+    )
+
+
+def _load(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def test_openai_request_maps_tool_results_to_tool_role_messages() -> None:
+    assert openai_chat.to_wire(_request("openai")) == {
+        "model": "m-1",
+        "max_tokens": 256,
+        "temperature": 0.2,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "12 + 30, and 1 / 0?"},
+            {
+                "role": "assistant",
+                "content": "Computing.",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 12, "b": 30}'},
+                    },
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "divide", "arguments": '{"a": 1, "b": 0}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            {"role": "tool", "tool_call_id": "c2", "content": "Error: Cannot divide by zero."},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "add", "description": "Add two numbers.", "parameters": ADD.parameters},
+            }
+        ],
+    }
+
+
+def test_openai_request_turns_tools_off_with_tool_choice_none() -> None:
+    wire = openai_chat.to_wire(
+        _request("openai", allow_tool_calls=False), max_tokens_key="max_completion_tokens"
+    )
+    assert wire["tool_choice"] == "none"
+    assert wire["max_completion_tokens"] == 256 and "max_tokens" not in wire
+
+
+def test_openai_request_resends_malformed_arguments_verbatim() -> None:
+    request = _request("openai")
+    request.messages[2] = AssistantMessage(tool_calls=[ToolCall.from_json("c9", "add", '{"a": 1,')])
+    assert openai_chat.to_wire(request)["messages"][2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1,'}}
+        ],
+    }
+
+
+def test_openai_recorded_tool_call_response_maps_to_neutral() -> None:
+    assert openai_chat.from_wire(_load("openai_tool_calls_response.json")) == ModelResponse(
+        message=AssistantMessage(
+            text="",
+            tool_calls=[
+                ToolCall(id="call_hU0Yg4Zx3oQe1nVdB7sKpW2m", name="add", arguments={"a": 12, "b": 30}),
+                ToolCall(
+                    id="call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+                    name="multiply",
+                    arguments_error="arguments are not valid JSON (Expecting value at position 11)",
+                    raw_arguments='{"a":3,"b":',
+                ),
+            ],
+        ),
+        usage=Usage(input_tokens=143, output_tokens=51),
+        finish_reason="tool_calls",
+        model="gpt-4o-mini-2024-07-18",
+    )
+
+
+def test_openai_recorded_text_response_cut_at_max_tokens_says_length() -> None:
+    assert openai_chat.from_wire(_load("openai_text_response.json")) == ModelResponse(
+        message=AssistantMessage(text="12 + 30 = 42."),
+        usage=Usage(input_tokens=210, output_tokens=8),
+        finish_reason="length",
+        model="gpt-4o-mini-2024-07-18",
+    )
+
+
+def test_anthropic_request_groups_tool_results_in_one_user_message_with_is_error() -> None:
+    assert anthropic_messages.to_wire(_request("anthropic")) == {
+        "model": "m-1",
+        "max_tokens": 256,
+        "temperature": 0.2,
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "12 + 30, and 1 / 0?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Computing."},
+                    {"type": "tool_use", "id": "c1", "name": "add", "input": {"a": 12, "b": 30}},
+                    {"type": "tool_use", "id": "c2", "name": "divide", "input": {"a": 1, "b": 0}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "42"},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "c2",
+                        "content": "Cannot divide by zero.",
+                        "is_error": True,
+                    },
+                ],
+            },
+        ],
+        "tools": [{"name": "add", "description": "Add two numbers.", "input_schema": ADD.parameters}],
+    }
+
+
+def test_anthropic_request_turns_tools_off_with_tool_choice_none() -> None:
+    wire = anthropic_messages.to_wire(_request("anthropic", allow_tool_calls=False))
+    assert wire["tool_choice"] == {"type": "none"}
+
+
+def test_anthropic_recorded_tool_use_response_maps_to_neutral() -> None:
+    assert anthropic_messages.from_wire(_load("anthropic_tool_use_response.json")) == ModelResponse(
+        message=AssistantMessage(
+            text="I'll add those numbers.",
+            tool_calls=[
+                ToolCall(id="toolu_01A09q90qw90lq917835lq9", name="add", arguments={"a": 12, "b": 30}),
+                ToolCall(id="toolu_01B7Rz3kLm5Np8Qs2Tv4Wx6Y", name="list_files", arguments={}),
+            ],
+        ),
+        usage=Usage(input_tokens=512, output_tokens=87),
+        finish_reason="tool_calls",
+        model="claude-haiku-4-5-20251001",
+    )
+
+
+def test_anthropic_recorded_text_response_maps_to_neutral() -> None:
+    assert anthropic_messages.from_wire(_load("anthropic_text_response.json")) == ModelResponse(
+        message=AssistantMessage(text="12 + 30 = 42."),
+        usage=Usage(input_tokens=640, output_tokens=12),
+        finish_reason="stop",
+        model="claude-haiku-4-5-20251001",
+    )
+
+
+def test_anthropic_unknown_content_block_raises_instead_of_vanishing() -> None:
+    wire = _load("anthropic_text_response.json")
+    wire["content"].append({"type": "server_tool_use", "id": "x", "name": "web_search", "input": {}})
+    with pytest.raises(ValueError, match="unsupported anthropic content block type 'server_tool_use'"):
+        anthropic_messages.from_wire(wire)
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+        (408, True),
+        (409, True),
+        (413, False),
+        (422, False),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (529, True),
+        (None, True),
+    ],
+)
+def test_provider_error_classification(status: int | None, retryable: bool) -> None:
+    error = provider_error("openai", "boom", status=status)
+    assert error.non_retryable is (not retryable)
+
+
+def test_provider_error_names_the_provider_and_its_message() -> None:
+    error = provider_error("anthropic", "max_tokens: Field required", status=400)
+    assert (error.message, error.type) == (
+        "anthropic returned HTTP 400: max_tokens: Field required",
+        "ProviderHTTP400",
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "delay"),
+    [
+        ({"retry-after": "7"}, timedelta(seconds=7)),
+        ({"Retry-After": "1.5"}, timedelta(seconds=1.5)),
+        ({"retry-after-ms": "250", "retry-after": "9"}, timedelta(milliseconds=250)),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, timedelta(0)),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_header_parsing(headers: dict[str, str], delay: timedelta | None) -> None:
+    assert retry_after(headers) == delay
+
+
+def test_rate_limit_error_carries_the_providers_delay() -> None:
+    error = provider_error("openai", "slow down", status=429, headers={"retry-after": "3"})
+    assert error.next_retry_delay == timedelta(seconds=3)
+    assert error.non_retryable is False

@@ -1,0 +1,141 @@
+"""The real openai and anthropic SDKs over HTTP against a local fake server, through a real worker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from tests.conftest import Env
+from tests.fake_provider import FakeProvider, Reply, error_reply
+from workflows.models import ConversationInput
+
+DATA = Path(__file__).parent / "data"
+SECRET = "sk-test-secret-never-in-history"
+
+
+def _recorded(name: str) -> Reply:
+    return Reply(body=json.loads((DATA / name).read_text()))
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+        yield server
+
+
+async def _history_json(env: Env, workflow_id: str) -> str:
+    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+    return history.to_json()
+
+
+async def test_openai_agent_runs_tools_through_real_sdk(env: Env, fake: FakeProvider) -> None:
+    fake.queue(_recorded("openai_tool_calls_response.json"), _recorded("openai_text_response.json"))
+    handle = await env.start(ConversationInput(prompt="12 + 30?", agent="calculator-openai"))
+    result = await handle.result()
+
+    assert result.final_text == "12 + 30 = 42."
+    assert result.truncated is True  # the recorded answer stopped at max_tokens
+    assert [(c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("add", "42", False),
+        (
+            "multiply",
+            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
+            True,
+        ),
+    ]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (353, 59)
+
+    first, second = fake.received
+    assert first.path == second.path == "/v1/chat/completions"
+    assert first.headers["authorization"] == f"Bearer {SECRET}"
+    assert first.body["model"] == "gpt-4o-mini"
+    assert [t["function"]["name"] for t in first.body["tools"]] == [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "sqrt",
+    ]
+    assert second.body["messages"][-2:] == [
+        {"role": "tool", "tool_call_id": "call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "content": "42"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "content": "Error: Invalid arguments for 'multiply': arguments are not valid JSON "
+            "(Expecting value at position 11)",
+        },
+    ]
+    assert SECRET not in await _history_json(env, handle.id)
+
+
+async def test_anthropic_agent_runs_tools_through_real_sdk(env: Env, fake: FakeProvider) -> None:
+    fake.queue(_recorded("anthropic_tool_use_response.json"), _recorded("anthropic_text_response.json"))
+    handle = await env.start(ConversationInput(prompt="12 + 30?", agent="calculator-anthropic"))
+    result = await handle.result()
+
+    assert result.final_text == "12 + 30 = 42."
+    assert [(c.name, c.is_error) for c in result.tool_calls] == [("add", False), ("list_files", True)]
+    assert result.tool_calls[1].content.startswith("Unknown tool 'list_files'. Available tools: add, divide")
+
+    first, second = fake.received
+    assert first.path == second.path == "/v1/messages"
+    assert SECRET in (
+        first.headers.get("x-api-key"),
+        first.headers.get("authorization", "").removeprefix("Bearer "),
+    )
+    assert first.body["system"].startswith("You are a precise calculator assistant.")
+    assert second.body["messages"][-1]["role"] == "user"
+    assert [b["tool_use_id"] for b in second.body["messages"][-1]["content"]] == [
+        "toolu_01A09q90qw90lq917835lq9",
+        "toolu_01B7Rz3kLm5Np8Qs2Tv4Wx6Y",
+    ]
+    assert second.body["messages"][-1]["content"][1]["is_error"] is True
+    assert SECRET not in await _history_json(env, handle.id)
+
+
+async def test_provider_400_fails_the_conversation_without_retrying(env: Env, fake: FakeProvider) -> None:
+    fake.queue(error_reply(400, "Invalid 'messages[1].content': string too long."))
+    handle = await env.start(ConversationInput(prompt="hi", agent="calculator-openai"))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+
+    assert info.value.cause.message == (
+        "model call to openai:gpt-4o-mini failed: "
+        "openai returned HTTP 400: Invalid 'messages[1].content': string too long."
+    )
+    assert len(fake.received) == 1
+
+
+async def test_provider_401_is_not_retried(env: Env, fake: FakeProvider) -> None:
+    fake.queue(error_reply(401, "invalid x-api-key"))
+    handle = await env.start(ConversationInput(prompt="hi", agent="calculator-anthropic"))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert info.value.cause.message.endswith("anthropic returned HTTP 401: invalid x-api-key")
+    assert len(fake.received) == 1
+
+
+async def test_rate_limit_is_retried_after_the_providers_delay(env: Env, fake: FakeProvider) -> None:
+    fake.queue(
+        error_reply(429, "Rate limit reached", {"retry-after": "2"}), _recorded("openai_text_response.json")
+    )
+    result = await env.run(ConversationInput(prompt="hi", agent="calculator-openai"))
+
+    assert result.final_text == "12 + 30 = 42."
+    assert len(fake.received) == 2
+    assert fake.received[1].at - fake.received[0].at >= 1.9
+
+
+async def test_overloaded_529_is_retried(env: Env, fake: FakeProvider) -> None:
+    fake.queue(error_reply(529, "Overloaded"), _recorded("anthropic_text_response.json"))
+    result = await env.run(ConversationInput(prompt="hi", agent="calculator-anthropic"))
+    assert result.final_text == "12 + 30 = 42."
+    assert len(fake.received) == 2

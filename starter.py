@@ -11,7 +11,9 @@ import uuid
 from collections.abc import Sequence
 
 from pydantic import TypeAdapter, ValidationError
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from connection import TASK_QUEUE, connect, connect_config, ui_link
@@ -64,9 +66,16 @@ async def start(client: Client, args: argparse.Namespace) -> None:
     except ValidationError as e:
         raise CommandError(f"invalid input: {_brief(e)}") from e
     workflow_id = args.id or f"agent-{args.agent}-{uuid.uuid4().hex[:8]}"
-    handle = await client.start_workflow(
-        AgentWorkflow.run, conversation, id=workflow_id, task_queue=args.task_queue
-    )
+    try:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation,
+            id=workflow_id,
+            task_queue=args.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError as e:
+        raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
     print(f"Started {workflow_id}")
     print(f"Web UI: {ui_link(workflow_id)}")
     if args.wait:
@@ -79,8 +88,11 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
-    handle = client.get_workflow_handle(args.workflow_id)
-    messages = await handle.query(AgentWorkflow.history)
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
+        messages = (await handle.result()).messages  # no worker needed
+    else:
+        messages = await handle.query(AgentWorkflow.history)
     if args.json:
         adapter = TypeAdapter(list[Message])
         print(adapter.dump_json(messages, indent=2).decode())
@@ -164,8 +176,6 @@ async def run(argv: Sequence[str] | None = None) -> int:
                 f"error: no such conversation: {getattr(args, 'workflow_id', '')} ({e.message})",
                 file=sys.stderr,
             )
-        elif e.status == RPCStatusCode.ALREADY_EXISTS:
-            print(f"error: a conversation with id {args.id!r} already exists", file=sys.stderr)
         else:
             print(f"error: {e.message}", file=sys.stderr)
         return 1

@@ -292,3 +292,14 @@ async def test_queries_expose_history_and_status(env: Env) -> None:
         2,
         "completed",
     )
+
+
+async def test_invalid_start_input_fails_the_workflow_with_the_reason(env: Env) -> None:
+    handle = await env.client.start_workflow(
+        "AgentWorkflow", {"prompt": "", "agent": "demo"}, id="bad-input", task_queue=env.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+
+    assert "String should have at least 1 character" in info.value.cause.message
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in await event_types(handle)

@@ -10,6 +10,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from workflows.messages import (
         AssistantMessage,
         Message,
@@ -40,7 +42,12 @@ CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 
 
-@workflow.defn(name="AgentWorkflow")
+@workflow.defn(
+    name="AgentWorkflow",
+    # A start input that fails validation (say, from the temporal CLI) fails the
+    # conversation with pydantic's message instead of retrying the task forever.
+    failure_exception_types=[ValidationError],
+)
 class AgentWorkflow:
     def __init__(self) -> None:
         self._messages: list[Message] = []

@@ -10,19 +10,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
+
+from workflows.models import AGENT_NAME, AGENT_STATUS
 
 TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
 DEFAULT_ADDRESS = "localhost:7233"
 UI_PORT = 8233
 DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR", "data"))
 
-AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
-AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME)
 
 DEV_SERVER_DYNAMIC_CONFIG = {
@@ -45,6 +47,41 @@ def address_is_explicit() -> bool:
 
 async def connect() -> Client:
     return await Client.connect(**connect_config(), data_converter=pydantic_data_converter)
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register AgentStatus and AgentName if the namespace lacks them.
+
+    Without them every status change would fail the workflow task. Raises
+    ``RuntimeError`` with the command to run when this client may not register them.
+    """
+    namespace = client.namespace
+    wanted = {key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES}
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {name: kind for name, kind in wanted.items() if name not in listed.custom_attributes}
+    except RPCError as e:
+        if e.status != RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server cannot list
+            raise
+        missing = wanted
+    if not missing:
+        return
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as e:
+        if e.status == RPCStatusCode.ALREADY_EXISTS:
+            return
+        create = f"  temporal operator search-attribute create --namespace {namespace} --type Keyword"
+        commands = "\n".join(f"{create} --name {name}" for name in missing)
+        raise RuntimeError(
+            f"the namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this worker "
+            f"may not add them ({e.message}). Ask an operator to run:\n{commands}\n"
+            "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"
+        ) from e
 
 
 def reachable(address: str, timeout: float = 0.5) -> bool:

@@ -19,6 +19,7 @@ from connection import (
     address_is_explicit,
     connect,
     connect_config,
+    ensure_search_attributes,
     reachable,
     start_embedded_server,
     ui_link,
@@ -37,6 +38,7 @@ async def run(args: argparse.Namespace) -> int:
     if reachable(address) or address_is_explicit():
         print(f"Using the Temporal server at {address}.")
         client = await connect()
+        await ensure_search_attributes(client)
     else:
         print("Starting the embedded Temporal dev server (SQLite in data/, Web UI http://localhost:8233)...")
         server = await start_embedded_server()

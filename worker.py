@@ -27,6 +27,7 @@ from connection import (
     address_is_explicit,
     connect,
     connect_config,
+    ensure_search_attributes,
     reachable,
     start_embedded_server,
 )
@@ -84,6 +85,11 @@ async def run(args: argparse.Namespace) -> int:
         client = await connect()
     except Exception as e:  # connection errors from the Rust core carry no common type
         print(f"worker: cannot connect to Temporal at {address}: {e}", file=sys.stderr)
+        return 2
+    try:
+        await ensure_search_attributes(client)
+    except RuntimeError as e:
+        print(f"worker: {e}", file=sys.stderr)
         return 2
     worker = build_worker(client, task_queue=args.task_queue, registry=registry, agents_dir=args.agents_dir)
     stop = asyncio.Event()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from connection import EmbeddedServer, start_embedded_server
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
-from workflows.models import AgentSpec, ConversationInput, ConversationResult
+from workflows.models import AgentSpec, ApprovalRecord, ConversationInput, ConversationResult
 
 
 @pytest.fixture(scope="session")
@@ -99,3 +100,17 @@ async def activity_types(handle: WorkflowHandle) -> list[str]:
 
 async def event_types(handle: WorkflowHandle) -> list[int]:
     return [event.event_type async for event in handle.fetch_history_events()]
+
+
+async def wait_for_pending(
+    handle: WorkflowHandle, count: int = 1, timeout: float = 10.0
+) -> list[ApprovalRecord]:
+    """Poll the ``pending_approvals`` query until ``count`` approvals wait."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        pending = await handle.query(AgentWorkflow.pending_approvals)
+        if len(pending) >= count:
+            return pending
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"expected {count} pending approvals, have {len(pending)}")
+        await asyncio.sleep(0.05)

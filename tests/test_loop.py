@@ -8,9 +8,17 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from tests.conftest import Env, activity_types, conversation, event_types, scripted_agent, step
+from tests.conftest import (
+    Env,
+    activity_types,
+    conversation,
+    event_types,
+    scripted_agent,
+    step,
+    wait_for_pending,
+)
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
-from workflows.models import ConversationInput, ToolCallRecord
+from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, ToolCallRecord
 
 
 async def test_tool_call_then_text_answer(env: Env) -> None:
@@ -236,7 +244,9 @@ async def test_file_tools_work_in_the_conversation_workspace(env: Env) -> None:
         step("{last_result}"),
         tools=["write_file", "read_file", "list_files"],
     )
-    handle = await env.start(conversation(agent), workflow_id="files-1")
+    handle = await env.start(
+        conversation(agent, approval=ApprovalPolicy(auto=["write_file"])), workflow_id="files-1"
+    )
     result = await handle.result()
 
     assert [c.content for c in result.tool_calls] == [
@@ -270,8 +280,12 @@ async def test_inline_agent_with_unknown_tool_fails_clearly(env: Env) -> None:
     )
 
 
-async def test_named_demo_agent_runs_offline(env: Env) -> None:
-    result = await env.run(ConversationInput(prompt="What is (12 + 30) * 2?", agent="demo"))
+async def test_named_demo_agent_runs_offline_and_asks_before_writing(env: Env) -> None:
+    handle = await env.start(ConversationInput(prompt="What is (12 + 30) * 2?", agent="demo"))
+    [pending] = await wait_for_pending(handle)
+    assert (pending.call_id, pending.tool) == ("call_3_0", "write_file")
+    await handle.signal("approve", ApprovalSignal(call_id="call_3_0", by="test"))
+    result = await handle.result()
     assert result.final_text == (
         "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
     )
@@ -284,13 +298,14 @@ async def test_queries_expose_history_and_status(env: Env) -> None:
     await handle.result()
 
     history = await handle.query("history")
-    assert [m["kind"] for m in history] == ["user", "assistant", "tool_result", "assistant"]
+    assert [m["kind"] for m in history["messages"]] == ["user", "assistant", "tool_result", "assistant"]
+    assert [c["content"] for c in history["tool_calls"]] == ["5"]
     status = await handle.query("status")
     assert (status["state"], status["iteration"], status["model_calls"], status["detail"]) == (
         "completed",
         2,
         2,
-        "completed",
+        "finished: completed",
     )
 
 

@@ -12,6 +12,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from workflows.approvals import Approvals
     from workflows.messages import (
         AssistantMessage,
         Message,
@@ -24,10 +25,17 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from workflows.models import (
+        AGENT_NAME,
+        AGENT_STATUS,
         AgentRef,
+        ApprovalPolicy,
+        ApprovalRecord,
+        ApprovalSignal,
+        ConversationHistory,
         ConversationInput,
         ConversationResult,
         ConversationStatus,
+        Decision,
         ModelCallInput,
         ResolvedAgent,
         StopReason,
@@ -40,12 +48,14 @@ with workflow.unsafe.imports_passed_through():
 RESOLVE_AGENT = "resolve_agent"
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
+SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 
 
 @workflow.defn(
     name="AgentWorkflow",
     # A start input that fails validation (say, from the temporal CLI) fails the
-    # conversation with pydantic's message instead of retrying the task forever.
+    # conversation with pydantic's message instead of retrying the task forever;
+    # a malformed signal is dropped and logged by the SDK.
     failure_exception_types=[ValidationError],
 )
 class AgentWorkflow:
@@ -55,16 +65,28 @@ class AgentWorkflow:
         self._usage = Usage()
         self._status = ConversationStatus(state="starting")
         self._seen_call_ids: set[str] = set()
+        self._approvals = Approvals()
+        self._search_status = ""
 
     @workflow.run
     async def run(self, input: ConversationInput) -> ConversationResult:
+        try:
+            return await self._converse(input)
+        except Exception:
+            self._set_state("failed")
+            raise
+
+    async def _converse(self, input: ConversationInput) -> ConversationResult:
         agent = await self._resolve(input)
         spec = agent.spec
         if input.model:
             spec.model.model = input.model
+        approval = input.approval or spec.approval
         max_iterations = input.max_iterations or spec.max_iterations
         on_limit = input.on_limit or spec.on_limit
         self._status = ConversationStatus(state="starting", agent=spec.name, max_iterations=max_iterations)
+        if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            workflow.upsert_search_attributes([AGENT_NAME.value_set(spec.name)])
         if spec.system_prompt:
             self._messages.append(SystemMessage(text=spec.system_prompt))
         self._messages.append(UserMessage(text=input.prompt))
@@ -74,11 +96,10 @@ class AgentWorkflow:
             response = await self._call_model(agent, allow_tool_calls=True)
             if not response.message.tool_calls:
                 return self._finish("completed", response)
-            await self._run_tools(agent, response.message.tool_calls, iteration)
+            await self._run_tools(agent, approval, response.message.tool_calls, iteration)
 
         limit = f"iteration limit of {max_iterations} reached"
         if on_limit == "fail":
-            self._status.state = "failed"
             raise ApplicationError(limit, type="MaxIterationsReached", non_retryable=True)
         if on_limit == "stop":
             return self._finish("max_iterations_reached", None)
@@ -86,15 +107,50 @@ class AgentWorkflow:
         final = await self._call_model(agent, allow_tool_calls=False)
         return self._finish("max_iterations_reached", final)
 
+    # -- inspection ---------------------------------------------------------------
+
     @workflow.query
-    def history(self) -> list[Message]:
-        return self._messages
+    def history(self) -> ConversationHistory:
+        return ConversationHistory(
+            messages=self._messages,
+            tool_calls=self._tool_calls,
+            approvals=list(self._approvals.records.values()),
+        )
 
     @workflow.query
     def status(self) -> ConversationStatus:
         return self._status
 
+    @workflow.query
+    def pending_approvals(self) -> list[ApprovalRecord]:
+        return self._approvals.pending
+
+    # -- decisions from people ----------------------------------------------------
+
+    @workflow.signal(name="approve")
+    def approve(self, signal: ApprovalSignal) -> None:
+        self._on_signal(signal, approve=True)
+
+    @workflow.signal(name="reject")
+    def reject(self, signal: ApprovalSignal) -> None:
+        self._on_signal(signal, approve=False)
+
+    def _on_signal(self, signal: ApprovalSignal, *, approve: bool) -> None:
+        outcome = self._approvals.on_signal(signal, approve, workflow.now())
+        workflow.logger.info("%s signal: %s", "approve" if approve else "reject", outcome)
+
+    @workflow.update(name="decide")
+    def decide(self, decision: Decision) -> ApprovalRecord:
+        return self._approvals.decide(decision, workflow.now())
+
+    @decide.validator
+    def _check_decision(self, decision: Decision) -> None:
+        self._approvals.check(decision, workflow.now())
+
+    # -- the steps ----------------------------------------------------------------
+
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
+        self._set_state("starting")
         return await workflow.execute_activity(
             RESOLVE_AGENT,
             AgentRef(name=input.agent, spec=input.agent_spec),
@@ -107,9 +163,8 @@ class AgentWorkflow:
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
         settings = agent.spec.model
         policy = agent.spec.model_call
-        self._status.state = "calling_model"
         label = f"{settings.provider}:{settings.model}"
-        workflow.set_current_details(f"calling model {label}, iteration {self._status.iteration}")
+        self._set_state("calling_model", f"calling model {label}, iteration {self._status.iteration}")
         try:
             response = await workflow.execute_activity(
                 CALL_MODEL,
@@ -128,15 +183,11 @@ class AgentWorkflow:
                 **policy.activity_options(),
             )
         except ActivityError as err:
-            self._status.state = "failed"
             raise ApplicationError(
                 f"model call to {label} failed: {_cause(err)}", type="ModelCallFailed", non_retryable=True
             ) from err
         message = response.message
-        if allow_tool_calls:
-            message.tool_calls = [self._unique_id(call) for call in message.tool_calls]
-        else:
-            message.tool_calls = []
+        message.tool_calls = [self._unique_id(c) for c in message.tool_calls] if allow_tool_calls else []
         self._messages.append(message)
         self._usage += response.usage
         self._status.model_calls += 1
@@ -150,11 +201,13 @@ class AgentWorkflow:
         self._seen_call_ids.add(call.id)
         return call
 
-    async def _run_tools(self, agent: ResolvedAgent, calls: list[ToolCall], iteration: int) -> None:
-        self._status.state = "running_tools"
-        workflow.set_current_details(f"running tools: {', '.join(c.name for c in calls)}")
+    async def _run_tools(
+        self, agent: ResolvedAgent, approval: ApprovalPolicy, calls: list[ToolCall], iteration: int
+    ) -> None:
+        """Run a turn's calls concurrently; those needing approval wait while the others run."""
+        self._set_state("running_tools", f"running tools: {', '.join(c.name for c in calls)}")
         tools = {tool.definition.name: tool for tool in agent.tools}
-        outcomes = await asyncio.gather(*(self._run_tool(tools, call) for call in calls))
+        outcomes = await asyncio.gather(*(self._run_tool(tools, approval, call) for call in calls))
         for call, outcome in zip(calls, outcomes, strict=True):
             self._messages.append(
                 ToolResultMessage(
@@ -172,8 +225,10 @@ class AgentWorkflow:
                 )
             )
 
-    async def _run_tool(self, tools: dict[str, ToolSpec], call: ToolCall) -> ToolOutcome:
-        """Run one call; whatever the model got wrong comes back to it as an error result."""
+    async def _run_tool(
+        self, tools: dict[str, ToolSpec], approval: ApprovalPolicy, call: ToolCall
+    ) -> ToolOutcome:
+        """Run one call; whatever the model got wrong, or a person refused, comes back to it as an error."""
         tool = tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
@@ -184,6 +239,13 @@ class AgentWorkflow:
             return ToolOutcome(
                 content=f"Invalid arguments for '{call.name}': {call.arguments_error}", is_error=True
             )
+        if approval.requires_approval(tool):
+            record = await self._wait_for_decision(call, approval.deadline_for(call.name))
+            if record.state != "approved":
+                why = f": {record.reason}" if record.reason else "."
+                return ToolOutcome(
+                    content=f"Tool call '{call.name}' was rejected by {record.by}{why}", is_error=True
+                )
         workflow_id = workflow.info().workflow_id
         try:
             return await workflow.execute_activity(
@@ -202,10 +264,42 @@ class AgentWorkflow:
         except ActivityError as err:
             return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
 
+    async def _wait_for_decision(self, call: ToolCall, deadline: timedelta | None) -> ApprovalRecord:
+        record = self._approvals.request(call, deadline, workflow.now())
+        self._refresh_approval_state()
+        try:
+            await workflow.wait_condition(
+                lambda: record.state != "pending",
+                timeout=deadline,
+                timeout_summary=f"approval deadline for {call.name} ({call.id})",
+            )
+        except TimeoutError:
+            self._approvals.time_out(record, workflow.now())
+        self._refresh_approval_state()
+        return record
+
+    def _refresh_approval_state(self) -> None:
+        pending = self._approvals.pending
+        self._status.pending_approvals = len(pending)
+        if pending:
+            names = ", ".join(f"{r.tool} ({r.call_id})" for r in pending)
+            self._set_state("awaiting_approval", f"awaiting approval: {names}")
+        else:
+            self._set_state("running_tools", "running approved tools")
+
+    def _set_state(self, state: str, detail: str | None = None) -> None:
+        """Keep the status query, the Web UI details and the AgentStatus search attribute in step."""
+        self._status.state = state  # type: ignore[assignment]
+        if detail is not None:
+            self._status.detail = detail
+            workflow.set_current_details(detail)
+        searchable = "running" if state in ("starting", "calling_model", "running_tools") else state
+        if searchable != self._search_status and workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
+            self._search_status = searchable
+
     def _finish(self, reason: StopReason, last: ModelResponse | None) -> ConversationResult:
-        self._status.state = "completed"
-        self._status.detail = reason
-        workflow.set_current_details(f"completed: {reason}")
+        self._set_state("completed", f"finished: {reason}")
         final_text = next(
             (m.text for m in reversed(self._messages) if isinstance(m, AssistantMessage) and m.text), ""
         )
@@ -217,6 +311,7 @@ class AgentWorkflow:
             model_calls=self._status.model_calls,
             truncated=last is not None and last.finish_reason == "length",
             tool_calls=self._tool_calls,
+            approvals=list(self._approvals.records.values()),
             usage=self._usage,
             messages=self._messages,
         )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey
 
 from workflows.messages import Message, ModelRequest, ModelSettings, ToolDefinition, Usage
+
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+"""running, awaiting_approval, completed or failed: find conversations that wait for a person."""
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 OnLimit = Literal["final_answer", "stop", "fail"]
 StopReason = Literal["completed", "max_iterations_reached"]
@@ -45,6 +49,40 @@ class CallPolicy(BaseModel):
         }
 
 
+Deadline = float | Literal["none"]
+"""Seconds to wait for a person's decision, or "none" to wait forever."""
+
+DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
+
+
+class ApprovalPolicy(BaseModel):
+    """Which tool calls wait for a person, and for how long.
+
+    A tool in ``auto`` never waits; one in ``require`` always does; otherwise the
+    tool's own default (``@tool(requires_approval=True)``) applies, then ``default``.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    default: Literal["auto", "require"] = "auto"
+    require: list[str] = Field(default_factory=list)
+    auto: list[str] = Field(default_factory=list)
+    deadline: Deadline = DEFAULT_APPROVAL_DEADLINE
+    """After this many seconds without a decision the call is rejected ("none": wait forever)."""
+    tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
+    """Per-tool deadlines, overriding ``deadline``."""
+
+    def requires_approval(self, tool: ToolSpec) -> bool:
+        name = tool.definition.name
+        if name in self.auto:
+            return False
+        return name in self.require or tool.requires_approval or self.default == "require"
+
+    def deadline_for(self, tool_name: str) -> timedelta | None:
+        deadline = self.tool_deadlines.get(tool_name, self.deadline)
+        return None if deadline == "none" else timedelta(seconds=deadline)
+
+
 class AgentSpec(BaseModel):
     """An agent: which model, what it is told, which tools it may use, and its limits."""
 
@@ -60,6 +98,7 @@ class AgentSpec(BaseModel):
     on_limit: OnLimit = "final_answer"
     model_call: CallPolicy = Field(default_factory=lambda: CallPolicy(timeout_seconds=120))
     """Timeouts and retries of model calls."""
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
 
 class ConversationInput(BaseModel):
@@ -76,6 +115,8 @@ class ConversationInput(BaseModel):
     on_limit: OnLimit | None = None
     model: str | None = None
     """Another model name for the agent's provider (e.g. a local server's model)."""
+    approval: ApprovalPolicy | None = None
+    """Replaces the agent's approval policy for this conversation."""
 
     @model_validator(mode="after")
     def _one_agent(self) -> ConversationInput:
@@ -94,6 +135,8 @@ class ToolSpec(BaseModel):
 
     definition: ToolDefinition
     call: CallPolicy = Field(default_factory=CallPolicy)
+    requires_approval: bool = False
+    """The tool's own default: risky tools wait for a person unless the agent says otherwise."""
 
 
 class ResolvedAgent(BaseModel):
@@ -142,6 +185,38 @@ class ToolCallRecord(BaseModel):
     is_error: bool
 
 
+class ApprovalSignal(BaseModel):
+    """Input of the ``approve`` / ``reject`` signals: ``{"call_id": "...", "by": "...", "reason": "..."}``."""
+
+    call_id: str = Field(min_length=1)
+    by: str = "unknown"
+    reason: str = ""
+
+
+class Decision(ApprovalSignal):
+    """Input of the ``decide`` update, which answers whether the decision took."""
+
+    approve: bool
+
+
+ApprovalState = Literal["pending", "approved", "rejected", "timed_out"]
+
+
+class ApprovalRecord(BaseModel):
+    """A tool call that needed a person: the request and, once made, the decision."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+    deadline: datetime | None
+    state: ApprovalState = "pending"
+    by: str | None = None
+    reason: str | None = None
+    decided_at: datetime | None = None
+    via: Literal["signal", "update", "deadline"] | None = None
+
+
 class ConversationResult(BaseModel):
     final_text: str
     stop_reason: StopReason
@@ -152,15 +227,25 @@ class ConversationResult(BaseModel):
     truncated: bool = False
     """The last answer was cut by the model's max_tokens."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
 
 
+class ConversationHistory(BaseModel):
+    """What the ``history`` query returns: the messages and the audit trail of decisions."""
+
+    messages: list[Message]
+    tool_calls: list[ToolCallRecord]
+    approvals: list[ApprovalRecord]
+
+
 class ConversationStatus(BaseModel):
-    state: Literal["starting", "calling_model", "running_tools", "completed", "failed"]
+    state: Literal["starting", "calling_model", "running_tools", "awaiting_approval", "completed", "failed"]
     agent: str = ""
     iteration: int = 0
     max_iterations: int = 0
     model_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
+    pending_approvals: int = 0
     detail: str = ""

@@ -50,7 +50,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
     return sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
 
 
-@tool
+@tool(requires_approval=True)
 def write_file(path: str, content: str, ctx: ToolContext) -> str:
     """Write a text file in the workspace, replacing it if it exists.
 

@@ -43,6 +43,7 @@ class Tool:
     arguments: type[BaseModel]
     call: CallPolicy
     context_parameter: str | None
+    requires_approval: bool = False
 
     @property
     def definition(self) -> ToolDefinition:
@@ -52,7 +53,7 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(definition=self.definition, call=self.call)
+        return ToolSpec(definition=self.definition, call=self.call, requires_approval=self.requires_approval)
 
 
 def tool(
@@ -60,16 +61,19 @@ def tool(
     *,
     name: str | None = None,
     call: CallPolicy | None = None,
+    requires_approval: bool = False,
 ) -> Any:
-    """Make a ``Tool`` of a typed function: ``@tool`` or ``@tool(name=..., call=CallPolicy(...))``."""
+    """Make a ``Tool`` of a typed function: ``@tool``, or ``@tool(name=..., call=CallPolicy(...),
+    requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise."""
 
     def make(fn: Callable[..., Any]) -> Tool:
-        return _build(fn, name or fn.__name__, call or CallPolicy(timeout_seconds=30, max_attempts=3))
+        policy = call or CallPolicy(timeout_seconds=30, max_attempts=3)
+        return _build(fn, name or fn.__name__, policy, requires_approval)
 
     return make(function) if function is not None else make
 
 
-def _build(fn: Callable[..., Any], name: str, call: CallPolicy) -> Tool:
+def _build(fn: Callable[..., Any], name: str, call: CallPolicy, requires_approval: bool) -> Tool:
     doc = inspect.getdoc(fn)
     if not doc:
         raise ValueError(f"tool {name!r} needs a docstring: it is the model's description of the tool")
@@ -96,6 +100,7 @@ def _build(fn: Callable[..., Any], name: str, call: CallPolicy) -> Tool:
         arguments=arguments,
         call=call,
         context_parameter=context_parameter,
+        requires_approval=requires_approval,
     )
 
 

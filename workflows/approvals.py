@@ -1,0 +1,81 @@
+"""Pending approvals and decisions of one conversation: plain deterministic state, no I/O."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from workflows.messages import ToolCall
+from workflows.models import ApprovalRecord, ApprovalSignal, Decision
+
+MAX_EARLY_DECISIONS = 100
+"""Decisions for calls not requested yet are kept (bounded) so a signal sent early still counts."""
+
+
+class Approvals:
+    def __init__(self) -> None:
+        self.records: dict[str, ApprovalRecord] = {}
+        self._early: dict[str, tuple[Decision, str]] = {}
+
+    @property
+    def pending(self) -> list[ApprovalRecord]:
+        return [r for r in self.records.values() if r.state == "pending"]
+
+    def request(self, call: ToolCall, deadline: timedelta | None, now: datetime) -> ApprovalRecord:
+        record = ApprovalRecord(
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            requested_at=now,
+            deadline=now + deadline if deadline is not None else None,
+        )
+        self.records[call.id] = record
+        if early := self._early.pop(call.id, None):
+            decision, via = early
+            self._apply(record, decision, now, via)
+        return record
+
+    def on_signal(self, signal: ApprovalSignal, approve: bool, now: datetime) -> str:
+        """Apply a decision from a signal; returns what happened, for the log."""
+        decision = Decision(approve=approve, **signal.model_dump())
+        record = self.records.get(signal.call_id)
+        if record is None:
+            if len(self._early) >= MAX_EARLY_DECISIONS or signal.call_id in self._early:
+                return f"ignored decision for unknown call {signal.call_id!r}"
+            self._early[signal.call_id] = (decision, "signal")
+            return f"kept decision for call {signal.call_id!r}, not requested yet"
+        if record.state != "pending":
+            return f"ignored decision for call {signal.call_id!r}: already {record.state}"
+        self._apply(record, decision, now, "signal")
+        return f"call {signal.call_id!r} {record.state} by {record.by}"
+
+    def check(self, decision: Decision, now: datetime) -> ApprovalRecord:
+        """Raise ``ValueError`` with the reason when an update's decision cannot be taken."""
+        record = self.records.get(decision.call_id)
+        if record is None:
+            waiting = ", ".join(r.call_id for r in self.pending) or "none"
+            raise ValueError(f"no approval is pending for call {decision.call_id!r} (pending: {waiting})")
+        if record.state != "pending":
+            raise ValueError(f"call {decision.call_id!r} was already {record.state} by {record.by}")
+        if record.deadline is not None and now >= record.deadline:
+            raise ValueError(f"call {decision.call_id!r} is past its approval deadline")
+        return record
+
+    def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
+        record = self.check(decision, now)
+        self._apply(record, decision, now, "update")
+        return record
+
+    def time_out(self, record: ApprovalRecord, now: datetime) -> None:
+        record.state = "timed_out"
+        record.by = "system"
+        record.reason = "approval timed out"
+        record.decided_at = now
+        record.via = "deadline"
+
+    @staticmethod
+    def _apply(record: ApprovalRecord, decision: Decision, now: datetime, via: str) -> None:
+        record.state = "approved" if decision.approve else "rejected"
+        record.by = decision.by
+        record.reason = decision.reason
+        record.decided_at = now
+        record.via = via  # type: ignore[assignment]

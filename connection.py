@@ -102,7 +102,7 @@ def temporal_cli() -> str:
     return found
 
 
-def test_server_binary() -> str:
+def time_skipping_server() -> str:
     candidate = Path(sysconfig.get_path("scripts")) / "temporal-test-server"
     found = str(candidate) if candidate.exists() else shutil.which("temporal-test-server")
     if not found:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import uuid
+
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from connection import (
     TASK_QUEUE,
@@ -24,10 +27,10 @@ from connection import (
     start_embedded_server,
     ui_link,
 )
-from starter import format_result, format_transcript
+from starter import conversation_summary, format_approval, format_result, format_transcript
 from worker import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.models import ConversationInput
+from workflows.models import ApprovalSignal, ConversationInput
 
 DEMO_PROMPT = "What is (12 + 30) * 2? Save the answer to answer.txt."
 
@@ -47,15 +50,20 @@ async def run(args: argparse.Namespace) -> int:
     workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
     async with build_worker(client, task_queue=args.task_queue):
         print(f"Worker running on task queue '{args.task_queue}'. Starting conversation {workflow_id}.\n")
-        result = await client.execute_workflow(
+        handle = await client.start_workflow(
             AgentWorkflow.run,
             ConversationInput(prompt=args.prompt, agent=args.agent),
             id=workflow_id,
             task_queue=args.task_queue,
+            static_summary=conversation_summary(args.agent, args.prompt),
         )
+        await approve_like_an_operator(handle, wait_for_person=args.manual)
+        result = await handle.result()
         print("Transcript")
         print("----------")
         print(format_transcript(result.messages))
+        for record in result.approvals:
+            print(format_approval(record))
         print("\nFinal answer")
         print("------------")
         print(format_result(result))
@@ -75,12 +83,35 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
+async def approve_like_an_operator(handle: WorkflowHandle, *, wait_for_person: bool) -> None:
+    """Approve each call that waits for a person with the same signal an operator sends."""
+    decided: set[str] = set()
+    while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        for record in await handle.query(AgentWorkflow.pending_approvals):
+            if record.call_id in decided:
+                continue
+            decided.add(record.call_id)
+            payload = {"call_id": record.call_id, "by": "demo-operator", "reason": "approved by make demo"}
+            call = f"{record.tool}({json.dumps(record.arguments)})"
+            signal = f"--workflow-id {handle.id} --name approve --input '{json.dumps(payload)}'"
+            print(f"The agent wants to run {call} and waits for a person.")
+            print(f"An operator approves it with the temporal CLI:\n  temporal workflow signal {signal}")
+            print(f"or with: python starter.py approve {handle.id} {record.call_id}")
+            if wait_for_person:
+                print("Waiting for your decision (--manual)...\n")
+                continue
+            await handle.signal(AgentWorkflow.approve, ApprovalSignal(**payload))
+            print("The demo sends that signal now.\n")
+        await asyncio.sleep(0.1)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompt", default=DEMO_PROMPT)
     p.add_argument("--agent", default="demo")
     p.add_argument("--task-queue", default=TASK_QUEUE)
     p.add_argument("--keep", action="store_true", help="keep the embedded server (and Web UI) running")
+    p.add_argument("--manual", action="store_true", help="leave approvals to you instead of approving them")
     try:
         return asyncio.run(run(p.parse_args()))
     except KeyboardInterrupt:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import os
 import sys
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
-from pydantic import TypeAdapter, ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -19,11 +27,23 @@ from temporalio.service import RPCError, RPCStatusCode
 from connection import TASK_QUEUE, connect, connect_config, ui_link
 from workflows.agent import AgentWorkflow
 from workflows.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
-from workflows.models import ConversationInput, ConversationResult
+from workflows.models import (
+    ApprovalRecord,
+    ConversationHistory,
+    ConversationInput,
+    ConversationResult,
+    Decision,
+)
 
 
 class CommandError(Exception):
     """Printed as one line, exit code 1."""
+
+
+def conversation_summary(agent: str, prompt: str) -> str:
+    """The one line the Web UI shows for a conversation."""
+    short = " ".join(prompt.split())
+    return f"{agent}: {short[:120]}{'…' if len(short) > 120 else ''}"
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -41,6 +61,14 @@ def format_transcript(messages: Sequence[Message]) -> str:
             case ToolResultMessage(call_id=call_id, content=content, is_error=is_error):
                 lines.append(f"[tool {'error' if is_error else 'result'} {call_id}] {content}")
     return "\n".join(lines)
+
+
+def format_approval(record: ApprovalRecord) -> str:
+    if record.state == "pending":
+        deadline = f"deadline {record.deadline:%Y-%m-%d %H:%M:%S} UTC" if record.deadline else "no deadline"
+        return f"[approval {record.call_id}] {record.tool} awaits a decision ({deadline})"
+    why = f": {record.reason}" if record.reason else ""
+    return f"[approval {record.call_id}] {record.tool} {record.state} by {record.by} via {record.via}{why}"
 
 
 def format_result(result: ConversationResult) -> str:
@@ -73,6 +101,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             id=workflow_id,
             task_queue=args.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            static_summary=conversation_summary(args.agent, args.prompt),
         )
     except WorkflowAlreadyStartedError as e:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
@@ -90,19 +119,106 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 async def history(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
     if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
-        messages = (await handle.result()).messages  # no worker needed
+        done = await handle.result()  # no worker needed
+        found = ConversationHistory(
+            messages=done.messages, tool_calls=done.tool_calls, approvals=done.approvals
+        )
     else:
-        messages = await handle.query(AgentWorkflow.history)
+        found = await handle.query(AgentWorkflow.history)
     if args.json:
-        adapter = TypeAdapter(list[Message])
-        print(adapter.dump_json(messages, indent=2).decode())
+        print(found.model_dump_json(indent=2))
     else:
-        print(format_transcript(messages))
+        print(format_transcript(found.messages))
+        for record in found.approvals:
+            print(format_approval(record))
 
 
 async def status(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
     print((await handle.query(AgentWorkflow.status)).model_dump_json(indent=2))
+
+
+async def pending(client: Client, args: argparse.Namespace) -> None:
+    """Every tool call waiting for a person, across all conversations."""
+    now = datetime.now(UTC)
+    rows = []
+    async for wf in client.list_workflows(
+        'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
+    ):
+        handle = client.get_workflow_handle(wf.id)
+        for record in await handle.query(AgentWorkflow.pending_approvals):
+            age = _duration(now - record.requested_at)
+            deadline = f"{record.deadline:%Y-%m-%d %H:%M:%S}Z" if record.deadline else "none"
+            rows.append((wf.id, record.call_id, record.tool, json.dumps(record.arguments), age, deadline))
+    if not rows:
+        print("No tool calls wait for approval.")
+        return
+    header = ("WORKFLOW ID", "CALL ID", "TOOL", "ARGUMENTS", "AGE", "DEADLINE")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
+    for row in [header, *rows]:
+        print(
+            "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False))
+            + "  "
+            + row[5]
+        )
+
+
+async def decide(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    decision = Decision(
+        call_id=args.call_id, approve=args.command == "approve", by=args.by, reason=args.reason
+    )
+    try:
+        record = await handle.execute_update(AgentWorkflow.decide, decision)
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not {args.command.rstrip('e')}ed: {getattr(e.cause, 'message', e.cause)}") from e
+    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}")
+
+
+async def watch(client: Client, args: argparse.Namespace) -> None:
+    """Follow a conversation live: new messages, approvals awaited and decided, until it ends."""
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    shown_messages, shown_approvals, last_detail = 0, {}, ""
+    while True:
+        finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+        found = await _conversation(handle)
+        new = format_transcript(found.messages[shown_messages:])
+        if new:
+            print(new)
+        shown_messages = len(found.messages)
+        for record in found.approvals:
+            if shown_approvals.get(record.call_id) != record.state:
+                shown_approvals[record.call_id] = record.state
+                print(format_approval(record))
+                if record.state == "pending":
+                    print(f"  approve: python starter.py approve {args.workflow_id} {record.call_id}")
+        if finished:
+            print(format_result(await handle.result()))
+            return
+        status = await handle.query(AgentWorkflow.status)
+        if status.detail != last_detail:
+            last_detail = status.detail
+            print(f"... {status.detail}")
+        await asyncio.sleep(args.interval)
+
+
+async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
+    """Messages and audit trail; from the result once completed, so no worker is needed."""
+    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
+        done = await handle.result()
+        return ConversationHistory(
+            messages=done.messages, tool_calls=done.tool_calls, approvals=done.approvals
+        )
+    return await handle.query(AgentWorkflow.history)
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 async def list_conversations(client: Client, args: argparse.Namespace) -> None:
@@ -145,6 +261,22 @@ def parser() -> argparse.ArgumentParser:
         if name == "history":
             c.add_argument("--json", action="store_true")
 
+    for name in ("approve", "reject"):
+        d = sub.add_parser(name, help=f"{name} a tool call that waits for a person (answers whether it took)")
+        d.add_argument("workflow_id")
+        d.add_argument("call_id")
+        d.add_argument("--by", default=getpass.getuser())
+        d.add_argument("--reason", default="")
+        d.set_defaults(func=decide)
+
+    pd = sub.add_parser("pending", help="tool calls waiting for approval, across all conversations")
+    pd.set_defaults(func=pending)
+
+    w = sub.add_parser("watch", help="follow a conversation live until it ends")
+    w.add_argument("workflow_id")
+    w.add_argument("--interval", type=float, default=0.5)
+    w.set_defaults(func=watch)
+
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=int, default=20)
     ls.set_defaults(func=list_conversations)
@@ -172,10 +304,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return 1
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            print(
-                f"error: no such conversation: {getattr(args, 'workflow_id', '')} ({e.message})",
-                file=sys.stderr,
-            )
+            print(f"error: {getattr(args, 'workflow_id', '')}: {e.message}", file=sys.stderr)
         else:
             print(f"error: {e.message}", file=sys.stderr)
         return 1

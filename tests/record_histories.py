@@ -1,8 +1,9 @@
 """Record the checked-in histories that ``test_replay.py`` replays.
 
-Run ``.venv/bin/python -m tests.record_histories`` after an intended change to the
-workflow's decisions (guarded with ``workflow.patched``), then commit the new files
-beside the old ones: old histories must keep replaying.
+Run ``.venv/bin/python -m tests.record_histories NAME...`` to record the named shapes
+after an intended change to the workflow's decisions (guarded with ``workflow.patched``).
+Give new shapes or versions new names and keep the old files: running
+conversations started on old code must keep replaying.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from connection import start_embedded_server
 from tests.conftest import conversation, scripted_agent, step
 from worker import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.models import ConversationInput
+from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput
 
 HISTORIES = Path(__file__).parent / "histories"
+
+WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 
 SHAPES: dict[str, ConversationInput] = {
     "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
@@ -33,17 +36,33 @@ SHAPES: dict[str, ConversationInput] = {
             step("{last_result}"),
         )
     ),
+    # call_1_0 is approved by a signal sent with the start; call_1_1 times out after 1 s.
+    "approval": conversation(
+        scripted_agent(
+            step("", WRITE, WRITE, ("add", {"a": 1, "b": 2})),
+            step("{last_result}"),
+            tools=["write_file", "add"],
+        ),
+        approval=ApprovalPolicy(tool_deadlines={"write_file": 1.0}),
+    ),
 }
+START_SIGNALS = {"approval": ApprovalSignal(call_id="call_1_0", by="recorder")}
 
 
-async def record() -> None:
+async def record(names: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = await start_embedded_server(port=None, ui=False, db_file=Path(tmp) / "t.db")
         try:
             async with build_worker(server.client, task_queue="record", workspace_root=Path(tmp)):
-                for name, start in SHAPES.items():
+                for name in names:
+                    signal = START_SIGNALS.get(name)
                     handle = await server.client.start_workflow(
-                        AgentWorkflow.run, start, id=f"record-{name}", task_queue="record"
+                        AgentWorkflow.run,
+                        SHAPES[name],
+                        id=f"record-{name}",
+                        task_queue="record",
+                        start_signal="approve" if signal else None,
+                        start_signal_args=[signal] if signal else [],
                     )
                     await handle.result()
                     history = await handle.fetch_history()
@@ -54,6 +73,10 @@ async def record() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    unknown = set(sys.argv[1:]) - set(SHAPES)
+    if not sys.argv[1:] or unknown:
+        print(f"usage: python -m tests.record_histories NAME... (shapes: {', '.join(SHAPES)})")
+        os._exit(2)
+    asyncio.run(record(sys.argv[1:]))
     sys.stdout.flush()
     os._exit(0)

@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from connection import EmbeddedServer, ensure_search_attributes, temporal_cli, test_server_binary
+from connection import EmbeddedServer, ensure_search_attributes, temporal_cli, time_skipping_server
 from tests.conftest import (
     Env,
     activity_types,
@@ -258,7 +258,7 @@ async def test_approval_sent_with_the_temporal_cli(env: Env, server: EmbeddedSer
 @pytest.fixture(scope="module")
 async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=test_server_binary()
+        data_converter=pydantic_data_converter, test_server_existing_path=time_skipping_server()
     )
     await ensure_search_attributes(env.client)
     yield env

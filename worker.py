@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from activities.agent import AgentActivities, ModelProvider
 from activities.agents import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from connection import (
     TASK_QUEUE,
@@ -42,6 +43,7 @@ def build_worker(
     agents_dir: Path = DEFAULT_AGENTS_DIR,
     workspace_root: Path | None = None,
     providers: dict[str, ModelProvider] | None = None,
+    store: ConversationStore | None = None,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
 
@@ -53,6 +55,7 @@ def build_worker(
         load_agents(agents_dir, registry),
         workspace_root=workspace_root,
         providers=providers,
+        store=store,
     )
     return Worker(
         client,

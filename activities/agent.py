@@ -17,6 +17,7 @@ from activities.agents import AgentFileError, check_tools
 from activities.providers.anthropic_messages import AnthropicMessagesModel
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.providers.scripted import ScriptedModel
+from activities.store import ConversationStore, SQLiteConversationStore
 from activities.tools import ToolRegistry
 from workflows.messages import ModelRequest, ModelResponse
 from workflows.models import (
@@ -46,6 +47,10 @@ def default_workspace_root() -> Path:
     return Path(os.environ.get("AGENT_WORKSPACE", "workspace")).resolve()
 
 
+def default_store() -> ConversationStore:
+    return SQLiteConversationStore(Path(os.environ.get("AGENT_STORE", "data/conversations.db")))
+
+
 class AgentActivities:
     """Holds what the worker built once at start: tools, agents, provider clients."""
 
@@ -56,10 +61,12 @@ class AgentActivities:
         *,
         workspace_root: Path | None = None,
         providers: dict[str, ModelProvider] | None = None,
+        store: ConversationStore | None = None,
     ) -> None:
         self._registry = registry
         self._agents = agents
         self._workspace_root = workspace_root or default_workspace_root()
+        self._store = store or default_store()
         self._providers: dict[str, ModelProvider] = dict(providers or {})
 
     @activity.defn(name="resolve_agent")
@@ -84,18 +91,37 @@ class AgentActivities:
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = self._provider(input.request.settings.provider)
+        request = await self._with_transcript(input)
         try:
-            return await provider.complete(input.request, timeout=input.timeout_seconds)
+            async with _heartbeating():
+                return await provider.complete(request, timeout=input.timeout_seconds)
         except ValueError as e:  # a response we cannot map: retrying would give the same
             raise ApplicationError(
                 f"{provider.name}: unusable response: {e}", type="ProviderResponseError", non_retryable=True
             ) from e
 
+    async def _with_transcript(self, input: ModelCallInput) -> ModelRequest:
+        """Store the new messages after the ``stored`` ones; return the request with the whole transcript."""
+        earlier: list = []
+        if input.stored:
+            found = await self._store.load(input.conversation_key, input.stored)
+            if found is None:
+                raise ApplicationError(
+                    f"the conversation store holds fewer than {input.stored} messages "
+                    f"for {input.conversation_key}",
+                    type="ConversationStoreGap",
+                    non_retryable=True,
+                )
+            earlier = found
+        await self._store.save(input.conversation_key, input.stored, input.request.messages)
+        return input.request.model_copy(update={"messages": earlier + input.request.messages})
+
     @activity.defn(name="run_tool")
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
         workspace = self._workspace_root / _safe_name(invocation.conversation_id)
         async with _heartbeating():
-            return await self._registry.run(invocation, workspace)
+            outcome = await self._registry.run(invocation, workspace)
+        return _truncated(outcome, invocation.max_output_chars)
 
     def _provider(self, name: str) -> ModelProvider:
         if name not in self._providers:
@@ -109,6 +135,14 @@ class AgentActivities:
     @property
     def all(self) -> list:
         return [self.resolve_agent, self.call_model, self.run_tool]
+
+
+def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
+    """Cut long outputs before they enter history (one tool must not hit the 2 MB payload limit)."""
+    if len(outcome.content) <= limit:
+        return outcome
+    note = f"\n[output truncated: {len(outcome.content)} characters, the first {limit} shown]"
+    return ToolOutcome(content=outcome.content[:limit] + note, is_error=outcome.is_error)
 
 
 def _safe_name(conversation_id: str) -> str:

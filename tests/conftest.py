@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,6 +19,14 @@ from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
 from workflows.models import AgentSpec, ApprovalRecord, ConversationInput, ConversationResult
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _worker_files(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Workers built without explicit paths keep their store and workspaces out of the repo."""
+    root = tmp_path_factory.mktemp("worker")
+    os.environ["AGENT_STORE"] = str(root / "conversations.db")
+    os.environ["AGENT_WORKSPACE"] = str(root / "workspace")
 
 
 @pytest.fixture(scope="session")

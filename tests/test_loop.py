@@ -305,7 +305,7 @@ async def test_queries_expose_history_and_status(env: Env) -> None:
         "completed",
         2,
         2,
-        "finished: completed",
+        "finished: answered",
     )
 
 

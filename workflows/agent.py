@@ -1,4 +1,11 @@
-"""The agent loop: call the model, run the tools it asks for, feed results back, repeat."""
+"""The agent loop: call the model, run the tools it asks for, feed results back, repeat.
+
+A conversation answers its queued user messages one at a time. Answering one is
+a *turn*: model calls and tool calls until the model answers in text or a limit
+applies. All progress lives in ``ConversationState``, so the workflow can
+continue as new at any safe point (between steps, or while it only waits for a
+person) and pick up exactly where it was.
+"""
 
 from __future__ import annotations
 
@@ -15,40 +22,44 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import Approvals
     from workflows.messages import (
         AssistantMessage,
-        Message,
         ModelRequest,
         ModelResponse,
         SystemMessage,
         ToolCall,
         ToolResultMessage,
-        Usage,
         UserMessage,
     )
     from workflows.models import (
         AGENT_NAME,
         AGENT_STATUS,
         AgentRef,
-        ApprovalPolicy,
         ApprovalRecord,
         ApprovalSignal,
+        ClosedBy,
         ConversationHistory,
         ConversationInput,
         ConversationResult,
+        ConversationState,
         ConversationStatus,
         Decision,
+        MessageInput,
         ModelCallInput,
+        QueuedMessage,
+        Reply,
         ResolvedAgent,
         StopReason,
         ToolCallRecord,
         ToolInvocation,
         ToolOutcome,
         ToolSpec,
+        TurnState,
     )
 
 RESOLVE_AGENT = "resolve_agent"
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
+STORE_GAP = "ConversationStoreGap"
 
 
 @workflow.defn(
@@ -59,61 +70,52 @@ SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
     failure_exception_types=[ValidationError],
 )
 class AgentWorkflow:
-    def __init__(self) -> None:
-        self._messages: list[Message] = []
-        self._tool_calls: list[ToolCallRecord] = []
-        self._usage = Usage()
-        self._status = ConversationStatus(state="starting")
-        self._seen_call_ids: set[str] = set()
-        self._approvals = Approvals()
+    @workflow.init
+    def __init__(self, input: ConversationInput) -> None:
+        self._s = input.state or ConversationState()
+        self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
+        self._status = ConversationStatus(state="starting", run=self._s.runs)
         self._search_status = ""
+        self._run_model_calls = 0
+        self._tools_in_flight = 0
+        self._closed_by: ClosedBy = "answered"
+        if input.state is None:
+            self._enqueue(input.prompt)
 
     @workflow.run
     async def run(self, input: ConversationInput) -> ConversationResult:
         try:
-            return await self._converse(input)
+            if self._s.agent is None:
+                self._s.agent = await self._resolve(input)
+            agent = self._s.agent
+            self._status.agent, self._status.max_iterations = agent.spec.name, agent.spec.max_iterations
+            if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+                workflow.upsert_search_attributes([AGENT_NAME.value_set(agent.spec.name)])
+            while True:
+                if self._continue_as_new_due():
+                    self._continue_as_new(input)
+                if self._s.turn is not None:
+                    await self._step(agent)
+                elif self._s.queue:
+                    self._start_turn()
+                elif not await self._wait_for_message(agent):
+                    return self._result()
+        except asyncio.CancelledError:
+            reason = workflow.cancellation_reason() or "no reason given"
+            self._closed_by = "cancelled"
+            self._set_state("cancelled", f"cancelled: {reason}")
+            return self._result()
         except Exception:
             self._set_state("failed")
             raise
-
-    async def _converse(self, input: ConversationInput) -> ConversationResult:
-        agent = await self._resolve(input)
-        spec = agent.spec
-        if input.model:
-            spec.model.model = input.model
-        approval = input.approval or spec.approval
-        max_iterations = input.max_iterations or spec.max_iterations
-        on_limit = input.on_limit or spec.on_limit
-        self._status = ConversationStatus(state="starting", agent=spec.name, max_iterations=max_iterations)
-        if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
-            workflow.upsert_search_attributes([AGENT_NAME.value_set(spec.name)])
-        if spec.system_prompt:
-            self._messages.append(SystemMessage(text=spec.system_prompt))
-        self._messages.append(UserMessage(text=input.prompt))
-
-        for iteration in range(1, max_iterations + 1):
-            self._status.iteration = iteration
-            response = await self._call_model(agent, allow_tool_calls=True)
-            if not response.message.tool_calls:
-                return self._finish("completed", response)
-            await self._run_tools(agent, approval, response.message.tool_calls, iteration)
-
-        limit = f"iteration limit of {max_iterations} reached"
-        if on_limit == "fail":
-            raise ApplicationError(limit, type="MaxIterationsReached", non_retryable=True)
-        if on_limit == "stop":
-            return self._finish("max_iterations_reached", None)
-        self._status.detail = f"{limit}, asking for a final answer"
-        final = await self._call_model(agent, allow_tool_calls=False)
-        return self._finish("max_iterations_reached", final)
 
     # -- inspection ---------------------------------------------------------------
 
     @workflow.query
     def history(self) -> ConversationHistory:
         return ConversationHistory(
-            messages=self._messages,
-            tool_calls=self._tool_calls,
+            messages=self._s.messages,
+            tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
         )
 
@@ -124,6 +126,40 @@ class AgentWorkflow:
     @workflow.query
     def pending_approvals(self) -> list[ApprovalRecord]:
         return self._approvals.pending
+
+    # -- user messages ------------------------------------------------------------
+
+    @workflow.update(name="send_message")
+    async def send_message(self, message: MessageInput) -> Reply:
+        """Queue a user message and answer with the reply once its turn is done."""
+        message_id = self._enqueue(message.text)
+        await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
+        return next(r for r in self._s.replies if r.message_id == message_id)
+
+    @send_message.validator
+    def _check_message(self, message: MessageInput) -> None:
+        if self._s.ended:
+            raise ValueError("the conversation has been ended; start a new one")
+
+    @workflow.signal(name="post_message")
+    def post_message(self, message: MessageInput) -> None:
+        """Fire-and-forget version of ``send_message``."""
+        if self._s.ended:
+            workflow.logger.info("post_message ignored: the conversation has been ended")
+            return
+        self._enqueue(message.text)
+
+    @workflow.signal(name="end")
+    def end(self) -> None:
+        """Close the conversation once the queued messages are answered."""
+        self._s.ended = True
+
+    def _enqueue(self, text: str) -> str:
+        self._s.messages_received += 1
+        message_id = f"m{self._s.messages_received}"
+        self._s.queue.append(QueuedMessage(id=message_id, text=text))
+        self._status.queued_messages = len(self._s.queue)
+        return message_id
 
     # -- decisions from people ----------------------------------------------------
 
@@ -147,11 +183,11 @@ class AgentWorkflow:
     def _check_decision(self, decision: Decision) -> None:
         self._approvals.check(decision, workflow.now())
 
-    # -- the steps ----------------------------------------------------------------
+    # -- the loop -----------------------------------------------------------------
 
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
-        self._set_state("starting")
-        return await workflow.execute_activity(
+        self._set_state("starting", "resolving the agent")
+        resolved = await workflow.execute_activity(
             RESOLVE_AGENT,
             AgentRef(name=input.agent, spec=input.agent_spec),
             result_type=ResolvedAgent,
@@ -159,76 +195,197 @@ class AgentWorkflow:
             retry_policy=RetryPolicy(maximum_attempts=5),
             summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
         )
+        resolved.spec = input.agent_for_conversation(resolved.spec)
+        if resolved.spec.system_prompt:
+            self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
+        return resolved
+
+    async def _wait_for_message(self, agent: ResolvedAgent) -> bool:
+        """In a chat, wait for the next message (or a due continue-as-new); False to close."""
+        if not agent.spec.chat or self._s.ended:
+            return False
+        self._set_state("idle", "waiting for the next message")
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._s.queue) or self._s.ended or self._continue_as_new_due(),
+                timeout=timedelta(seconds=agent.spec.idle_timeout_seconds),
+                timeout_summary="idle timeout",
+            )
+        except TimeoutError:
+            self._closed_by = "idle_timeout"
+            return False
+        if not self._s.queue and self._s.ended:
+            self._closed_by = "end_signal"
+            return False
+        return True
+
+    def _start_turn(self) -> None:
+        message = self._s.queue.pop(0)
+        self._status.queued_messages = len(self._s.queue)
+        self._s.messages.append(UserMessage(text=message.text))
+        self._s.turn = TurnState(message_id=message.id)
+        self._status.iteration = 0
+
+    async def _step(self, agent: ResolvedAgent) -> None:
+        """One step of the current turn: resolve the pending tool calls, or call the model."""
+        turn = self._s.turn
+        assert turn is not None
+        if turn.calls:
+            await self._resolve_calls(agent, turn)
+            return
+        spec = agent.spec
+        limit = self._limit(turn, agent)
+        if limit is None:
+            turn.iterations += 1
+            self._status.iteration = turn.iterations
+            response = await self._call_model(agent, allow_tool_calls=True)
+            if response.message.tool_calls:
+                turn.calls = response.message.tool_calls
+            else:
+                self._finish_turn("completed", response)
+            return
+        if spec.on_limit == "fail":
+            raise ApplicationError(_limit_text(limit, agent), type=_limit_type(limit), non_retryable=True)
+        if spec.on_limit == "stop" or limit == "model_call_limit_reached":
+            self._finish_turn(limit, None)
+            return
+        self._status.detail = f"{_limit_text(limit, agent)}, asking for a final answer"
+        self._finish_turn(limit, await self._call_model(agent, allow_tool_calls=False))
+
+    def _limit(self, turn: TurnState, agent: ResolvedAgent) -> StopReason | None:
+        if self._s.model_calls >= agent.spec.max_model_calls:
+            return "model_call_limit_reached"
+        if turn.iterations >= agent.spec.max_iterations:
+            return "max_iterations_reached"
+        return None
+
+    def _finish_turn(self, reason: StopReason, last: ModelResponse | None) -> None:
+        turn = self._s.turn
+        assert turn is not None
+        self._s.replies.append(
+            Reply(
+                message_id=turn.message_id,
+                text=self._last_text(),
+                stop_reason=reason,
+                iterations=turn.iterations,
+                truncated=last is not None and last.finish_reason == "length",
+            )
+        )
+        self._s.turn = None
+        self._status.detail = f"answered {turn.message_id}: {reason}"
+        workflow.set_current_details(self._status.detail)
+
+    def _last_text(self) -> str:
+        """The latest assistant text of the current turn (empty if the model gave none)."""
+        for m in reversed(self._s.messages):
+            if isinstance(m, UserMessage):
+                return ""
+            if isinstance(m, AssistantMessage) and m.text:
+                return m.text
+        return ""
+
+    # -- model calls --------------------------------------------------------------
 
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
         settings = agent.spec.model
-        policy = agent.spec.model_call
         label = f"{settings.provider}:{settings.model}"
         self._set_state("calling_model", f"calling model {label}, iteration {self._status.iteration}")
         try:
-            response = await workflow.execute_activity(
-                CALL_MODEL,
-                ModelCallInput(
-                    conversation_id=workflow.info().workflow_id,
-                    request=ModelRequest(
-                        settings=settings,
-                        messages=self._messages,
-                        tools=[tool.definition for tool in agent.tools],
-                        allow_tool_calls=allow_tool_calls,
-                    ),
-                    timeout_seconds=policy.timeout_seconds,
-                ),
-                result_type=ModelResponse,
-                summary=f"model {label}" + ("" if allow_tool_calls else " (final answer, tools off)"),
-                **policy.activity_options(),
-            )
+            try:
+                response = await self._model_activity(agent, allow_tool_calls, stored=self._s.stored)
+            except ActivityError as err:
+                if not (isinstance(err.cause, ApplicationError) and err.cause.type == STORE_GAP):
+                    raise
+                # The store lost messages (wiped, or another machine's): send the whole transcript.
+                workflow.logger.warning("conversation store gap: %s; resending the transcript", _cause(err))
+                response = await self._model_activity(agent, allow_tool_calls, stored=0)
         except ActivityError as err:
             raise ApplicationError(
                 f"model call to {label} failed: {_cause(err)}", type="ModelCallFailed", non_retryable=True
             ) from err
+        self._s.stored = len(self._s.messages)
         message = response.message
-        message.tool_calls = [self._unique_id(c) for c in message.tool_calls] if allow_tool_calls else []
-        self._messages.append(message)
-        self._usage += response.usage
-        self._status.model_calls += 1
-        self._status.usage = self._usage
+        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
+        self._s.messages.append(message)
+        self._s.usage += response.usage
+        self._s.model_calls += 1
+        self._run_model_calls += 1
+        self._status.model_calls = self._s.model_calls
+        self._status.usage = self._s.usage
         return response
 
-    def _unique_id(self, call: ToolCall) -> ToolCall:
-        """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""
-        if not call.id or call.id in self._seen_call_ids:
-            call.id = f"call_{self._status.model_calls}_{len(self._seen_call_ids)}"
-        self._seen_call_ids.add(call.id)
-        return call
+    async def _model_activity(
+        self, agent: ResolvedAgent, allow_tool_calls: bool, *, stored: int
+    ) -> ModelResponse:
+        settings, policy = agent.spec.model, agent.spec.model_call
+        return await workflow.execute_activity(
+            CALL_MODEL,
+            ModelCallInput(
+                conversation_key=_conversation_key(),
+                stored=stored,
+                request=ModelRequest(
+                    settings=settings,
+                    messages=self._s.messages[stored:],
+                    tools=[tool.definition for tool in agent.tools],
+                    allow_tool_calls=allow_tool_calls,
+                ),
+                timeout_seconds=policy.timeout_seconds,
+            ),
+            result_type=ModelResponse,
+            summary=f"model {settings.provider}:{settings.model}"
+            + ("" if allow_tool_calls else " (tools off)"),
+            **policy.activity_options(),
+        )
 
-    async def _run_tools(
-        self, agent: ResolvedAgent, approval: ApprovalPolicy, calls: list[ToolCall], iteration: int
-    ) -> None:
-        """Run a turn's calls concurrently; those needing approval wait while the others run."""
-        self._set_state("running_tools", f"running tools: {', '.join(c.name for c in calls)}")
+    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""
+        seen = {c.call_id for c in self._s.tool_calls}
+        for index, call in enumerate(calls):
+            if not call.id or call.id in seen:
+                call.id = f"call_{self._s.model_calls}_{index}"
+            seen.add(call.id)
+        return calls
+
+    # -- tool calls ---------------------------------------------------------------
+
+    async def _resolve_calls(self, agent: ResolvedAgent, turn: TurnState) -> None:
+        """Run a turn's calls concurrently; those needing approval wait while the others run.
+
+        A call still waiting for a person when a continue-as-new is due is left
+        without an outcome and carried to the next run.
+        """
+        self._set_state("running_tools", f"running tools: {', '.join(c.name for c in turn.calls)}")
         tools = {tool.definition.name: tool for tool in agent.tools}
-        outcomes = await asyncio.gather(*(self._run_tool(tools, approval, call) for call in calls))
-        for call, outcome in zip(calls, outcomes, strict=True):
-            self._messages.append(
+        todo = [c for c in turn.calls if c.id not in turn.outcomes]
+        outcomes = await asyncio.gather(*(self._resolve_call(agent, tools, call) for call in todo))
+        for call, outcome in zip(todo, outcomes, strict=True):
+            if outcome is not None:
+                turn.outcomes[call.id] = outcome
+        if len(turn.outcomes) < len(turn.calls):
+            return
+        for call in turn.calls:
+            outcome = turn.outcomes[call.id]
+            self._s.messages.append(
                 ToolResultMessage(
                     call_id=call.id, name=call.name, content=outcome.content, is_error=outcome.is_error
                 )
             )
-            self._tool_calls.append(
+            self._s.tool_calls.append(
                 ToolCallRecord(
                     call_id=call.id,
                     name=call.name,
                     arguments=call.arguments,
-                    iteration=iteration,
+                    iteration=turn.iterations,
                     content=outcome.content,
                     is_error=outcome.is_error,
                 )
             )
+        turn.calls, turn.outcomes = [], {}
 
-    async def _run_tool(
-        self, tools: dict[str, ToolSpec], approval: ApprovalPolicy, call: ToolCall
-    ) -> ToolOutcome:
-        """Run one call; whatever the model got wrong, or a person refused, comes back to it as an error."""
+    async def _resolve_call(
+        self, agent: ResolvedAgent, tools: dict[str, ToolSpec], call: ToolCall
+    ) -> ToolOutcome | None:
+        """One call's outcome; whatever the model got wrong, or a person refused, goes back as an error."""
         tool = tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
@@ -239,14 +396,23 @@ class AgentWorkflow:
             return ToolOutcome(
                 content=f"Invalid arguments for '{call.name}': {call.arguments_error}", is_error=True
             )
+        approval = agent.spec.approval
         if approval.requires_approval(tool):
-            record = await self._wait_for_decision(call, approval.deadline_for(call.name))
+            record = self._approvals.records.get(call.id) or self._approvals.request(
+                call, approval.deadline_for(call.name), workflow.now()
+            )
+            if not await self._wait_for_decision(record):
+                return None
             if record.state != "approved":
                 why = f": {record.reason}" if record.reason else "."
                 return ToolOutcome(
                     content=f"Tool call '{call.name}' was rejected by {record.by}{why}", is_error=True
                 )
+        return await self._run_tool(agent, tool, call)
+
+    async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id
+        self._tools_in_flight += 1
         try:
             return await workflow.execute_activity(
                 RUN_TOOL,
@@ -256,6 +422,7 @@ class AgentWorkflow:
                     call_id=call.id,
                     conversation_id=workflow_id,
                     idempotency_key=f"{workflow_id}/{call.id}",
+                    max_output_chars=agent.spec.max_tool_output_chars,
                 ),
                 result_type=ToolOutcome,
                 summary=f"tool {call.name}",
@@ -263,20 +430,25 @@ class AgentWorkflow:
             )
         except ActivityError as err:
             return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
+        finally:
+            self._tools_in_flight -= 1
 
-    async def _wait_for_decision(self, call: ToolCall, deadline: timedelta | None) -> ApprovalRecord:
-        record = self._approvals.request(call, deadline, workflow.now())
+    async def _wait_for_decision(self, record: ApprovalRecord) -> bool:
+        """Wait for a person; False when the wait is handed over to the next run."""
         self._refresh_approval_state()
+        remaining = None
+        if record.deadline is not None:
+            remaining = max(record.deadline - workflow.now(), timedelta(0))
         try:
             await workflow.wait_condition(
-                lambda: record.state != "pending",
-                timeout=deadline,
-                timeout_summary=f"approval deadline for {call.name} ({call.id})",
+                lambda: record.state != "pending" or self._continue_as_new_due(),
+                timeout=remaining,
+                timeout_summary=f"approval deadline for {record.tool} ({record.call_id})",
             )
         except TimeoutError:
             self._approvals.time_out(record, workflow.now())
         self._refresh_approval_state()
-        return record
+        return record.state != "pending"
 
     def _refresh_approval_state(self) -> None:
         pending = self._approvals.pending
@@ -285,7 +457,29 @@ class AgentWorkflow:
             names = ", ".join(f"{r.tool} ({r.call_id})" for r in pending)
             self._set_state("awaiting_approval", f"awaiting approval: {names}")
         else:
-            self._set_state("running_tools", "running approved tools")
+            self._set_state("running_tools", "running tools")
+
+    # -- continue-as-new ----------------------------------------------------------
+
+    def _continue_as_new_due(self) -> bool:
+        """Due when Temporal suggests it or the run made its share of model calls; only at a point
+        where nothing is in flight and every update handler has answered."""
+        agent = self._s.agent
+        if agent is None or self._tools_in_flight or not workflow.all_handlers_finished():
+            return False
+        every = agent.spec.continue_as_new_after
+        return workflow.info().is_continue_as_new_suggested() or bool(
+            every and self._run_model_calls >= every
+        )
+
+    def _continue_as_new(self, input: ConversationInput) -> None:
+        self._s.approvals = list(self._approvals.records.values())
+        self._s.early_decisions = self._approvals.early
+        self._s.runs += 1
+        workflow.logger.info("continuing as new (run %d)", self._s.runs)
+        workflow.continue_as_new(input.model_copy(update={"state": self._s}))
+
+    # -- status and result --------------------------------------------------------
 
     def _set_state(self, state: str, detail: str | None = None) -> None:
         """Keep the status query, the Web UI details and the AgentStatus search attribute in step."""
@@ -298,23 +492,42 @@ class AgentWorkflow:
             workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
             self._search_status = searchable
 
-    def _finish(self, reason: StopReason, last: ModelResponse | None) -> ConversationResult:
-        self._set_state("completed", f"finished: {reason}")
-        final_text = next(
-            (m.text for m in reversed(self._messages) if isinstance(m, AssistantMessage) and m.text), ""
-        )
+    def _result(self) -> ConversationResult:
+        if self._closed_by != "cancelled":
+            self._set_state("completed", f"finished: {self._closed_by}")
+        last = self._s.replies[-1] if self._s.replies else None
         return ConversationResult(
-            final_text=final_text,
-            stop_reason=reason,
-            max_iterations_reached=reason == "max_iterations_reached",
-            iterations=self._status.iteration,
-            model_calls=self._status.model_calls,
-            truncated=last is not None and last.finish_reason == "length",
-            tool_calls=self._tool_calls,
+            final_text=last.text if last else self._last_text(),
+            stop_reason=last.stop_reason if last else "completed",
+            max_iterations_reached=last is not None and last.stop_reason == "max_iterations_reached",
+            iterations=last.iterations if last else (self._s.turn.iterations if self._s.turn else 0),
+            model_calls=self._s.model_calls,
+            truncated=last is not None and last.truncated,
+            tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
-            usage=self._usage,
-            messages=self._messages,
+            usage=self._s.usage,
+            messages=self._s.messages,
+            replies=self._s.replies,
+            closed_by=self._closed_by,
+            detail=self._status.detail,
+            runs=self._s.runs,
         )
+
+
+def _conversation_key() -> str:
+    """Stable across continue-as-new, and distinct from an earlier conversation that used the same id."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}"
+
+
+def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
+    if limit == "model_call_limit_reached":
+        return f"model call limit of {agent.spec.max_model_calls} reached"
+    return f"iteration limit of {agent.spec.max_iterations} reached"
+
+
+def _limit_type(limit: StopReason) -> str:
+    return "ModelCallLimitReached" if limit == "model_call_limit_reached" else "MaxIterationsReached"
 
 
 def _cause(err: ActivityError) -> str:

@@ -12,9 +12,14 @@ MAX_EARLY_DECISIONS = 100
 
 
 class Approvals:
-    def __init__(self) -> None:
-        self.records: dict[str, ApprovalRecord] = {}
-        self._early: dict[str, tuple[Decision, str]] = {}
+    def __init__(self, records: list[ApprovalRecord] = (), early: list[Decision] = ()) -> None:  # type: ignore[assignment]
+        self.records: dict[str, ApprovalRecord] = {r.call_id: r for r in records}
+        self._early: dict[str, Decision] = {d.call_id: d for d in early}
+
+    @property
+    def early(self) -> list[Decision]:
+        """Decisions for calls not requested yet, carried across continue-as-new."""
+        return list(self._early.values())
 
     @property
     def pending(self) -> list[ApprovalRecord]:
@@ -30,8 +35,7 @@ class Approvals:
         )
         self.records[call.id] = record
         if early := self._early.pop(call.id, None):
-            decision, via = early
-            self._apply(record, decision, now, via)
+            self._apply(record, early, now, "signal")
         return record
 
     def on_signal(self, signal: ApprovalSignal, approve: bool, now: datetime) -> str:
@@ -41,7 +45,7 @@ class Approvals:
         if record is None:
             if len(self._early) >= MAX_EARLY_DECISIONS or signal.call_id in self._early:
                 return f"ignored decision for unknown call {signal.call_id!r}"
-            self._early[signal.call_id] = (decision, "signal")
+            self._early[signal.call_id] = decision
             return f"kept decision for call {signal.call_id!r}, not requested yet"
         if record.state != "pending":
             return f"ignored decision for call {signal.call_id!r}: already {record.state}"

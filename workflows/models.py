@@ -8,14 +8,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy, SearchAttributeKey
 
-from workflows.messages import Message, ModelRequest, ModelSettings, ToolDefinition, Usage
+from workflows.messages import Message, ModelRequest, ModelSettings, ToolCall, ToolDefinition, Usage
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 """running, awaiting_approval, completed or failed: find conversations that wait for a person."""
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 OnLimit = Literal["final_answer", "stop", "fail"]
-StopReason = Literal["completed", "max_iterations_reached"]
+StopReason = Literal["completed", "max_iterations_reached", "model_call_limit_reached"]
+ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 MAX_PROMPT_CHARS = 200_000
 """Prompts above this are refused at start: they would crowd Temporal's 2 MB payload limit."""
@@ -96,9 +97,33 @@ class AgentSpec(BaseModel):
     max_iterations: int = Field(default=5, ge=1)
     """Model calls that may ask for tools before the limit applies."""
     on_limit: OnLimit = "final_answer"
-    model_call: CallPolicy = Field(default_factory=lambda: CallPolicy(timeout_seconds=120))
+    model_call: CallPolicy = Field(
+        default_factory=lambda: CallPolicy(timeout_seconds=120, heartbeat_seconds=30)
+    )
     """Timeouts and retries of model calls."""
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    chat: bool = False
+    """Stay open after an answer for follow-up messages, until ``end`` or the idle timeout."""
+    idle_timeout_seconds: float = Field(default=24 * 3600.0, gt=0)
+    """An open chat with no new message for this long completes cleanly."""
+    max_model_calls: int = Field(default=100, ge=1)
+    """Model calls in the whole conversation (all messages, all runs): a guard on runaway cost."""
+    continue_as_new_after: int | None = Field(default=None, ge=1)
+    """Start a fresh run after this many model calls; otherwise when Temporal suggests it."""
+    max_tool_output_chars: int = Field(default=20_000, ge=100)
+    """Longer tool outputs are cut before they enter history, and the model is told so."""
+
+
+OVERRIDABLE = (
+    "max_iterations",
+    "on_limit",
+    "approval",
+    "chat",
+    "idle_timeout_seconds",
+    "max_model_calls",
+    "continue_as_new_after",
+)
+"""AgentSpec fields a start input may override for one conversation."""
 
 
 class ConversationInput(BaseModel):
@@ -117,6 +142,20 @@ class ConversationInput(BaseModel):
     """Another model name for the agent's provider (e.g. a local server's model)."""
     approval: ApprovalPolicy | None = None
     """Replaces the agent's approval policy for this conversation."""
+    chat: bool | None = None
+    idle_timeout_seconds: float | None = Field(default=None, gt=0)
+    max_model_calls: int | None = Field(default=None, ge=1)
+    continue_as_new_after: int | None = Field(default=None, ge=1)
+    state: ConversationState | None = None
+    """Set by the workflow itself when it continues as new; never by callers."""
+
+    def agent_for_conversation(self, spec: AgentSpec) -> AgentSpec:
+        """The agent with this conversation's overrides applied."""
+        updates = {name: getattr(self, name) for name in OVERRIDABLE if getattr(self, name) is not None}
+        spec = spec.model_copy(update=updates, deep=True)
+        if self.model:
+            spec.model.model = self.model
+        return spec
 
     @model_validator(mode="after")
     def _one_agent(self) -> ConversationInput:
@@ -147,13 +186,16 @@ class ResolvedAgent(BaseModel):
 
 
 class ModelCallInput(BaseModel):
-    """Input of the model activity.
+    """Input of the model activity: a reference to the stored transcript plus what is new.
 
-    Today the request carries the whole transcript; ``conversation_id`` is there so
-    a conversation store can later pass a reference plus new messages instead.
+    The activity appends ``request.messages`` to the conversation store after the
+    first ``stored`` messages, then sends the whole transcript to the model. History
+    thus holds each message once, and grows linearly with the conversation.
     """
 
-    conversation_id: str
+    conversation_key: str
+    stored: int = 0
+    """Messages the store already holds for this conversation; ``request.messages`` follow them."""
     request: ModelRequest
     timeout_seconds: float = 120.0
 
@@ -167,6 +209,7 @@ class ToolInvocation(BaseModel):
     conversation_id: str
     idempotency_key: str
     """Stable across retries and worker crashes: pass it to external systems."""
+    max_output_chars: int = 20_000
 
 
 class ToolOutcome(BaseModel):
@@ -217,6 +260,57 @@ class ApprovalRecord(BaseModel):
     via: Literal["signal", "update", "deadline"] | None = None
 
 
+class MessageInput(BaseModel):
+    """Input of the ``send_message`` update and the ``post_message`` signal: ``{"text": "..."}``."""
+
+    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+
+
+class QueuedMessage(BaseModel):
+    id: str
+    text: str
+
+
+class Reply(BaseModel):
+    """The answer to one user message, as ``send_message`` returns it."""
+
+    message_id: str
+    text: str
+    stop_reason: StopReason
+    iterations: int
+    truncated: bool = False
+
+
+class TurnState(BaseModel):
+    """Progress of the answer to one user message; carried across continue-as-new."""
+
+    message_id: str
+    iterations: int = 0
+    calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls of the latest model response that still need outcomes."""
+    outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)
+
+
+class ConversationState(BaseModel):
+    """Everything a conversation carries from one run to the next."""
+
+    agent: ResolvedAgent | None = None
+    messages: list[Message] = Field(default_factory=list)
+    stored: int = 0
+    """How many of ``messages`` the conversation store is known to hold."""
+    queue: list[QueuedMessage] = Field(default_factory=list)
+    turn: TurnState | None = None
+    replies: list[Reply] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    early_decisions: list[Decision] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model_calls: int = 0
+    messages_received: int = 0
+    ended: bool = False
+    runs: int = 1
+
+
 class ConversationResult(BaseModel):
     final_text: str
     stop_reason: StopReason
@@ -230,6 +324,12 @@ class ConversationResult(BaseModel):
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
+    replies: list[Reply] = Field(default_factory=list)
+    closed_by: ClosedBy = "answered"
+    detail: str = ""
+    """Why it closed, in words (e.g. the cancellation reason)."""
+    runs: int = 1
+    """Workflow runs the conversation used (continue-as-new starts a new one)."""
 
 
 class ConversationHistory(BaseModel):
@@ -241,11 +341,25 @@ class ConversationHistory(BaseModel):
 
 
 class ConversationStatus(BaseModel):
-    state: Literal["starting", "calling_model", "running_tools", "awaiting_approval", "completed", "failed"]
+    state: Literal[
+        "starting",
+        "calling_model",
+        "running_tools",
+        "awaiting_approval",
+        "idle",
+        "completed",
+        "cancelled",
+        "failed",
+    ]
     agent: str = ""
     iteration: int = 0
     max_iterations: int = 0
     model_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
     pending_approvals: int = 0
+    queued_messages: int = 0
+    run: int = 1
     detail: str = ""
+
+
+ConversationInput.model_rebuild()

@@ -1,9 +1,10 @@
 """An offline, deterministic model for the demo and tests.
 
-It plays the agent's ``model.script`` in order: the step index is the number of
-assistant turns since the last user message. Step texts may contain
-``{last_result}``, replaced by the latest tool results. When tools are turned
-off, it answers with the next step that calls no tools (or a summary).
+It plays the agent's ``model.script`` in order, across all user messages: the
+step index is the number of assistant turns so far. Step texts may contain
+``{last_result}`` (the latest tool results) and ``{user}`` (the latest user
+message). When tools are turned off, it answers with the next step that calls
+no tools (or a summary).
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ class ScriptedModel:
 def respond(request: ModelRequest) -> ModelResponse:
     messages = request.messages
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    turn = sum(isinstance(m, AssistantMessage) for m in messages[last_user + 1 :])
-    total_turns = sum(isinstance(m, AssistantMessage) for m in messages)
+    turn = sum(isinstance(m, AssistantMessage) for m in messages)
     results = [m.content for m in messages[last_user + 1 :] if isinstance(m, ToolResultMessage)]
     last_results = _last_results(messages)
     script = request.settings.script
+    user = messages[last_user].text if last_user >= 0 else ""  # type: ignore[union-attr]
 
     step = script[turn] if turn < len(script) else None
     if not request.allow_tool_calls and (step is None or step.tool_calls):
@@ -48,14 +49,16 @@ def respond(request: ModelRequest) -> ModelResponse:
 
     calls = [
         ToolCall.from_json(
-            f"call_{total_turns + 1}_{i}",
+            f"call_{turn + 1}_{i}",
             c.name,
             c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments),
         )
         for i, c in enumerate(step.tool_calls)
     ]
     return ModelResponse(
-        message=AssistantMessage(text=step.text.replace("{last_result}", last_results), tool_calls=calls),
+        message=AssistantMessage(
+            text=step.text.replace("{last_result}", last_results).replace("{user}", user), tool_calls=calls
+        ),
         usage=Usage(input_tokens=step.input_tokens, output_tokens=step.output_tokens),
         finish_reason="tool_calls" if calls else "stop",
         model=request.settings.model,

@@ -67,7 +67,7 @@ def tool(
     requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise."""
 
     def make(fn: Callable[..., Any]) -> Tool:
-        policy = call or CallPolicy(timeout_seconds=30, max_attempts=3)
+        policy = call or CallPolicy(timeout_seconds=30, max_attempts=3, heartbeat_seconds=10)
         return _build(fn, name or fn.__name__, policy, requires_approval)
 
     return make(function) if function is not None else make

@@ -1,0 +1,67 @@
+"""The conversation store: each message written once, so history carries references, not transcripts.
+
+The model activity appends the messages the workflow recorded since its last
+call and reads the whole transcript back. Writes are idempotent (by index), so
+a worker dying between writing and recording loses nothing: the retry writes
+the same messages again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import TypeAdapter
+
+from workflows.messages import Message
+
+_MESSAGE = TypeAdapter(Message)
+
+
+class ConversationStore(Protocol):
+    async def save(self, key: str, start: int, messages: list[Message]) -> None:
+        """Store ``messages`` at positions ``start``, ``start + 1``, ... of conversation ``key``."""
+
+    async def load(self, key: str, count: int) -> list[Message] | None:
+        """The first ``count`` messages of ``key``, or None when the store holds fewer."""
+
+
+class SQLiteConversationStore:
+    """A SQLite file: the default for one machine (several worker processes may share it)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS messages ("
+                " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
+                " PRIMARY KEY (conversation, position))"
+            )
+
+    async def save(self, key: str, start: int, messages: list[Message]) -> None:
+        rows = [(key, start + i, _MESSAGE.dump_json(m).decode()) for i, m in enumerate(messages)]
+        await asyncio.to_thread(self._write, rows)
+
+    async def load(self, key: str, count: int) -> list[Message] | None:
+        bodies = await asyncio.to_thread(self._read, key, count)
+        if len(bodies) < count:
+            return None
+        return [_MESSAGE.validate_json(body) for body in bodies]
+
+    def _write(self, rows: list[tuple[str, int, str]]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?)", rows)
+
+    def _read(self, key: str, count: int) -> list[str]:
+        with self._lock:
+            cursor = self._db.execute(
+                "SELECT body FROM messages WHERE conversation = ? AND position < ? ORDER BY position",
+                (key, count),
+            )
+            return [row[0] for row in cursor]

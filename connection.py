@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -14,10 +15,12 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
+from activities.store import SQLitePayloadDriver
 from workflows.models import AGENT_NAME, AGENT_STATUS
 
 TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
@@ -33,6 +36,20 @@ DEV_SERVER_DYNAMIC_CONFIG = {
 }
 
 
+PAYLOAD_THRESHOLD = 128 * 1024
+"""Payloads from this size on go to the payload store; history keeps a reference."""
+
+
+def data_converter() -> DataConverter:
+    """Pydantic models on the wire; large payloads kept out of history in the payload store.
+
+    Worker, starter and demo must share the store (``AGENT_PAYLOAD_STORE``) to read them.
+    """
+    path = Path(os.environ.get("AGENT_PAYLOAD_STORE", str(DATA_DIR / "payloads.db")))
+    storage = ExternalStorage(drivers=[SQLitePayloadDriver(path)], payload_size_threshold=PAYLOAD_THRESHOLD)
+    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+
+
 def connect_config() -> dict:
     """Address, namespace, TLS and API key from Temporal's env config (TEMPORAL_* and profiles)."""
     config = dict(ClientConfig.load_client_connect_config())
@@ -46,7 +63,7 @@ def address_is_explicit() -> bool:
 
 
 async def connect() -> Client:
-    return await Client.connect(**connect_config(), data_converter=pydantic_data_converter)
+    return await Client.connect(**connect_config(), data_converter=data_converter())
 
 
 async def ensure_search_attributes(client: Client) -> None:
@@ -144,7 +161,7 @@ async def start_embedded_server(
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         extra += ["--dynamic-config-value", f"{key}={value}"]
     env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         ip="127.0.0.1",
         port=port,
         ui=ui,

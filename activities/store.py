@@ -1,4 +1,6 @@
-"""The conversation store: each message written once, so history carries references, not transcripts.
+"""Storage beside Temporal: the conversation store, and a payload store for what is too big for history.
+
+The conversation store writes each message once, so history carries references, not transcripts.
 
 The model activity appends the messages the workflow recorded since its last
 call and reads the whole transcript back. Writes are idempotent (by index), so
@@ -9,12 +11,21 @@ the same messages again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import TypeAdapter
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
 from workflows.messages import Message
 
@@ -65,3 +76,52 @@ class SQLiteConversationStore:
                 (key, count),
             )
             return [row[0] for row in cursor]
+
+
+class SQLitePayloadDriver(StorageDriver):
+    """Keeps payloads too large for history (a long transcript carried to the next run, a big
+    result) in a SQLite file; history holds a content-addressed reference.
+
+    For a cluster, use a shared driver instead (Temporal's S3 or GCS driver) in ``data_converter``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)")
+
+    def name(self) -> str:
+        return "agent-sqlite"
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        rows = [
+            (hashlib.sha256(data).hexdigest(), data) for data in (p.SerializeToString() for p in payloads)
+        ]
+        await asyncio.to_thread(self._write, rows)
+        return [StorageDriverClaim(claim_data={"key": key}) for key, _ in rows]
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        keys = [claim.claim_data["key"] for claim in claims]
+        found = await asyncio.to_thread(self._read, keys)
+        missing = [key for key in keys if key not in found]
+        if missing:
+            raise RuntimeError(
+                f"payload store {self.name()} lacks {len(missing)} payload(s), e.g. {missing[0]}"
+            )
+        return [Payload.FromString(found[key]) for key in keys]
+
+    def _write(self, rows: list[tuple[str, bytes]]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
+
+    def _read(self, keys: list[str]) -> dict[str, bytes]:
+        with self._lock:
+            marks = ",".join("?" * len(keys))
+            return dict(self._db.execute(f"SELECT key, data FROM payloads WHERE key IN ({marks})", keys))

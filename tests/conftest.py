@@ -27,6 +27,7 @@ def _worker_files(tmp_path_factory: pytest.TempPathFactory) -> None:
     root = tmp_path_factory.mktemp("worker")
     os.environ["AGENT_STORE"] = str(root / "conversations.db")
     os.environ["AGENT_WORKSPACE"] = str(root / "workspace")
+    os.environ["AGENT_PAYLOAD_STORE"] = str(root / "payloads.db")
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from connection import start_embedded_server
 from tests.conftest import conversation, scripted_agent, step
 from worker import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput
+from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MessageInput
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -45,8 +47,19 @@ SHAPES: dict[str, ConversationInput] = {
         ),
         approval=ApprovalPolicy(tool_deadlines={"write_file": 1.0}),
     ),
+    # A second message arrives with the start and is answered after the first.
+    "follow_ups": conversation(
+        scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), step("you said {user}"))
+    ),
+    # The first run ends by continuing as new after one model call.
+    "continue_as_new": conversation(
+        scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
+    ),
 }
-START_SIGNALS = {"approval": ApprovalSignal(call_id="call_1_0", by="recorder")}
+START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
+    "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
+    "follow_ups": ("post_message", MessageInput(text="second")),
+}
 
 
 async def record(names: list[str]) -> None:
@@ -55,17 +68,18 @@ async def record(names: list[str]) -> None:
         try:
             async with build_worker(server.client, task_queue="record", workspace_root=Path(tmp)):
                 for name in names:
-                    signal = START_SIGNALS.get(name)
+                    signal, payload = START_SIGNALS.get(name, (None, None))
                     handle = await server.client.start_workflow(
                         AgentWorkflow.run,
                         SHAPES[name],
                         id=f"record-{name}",
                         task_queue="record",
-                        start_signal="approve" if signal else None,
-                        start_signal_args=[signal] if signal else [],
+                        start_signal=signal,
+                        start_signal_args=[payload] if payload else [],
                     )
-                    await handle.result()
-                    history = await handle.fetch_history()
+                    await handle.result()  # follows continue-as-new to the end
+                    first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
+                    history = await first_run.fetch_history()
                     (HISTORIES / f"{name}.json").write_text(history.to_json())
                     print(f"wrote {HISTORIES / name}.json")
         finally:

@@ -15,7 +15,14 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def test_histories_are_checked_in() -> None:
-    assert [p.stem for p in HISTORIES] == ["approval", "demo", "limit_final_answer", "tool_errors"]
+    assert [p.stem for p in HISTORIES] == [
+        "approval",
+        "continue_as_new",
+        "demo",
+        "follow_ups",
+        "limit_final_answer",
+        "tool_errors",
+    ]
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -202,7 +202,10 @@ class AgentWorkflow:
 
     async def _wait_for_message(self, agent: ResolvedAgent) -> bool:
         """In a chat, wait for the next message (or a due continue-as-new); False to close."""
-        if not agent.spec.chat or self._s.ended:
+        if self._s.ended:
+            self._closed_by = "end_signal"
+            return False
+        if not agent.spec.chat:
             return False
         self._set_state("idle", "waiting for the next message")
         try:

@@ -112,6 +112,8 @@ class ScriptStep(BaseModel):
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     input_tokens: int = 10
     output_tokens: int = 5
+    repeat: int = Field(default=1, ge=1)
+    """Play this step so many times in a row."""
 
 
 class ScriptedToolCall(BaseModel):

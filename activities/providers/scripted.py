@@ -36,7 +36,7 @@ def respond(request: ModelRequest) -> ModelResponse:
     turn = sum(isinstance(m, AssistantMessage) for m in messages)
     results = [m.content for m in messages[last_user + 1 :] if isinstance(m, ToolResultMessage)]
     last_results = _last_results(messages)
-    script = request.settings.script
+    script = [s for s in request.settings.script for _ in range(s.repeat)]
     user = messages[last_user].text if last_user >= 0 else ""  # type: ignore[union-attr]
 
     step = script[turn] if turn < len(script) else None

@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from activities.agent import AgentActivities, ModelProvider
 from activities.agents import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.hooks import HookRegistry, default_hooks
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from connection import (
@@ -44,18 +45,21 @@ def build_worker(
     workspace_root: Path | None = None,
     providers: dict[str, ModelProvider] | None = None,
     store: ConversationStore | None = None,
+    hooks: HookRegistry | None = None,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
 
     Raises ``AgentFileError`` naming the file and field when an agent file is bad.
     """
     registry = registry or default_registry()
+    hooks = hooks or default_hooks()
     activities = AgentActivities(
         registry,
-        load_agents(agents_dir, registry),
+        load_agents(agents_dir, registry, hooks),
         workspace_root=workspace_root,
         providers=providers,
         store=store,
+        hooks=hooks,
     )
     return Worker(
         client,
@@ -71,7 +75,7 @@ def build_worker(
 async def run(args: argparse.Namespace) -> int:
     try:
         registry = default_registry()
-        load_agents(args.agents_dir, registry)  # fail before connecting on a bad agent file
+        load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad agent file
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2

@@ -13,7 +13,8 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentFileError, check_tools
+from activities.agents import AgentFileError, check_agent
+from activities.hooks import HookRegistry, default_hooks
 from activities.providers.anthropic_messages import AnthropicMessagesModel
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.providers.scripted import ScriptedModel
@@ -23,6 +24,9 @@ from workflows.messages import ModelRequest, ModelResponse
 from workflows.models import (
     AgentRef,
     AgentSpec,
+    HookContext,
+    HookDecision,
+    HookInvocation,
     ModelCallInput,
     ResolvedAgent,
     ToolInvocation,
@@ -62,8 +66,10 @@ class AgentActivities:
         workspace_root: Path | None = None,
         providers: dict[str, ModelProvider] | None = None,
         store: ConversationStore | None = None,
+        hooks: HookRegistry | None = None,
     ) -> None:
         self._registry = registry
+        self._hooks = hooks or default_hooks()
         self._agents = agents
         self._workspace_root = workspace_root or default_workspace_root()
         self._store = store or default_store()
@@ -74,7 +80,7 @@ class AgentActivities:
         if ref.spec is not None:
             spec = ref.spec
             try:
-                check_tools(spec, self._registry, where=f"inline agent {spec.name!r}")
+                check_agent(spec, self._registry, self._hooks, where=f"inline agent {spec.name!r}")
             except AgentFileError as e:
                 raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
         elif ref.name in self._agents:
@@ -121,7 +127,17 @@ class AgentActivities:
         workspace = self._workspace_root / _safe_name(invocation.conversation_id)
         async with _heartbeating():
             outcome = await self._registry.run(invocation, workspace)
+            if invocation.post_hooks:
+                context = HookContext(conversation_id=invocation.conversation_id, call_id=invocation.call_id)
+                about = HookInvocation(
+                    hook="", context=context, tool=invocation.name, arguments=invocation.arguments
+                )
+                outcome = await self._hooks.redact(invocation.post_hooks, about, outcome)
         return _truncated(outcome, invocation.max_output_chars)
+
+    @activity.defn(name="run_hook")
+    async def run_hook(self, invocation: HookInvocation) -> HookDecision:
+        return await self._hooks.run(invocation)
 
     def _provider(self, name: str) -> ModelProvider:
         if name not in self._providers:
@@ -134,7 +150,7 @@ class AgentActivities:
 
     @property
     def all(self) -> list:
-        return [self.resolve_agent, self.call_model, self.run_tool]
+        return [self.resolve_agent, self.call_model, self.run_tool, self.run_hook]
 
 
 def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
@@ -142,7 +158,7 @@ def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
     if len(outcome.content) <= limit:
         return outcome
     note = f"\n[output truncated: {len(outcome.content)} characters, the first {limit} shown]"
-    return ToolOutcome(content=outcome.content[:limit] + note, is_error=outcome.is_error)
+    return outcome.model_copy(update={"content": outcome.content[:limit] + note})
 
 
 def _safe_name(conversation_id: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
 from workflows.models import AgentSpec
 
@@ -17,7 +18,7 @@ class AgentFileError(ValueError):
     """A bad agent file: the message names the file and the field."""
 
 
-def load_agent_file(path: Path, registry: ToolRegistry) -> AgentSpec:
+def load_agent_file(path: Path, registry: ToolRegistry, hooks: HookRegistry | None = None) -> AgentSpec:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -30,24 +31,34 @@ def load_agent_file(path: Path, registry: ToolRegistry) -> AgentSpec:
             f"field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in e.errors()
         )
         raise AgentFileError(f"{path}: {problems}") from e
-    check_tools(spec, registry, where=str(path))
+    check_agent(spec, registry, hooks, where=str(path))
     return spec
 
 
-def check_tools(spec: AgentSpec, registry: ToolRegistry, *, where: str) -> None:
+def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | None, *, where: str) -> None:
+    """Every tool and hook the agent names must exist in this worker, hooks at the right event."""
     unknown = [name for name in spec.tools if name not in registry]
     if unknown:
         raise AgentFileError(
             f"{where}: field 'tools': unknown tool(s) {', '.join(unknown)}; "
             f"the worker has: {', '.join(registry.names)}"
         )
+    for event, names in spec.hooks.model_dump().items():
+        for name in names:
+            found = hooks.event_of(name) if hooks else None
+            if found != event:
+                known = ", ".join(hooks.names) if hooks else "none"
+                problem = f"is a {found} hook" if found else f"is unknown (the worker has: {known})"
+                raise AgentFileError(f"{where}: field 'hooks.{event}': hook {name!r} {problem}")
 
 
-def load_agents(directory: Path, registry: ToolRegistry) -> dict[str, AgentSpec]:
+def load_agents(
+    directory: Path, registry: ToolRegistry, hooks: HookRegistry | None = None
+) -> dict[str, AgentSpec]:
     """Every ``*.toml`` in ``directory``, by agent name; any bad file stops the worker."""
     agents: dict[str, AgentSpec] = {}
     for path in sorted(directory.glob("*.toml")):
-        spec = load_agent_file(path, registry)
+        spec = load_agent_file(path, registry, hooks)
         if spec.name in agents:
             raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
         agents[spec.name] = spec

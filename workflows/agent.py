@@ -42,6 +42,11 @@ with workflow.unsafe.imports_passed_through():
         ConversationState,
         ConversationStatus,
         Decision,
+        HookContext,
+        HookDecision,
+        HookEvent,
+        HookInvocation,
+        HookRecord,
         MessageInput,
         ModelCallInput,
         QueuedMessage,
@@ -58,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
 RESOLVE_AGENT = "resolve_agent"
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
+RUN_HOOK = "run_hook"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 STORE_GAP = "ConversationStoreGap"
 
@@ -97,7 +103,7 @@ class AgentWorkflow:
                 if self._s.turn is not None:
                     await self._step(agent)
                 elif self._s.queue:
-                    self._start_turn()
+                    await self._start_turn(agent)
                 elif not await self._wait_for_message(agent):
                     return self._result()
         except asyncio.CancelledError:
@@ -117,6 +123,7 @@ class AgentWorkflow:
             messages=self._s.messages,
             tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
+            hooks=self._s.hooks,
         )
 
     @workflow.query
@@ -222,12 +229,69 @@ class AgentWorkflow:
             return False
         return True
 
-    def _start_turn(self) -> None:
+    async def _start_turn(self, agent: ResolvedAgent) -> None:
+        """Take the next message; ``user_prompt_submit`` hooks fire here, once per user message."""
         message = self._s.queue.pop(0)
         self._status.queued_messages = len(self._s.queue)
-        self._s.messages.append(UserMessage(text=message.text))
         self._s.turn = TurnState(message_id=message.id)
         self._status.iteration = 0
+        text = message.text
+        for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):
+            if decision.action == "block":
+                self._s.messages.append(UserMessage(text=text))
+                self._s.messages.append(
+                    AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
+                )
+                self._finish_turn("blocked_by_hook", None)
+                return
+            if decision.action == "rewrite" and decision.text is not None:
+                text = decision.text
+        self._s.messages.append(UserMessage(text=text))
+
+    async def _hooks(
+        self, agent: ResolvedAgent, event: HookEvent, target: str, about: HookInvocation
+    ) -> list[HookDecision]:
+        """Run the agent's hooks for ``event`` in order, each seeing the previous one's rewrite."""
+        decisions: list[HookDecision] = []
+        for name in getattr(agent.spec.hooks, event):
+            context = HookContext(
+                conversation_id=workflow.info().workflow_id,
+                call_id=target if event != "user_prompt_submit" else None,
+                message_id=target if event == "user_prompt_submit" else None,
+            )
+            try:
+                decision = await workflow.execute_activity(
+                    RUN_HOOK,
+                    about.model_copy(update={"hook": name, "context": context}),
+                    result_type=HookDecision,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"hook {name} ({event})",
+                )
+            except ActivityError as err:  # a guard that cannot answer says no
+                decision = HookDecision(
+                    hook=name, action="block", reason=f"hook {name} failed: {_cause(err)}"
+                )
+            self._record_hook(event, target, decision)
+            decisions.append(decision)
+            if decision.action == "block":
+                break
+            if decision.action == "rewrite":
+                about = about.model_copy(
+                    update={
+                        k: v
+                        for k, v in (("arguments", decision.arguments), ("text", decision.text))
+                        if v is not None
+                    }
+                )
+        return decisions
+
+    def _record_hook(self, event: HookEvent, target: str, decision: HookDecision) -> None:
+        self._s.hooks.append(
+            HookRecord(
+                event=event, target=target, hook=decision.hook, action=decision.action, reason=decision.reason
+            )
+        )
 
     async def _step(self, agent: ResolvedAgent) -> None:
         """One step of the current turn: resolve the pending tool calls, or call the model."""
@@ -400,10 +464,18 @@ class AgentWorkflow:
                 content=f"Invalid arguments for '{call.name}': {call.arguments_error}", is_error=True
             )
         approval = agent.spec.approval
+        record = self._approvals.records.get(call.id)
+        if record is None:  # not yet past the hooks (a call resumed after continue-as-new is)
+            about = HookInvocation(tool=call.name, arguments=call.arguments)
+            for decision in await self._hooks(agent, "pre_tool_use", call.id, about):
+                if decision.action == "block":
+                    return ToolOutcome(
+                        content=f"Blocked by hook {decision.hook}: {decision.reason}", is_error=True
+                    )
+                if decision.action == "rewrite" and decision.arguments is not None:
+                    call.arguments = decision.arguments
         if approval.requires_approval(tool):
-            record = self._approvals.records.get(call.id) or self._approvals.request(
-                call, approval.deadline_for(call.name), workflow.now()
-            )
+            record = record or self._approvals.request(call, approval.deadline_for(call.name), workflow.now())
             if not await self._wait_for_decision(record):
                 return None
             if record.state != "approved":
@@ -417,7 +489,7 @@ class AgentWorkflow:
         workflow_id = workflow.info().workflow_id
         self._tools_in_flight += 1
         try:
-            return await workflow.execute_activity(
+            outcome = await workflow.execute_activity(
                 RUN_TOOL,
                 ToolInvocation(
                     name=call.name,
@@ -426,11 +498,15 @@ class AgentWorkflow:
                     conversation_id=workflow_id,
                     idempotency_key=f"{workflow_id}/{call.id}",
                     max_output_chars=agent.spec.max_tool_output_chars,
+                    post_hooks=agent.spec.hooks.post_tool_use,
                 ),
                 result_type=ToolOutcome,
                 summary=f"tool {call.name}",
                 **tool.call.activity_options(),
             )
+            for decision in outcome.hooks:
+                self._record_hook("post_tool_use", call.id, decision)
+            return outcome
         except ActivityError as err:
             return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
         finally:
@@ -511,6 +587,7 @@ class AgentWorkflow:
             usage=self._s.usage,
             messages=self._s.messages,
             replies=self._s.replies,
+            hooks=self._s.hooks,
             closed_by=self._closed_by,
             detail=self._status.detail,
             runs=self._s.runs,

@@ -15,7 +15,7 @@ AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 OnLimit = Literal["final_answer", "stop", "fail"]
-StopReason = Literal["completed", "max_iterations_reached", "model_call_limit_reached"]
+StopReason = Literal["completed", "max_iterations_reached", "model_call_limit_reached", "blocked_by_hook"]
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 MAX_PROMPT_CHARS = 200_000
@@ -84,6 +84,62 @@ class ApprovalPolicy(BaseModel):
         return None if deadline == "none" else timedelta(seconds=deadline)
 
 
+HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit"]
+
+
+class HookConfig(BaseModel):
+    """Names of hooks (from the worker's hook registry) to run, in order, at each point."""
+
+    model_config = {"extra": "forbid"}
+
+    pre_tool_use: list[str] = Field(default_factory=list)
+    post_tool_use: list[str] = Field(default_factory=list)
+    user_prompt_submit: list[str] = Field(default_factory=list)
+
+
+class HookContext(BaseModel):
+    conversation_id: str
+    call_id: str | None = None
+    message_id: str | None = None
+
+
+class HookDecision(BaseModel):
+    """What a hook decided: allow, block (with a reason) or rewrite (arguments, content or text)."""
+
+    action: Literal["allow", "block", "rewrite"] = "allow"
+    reason: str = ""
+    arguments: dict[str, Any] | None = None
+    """New tool arguments (pre_tool_use)."""
+    content: str | None = None
+    """New tool output (post_tool_use)."""
+    text: str | None = None
+    """New user message (user_prompt_submit)."""
+    hook: str = ""
+
+
+class HookInvocation(BaseModel):
+    """Input of the hook activity."""
+
+    hook: str = ""
+    context: HookContext | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    content: str | None = None
+    is_error: bool = False
+    text: str | None = None
+
+
+class HookRecord(BaseModel):
+    """One hook decision in the audit trail."""
+
+    event: HookEvent
+    target: str
+    """The tool call id or user message id it was about."""
+    hook: str
+    action: Literal["allow", "block", "rewrite"]
+    reason: str = ""
+
+
 class AgentSpec(BaseModel):
     """An agent: which model, what it is told, which tools it may use, and its limits."""
 
@@ -112,6 +168,7 @@ class AgentSpec(BaseModel):
     """Start a fresh run after this many model calls; otherwise when Temporal suggests it."""
     max_tool_output_chars: int = Field(default=20_000, ge=100)
     """Longer tool outputs are cut before they enter history, and the model is told so."""
+    hooks: HookConfig = Field(default_factory=HookConfig)
 
 
 OVERRIDABLE = (
@@ -210,11 +267,15 @@ class ToolInvocation(BaseModel):
     idempotency_key: str
     """Stable across retries and worker crashes: pass it to external systems."""
     max_output_chars: int = 20_000
+    post_hooks: list[str] = Field(default_factory=list)
+    """post_tool_use hooks, run in the activity so a redaction happens before history."""
 
 
 class ToolOutcome(BaseModel):
     content: str
     is_error: bool = False
+    hooks: list[HookDecision] = Field(default_factory=list)
+    """Decisions of the post_tool_use hooks that shaped ``content``."""
 
 
 class ToolCallRecord(BaseModel):
@@ -304,6 +365,7 @@ class ConversationState(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     early_decisions: list[Decision] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model_calls: int = 0
     messages_received: int = 0
@@ -325,6 +387,7 @@ class ConversationResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
     replies: list[Reply] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
     closed_by: ClosedBy = "answered"
     detail: str = ""
     """Why it closed, in words (e.g. the cancellation reason)."""
@@ -338,6 +401,7 @@ class ConversationHistory(BaseModel):
     messages: list[Message]
     tool_calls: list[ToolCallRecord]
     approvals: list[ApprovalRecord]
+    hooks: list[HookRecord] = Field(default_factory=list)
 
 
 class ConversationStatus(BaseModel):

@@ -1,0 +1,145 @@
+"""Hooks: user code that runs durably at fixed points of the loop, in activities.
+
+- ``pre_tool_use(tool, arguments, ctx)``: before a call (and before any approval);
+  may allow, block (the model gets an error with the reason) or rewrite the arguments.
+- ``post_tool_use(tool, arguments, content, is_error, ctx)``: runs inside the tool's
+  activity, so it may redact the output before it ever enters history.
+- ``user_prompt_submit(text, ctx)``: once per user message; may block or rewrite it.
+
+A hook returns ``None`` to allow, or a ``HookDecision``. Agents name their hooks
+in their file; every decision is recorded in history and in the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from workflows.models import HookContext, HookDecision, HookEvent, HookInvocation, ToolOutcome
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    event: HookEvent
+    function: Callable[..., Any]
+
+
+def hook(event: HookEvent, *, name: str | None = None) -> Callable[[Callable[..., Any]], Hook]:
+    """``@hook("pre_tool_use")`` makes a hook of a function."""
+
+    def make(fn: Callable[..., Any]) -> Hook:
+        return Hook(name=name or fn.__name__, event=event, function=fn)
+
+    return make
+
+
+class HookRegistry:
+    """All hooks a worker can run, by name; built once at worker start."""
+
+    def __init__(self, hooks: Iterable[Hook]) -> None:
+        self._hooks: dict[str, Hook] = {}
+        for h in hooks:
+            if h.name in self._hooks:
+                raise ValueError(f"duplicate hook name {h.name!r}: hook names must be unique")
+            self._hooks[h.name] = h
+
+    def event_of(self, name: str) -> HookEvent | None:
+        found = self._hooks.get(name)
+        return found.event if found else None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._hooks)
+
+    async def run(self, invocation: HookInvocation) -> HookDecision:
+        """One hook's decision. A hook that raises is treated as a block: hooks guard things."""
+        h = self._hooks[invocation.hook]
+        args: dict[str, Any] = {"ctx": invocation.context or HookContext(conversation_id="")}
+        match h.event:
+            case "pre_tool_use":
+                args |= {"tool": invocation.tool, "arguments": invocation.arguments}
+            case "post_tool_use":
+                args |= {
+                    "tool": invocation.tool,
+                    "arguments": invocation.arguments,
+                    "content": invocation.content,
+                    "is_error": invocation.is_error,
+                }
+            case "user_prompt_submit":
+                args |= {"text": invocation.text}
+        try:
+            if inspect.iscoroutinefunction(h.function):
+                decision = await h.function(**args)
+            else:
+                decision = await asyncio.to_thread(h.function, **args)
+        except Exception as e:
+            return HookDecision(
+                hook=h.name, action="block", reason=f"hook {h.name} failed: {type(e).__name__}: {e}"
+            )
+        decision = decision or HookDecision(action="allow")
+        return decision.model_copy(update={"hook": h.name})
+
+    async def redact(self, names: list[str], invocation: HookInvocation, outcome: ToolOutcome) -> ToolOutcome:
+        """Apply the post_tool_use hooks in order to a tool's outcome."""
+        decisions: list[HookDecision] = []
+        for name in names:
+            decision = await self.run(
+                invocation.model_copy(
+                    update={"hook": name, "content": outcome.content, "is_error": outcome.is_error}
+                )
+            )
+            decisions.append(decision)
+            if decision.action == "rewrite" and decision.content is not None:
+                outcome = outcome.model_copy(update={"content": decision.content})
+            elif decision.action == "block":
+                outcome = ToolOutcome(
+                    content=f"[output withheld by hook {name}: {decision.reason}]", is_error=True
+                )
+        return outcome.model_copy(update={"hooks": decisions})
+
+
+_SECRET = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{20,})\b")
+
+
+@hook("post_tool_use")
+def redact_secrets(
+    tool: str, arguments: dict, content: str, is_error: bool, ctx: HookContext
+) -> HookDecision | None:
+    """Replace API keys and tokens in tool output before the model or history sees them."""
+    redacted, count = _SECRET.subn("[REDACTED]", content)
+    if not count:
+        return None
+    return HookDecision(action="rewrite", content=redacted, reason=f"redacted {count} secret(s)")
+
+
+@hook("pre_tool_use")
+def protect_dotfiles(tool: str, arguments: dict, ctx: HookContext) -> HookDecision | None:
+    """Refuse file writes to hidden files such as .env or .git/config."""
+    path = str(arguments.get("path", ""))
+    if tool == "write_file" and any(
+        part.startswith(".") and part not in (".", "..") for part in path.split("/")
+    ):
+        return HookDecision(action="block", reason=f"writing hidden files ({path}) is not allowed")
+    return None
+
+
+@hook("user_prompt_submit")
+def refuse_empty_prompt(text: str, ctx: HookContext) -> HookDecision | None:
+    """Refuse messages that are only whitespace, and tidy the others."""
+    if not text.strip():
+        return HookDecision(action="block", reason="the message is empty")
+    tidy = " ".join(text.split())
+    return HookDecision(action="rewrite", text=tidy, reason="whitespace tidied") if tidy != text else None
+
+
+BUILTIN_HOOKS = [redact_secrets, protect_dotfiles, refuse_empty_prompt]
+
+
+def default_hooks(*extra: Hook) -> HookRegistry:
+    """The built-in hooks plus ``extra`` (your own ``@hook`` functions)."""
+    return HookRegistry([*BUILTIN_HOOKS, *extra])

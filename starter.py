@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -33,6 +34,8 @@ from workflows.models import (
     ConversationInput,
     ConversationResult,
     Decision,
+    MessageInput,
+    Reply,
 )
 
 
@@ -90,6 +93,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             max_iterations=args.max_iterations,
             on_limit=args.on_limit,
             model=args.model,
+            chat=True if args.chat else None,
         )
     except ValidationError as e:
         raise CommandError(f"invalid input: {_brief(e)}") from e
@@ -109,6 +113,97 @@ async def start(client: Client, args: argparse.Namespace) -> None:
     print(f"Web UI: {ui_link(workflow_id)}")
     if args.wait:
         print(format_result(await handle.result()))
+
+
+async def send(client: Client, args: argparse.Namespace) -> None:
+    """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        reply = await handle.execute_update(AgentWorkflow.send_message, _message(args.text))
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not sent: {getattr(e.cause, 'message', e.cause)}") from e
+    print(reply.text)
+
+
+async def end(client: Client, args: argparse.Namespace) -> None:
+    await client.get_workflow_handle(args.workflow_id).signal(AgentWorkflow.end)
+    print(f"{args.workflow_id} will close after its current turn.")
+
+
+async def cancel(client: Client, args: argparse.Namespace) -> None:
+    await client.get_workflow_handle(args.workflow_id).cancel(reason=args.reason)
+    print(f"Cancellation requested for {args.workflow_id}.")
+
+
+async def chat(client: Client, args: argparse.Namespace) -> None:
+    """An interactive chat; tool calls that need approval are asked about inline. End of input leaves."""
+    with contextlib.suppress(EOFError):
+        await _chat(client, args)
+
+
+async def _chat(client: Client, args: argparse.Namespace) -> None:
+    if args.workflow_id:
+        handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+        first = None
+    else:
+        first = _message(await asyncio.to_thread(input, "you> "))
+        workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            ConversationInput(prompt=first.text, agent=args.agent, chat=True),
+            id=workflow_id,
+            task_queue=args.task_queue,
+            static_summary=conversation_summary(args.agent, first.text),
+        )
+        print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
+    while True:
+        if first is not None:
+            reply = asyncio.create_task(_first_reply(handle))
+            first = None
+        else:
+            text = (await asyncio.to_thread(input, "you> ")).strip()
+            if text in ("/quit", "/leave"):
+                if text == "/quit":
+                    await handle.signal(AgentWorkflow.end)
+                return
+            if not text:
+                continue
+            reply = asyncio.create_task(handle.execute_update(AgentWorkflow.send_message, _message(text)))
+        print(f"agent> {(await _answering_approvals(handle, reply)).text}")
+
+
+async def _first_reply(handle: WorkflowHandle) -> Reply:
+    while not (replies := await handle.query(AgentWorkflow.replies)):
+        await asyncio.sleep(0.2)
+    return replies[0]
+
+
+async def _answering_approvals(handle: WorkflowHandle, reply: asyncio.Task[Reply]) -> Reply:
+    """Wait for the reply, asking the operator about each tool call that needs approval."""
+    asked: set[str] = set()
+    while not reply.done():
+        for record in await handle.query(AgentWorkflow.pending_approvals):
+            if record.call_id in asked:
+                continue
+            asked.add(record.call_id)
+            question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
+            answer = (await asyncio.to_thread(input, question)).strip().lower()
+            decision = Decision(
+                call_id=record.call_id,
+                approve=answer in ("y", "yes"),
+                by=getpass.getuser(),
+                reason="answered in chat",
+            )
+            await handle.execute_update(AgentWorkflow.decide, decision)
+        await asyncio.wait([reply], timeout=0.2)
+    return reply.result()
+
+
+def _message(text: str) -> MessageInput:
+    try:
+        return MessageInput(text=text)
+    except ValidationError as e:
+        raise CommandError(f"invalid message: {_brief(e)}") from e
 
 
 async def result(client: Client, args: argparse.Namespace) -> None:
@@ -248,7 +343,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-iterations", type=int)
     s.add_argument("--on-limit", choices=["final_answer", "stop", "fail"])
     s.add_argument("--model", help="another model name for the agent's provider")
+    s.add_argument("--chat", action="store_true", help="stay open for follow-up messages")
     s.set_defaults(func=start)
+
+    m = sub.add_parser("send", help="send a follow-up message and print the reply")
+    m.add_argument("workflow_id")
+    m.add_argument("text")
+    m.set_defaults(func=send)
+
+    c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
+    c.add_argument("workflow_id", nargs="?")
+    c.add_argument("--agent", default="demo")
+    c.set_defaults(func=chat)
+
+    e = sub.add_parser("end", help="close a chat after its current turn")
+    e.add_argument("workflow_id")
+    e.set_defaults(func=end)
+
+    x = sub.add_parser("cancel", help="cancel a conversation; it ends with the conversation so far")
+    x.add_argument("workflow_id")
+    x.add_argument("--reason", default="cancelled from starter.py")
+    x.set_defaults(func=cancel)
 
     for name, func, help_text in [
         ("result", result, "wait for and print a conversation's answer"),

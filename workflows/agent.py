@@ -134,6 +134,10 @@ class AgentWorkflow:
     def pending_approvals(self) -> list[ApprovalRecord]:
         return self._approvals.pending
 
+    @workflow.query
+    def replies(self) -> list[Reply]:
+        return self._s.replies
+
     # -- user messages ------------------------------------------------------------
 
     @workflow.update(name="send_message")

@@ -27,7 +27,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from connection import TASK_QUEUE, connect, connect_config, ui_link
 from workflows.agent import AgentWorkflow
-from workflows.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
+from workflows.messages import (
+    AssistantMessage,
+    Message,
+    ModelProgress,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from workflows.models import (
     ApprovalRecord,
     ConversationHistory,
@@ -273,7 +280,7 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
 async def watch(client: Client, args: argparse.Namespace) -> None:
     """Follow a conversation live: new messages, approvals awaited and decided, until it ends."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    shown_messages, shown_approvals, last_detail = 0, {}, ""
+    shown_messages, shown_approvals, last_detail, last_partial = 0, {}, "", ""
     while True:
         finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
         found = await _conversation(handle)
@@ -294,7 +301,23 @@ async def watch(client: Client, args: argparse.Namespace) -> None:
         if status.detail != last_detail:
             last_detail = status.detail
             print(f"... {status.detail}")
+        partial = await partial_answer(client, handle)
+        if partial and partial != last_partial:
+            print(f"agent (typing)> {partial}")
+            last_partial = partial
         await asyncio.sleep(args.interval)
+
+
+async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
+    """The text a streaming model call has produced so far (from its heartbeat details), or ""."""
+    described = await handle.describe()
+    for pending in described.raw_description.pending_activities:
+        if pending.activity_type.name == "call_model" and pending.heartbeat_details.payloads:
+            [progress] = await client.data_converter.decode(
+                list(pending.heartbeat_details.payloads), [ModelProgress]
+            )
+            return progress.partial_text
+    return ""
 
 
 async def _conversation(handle: WorkflowHandle) -> ConversationHistory:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -20,7 +20,7 @@ from activities.providers.openai_chat import OpenAIChatModel
 from activities.providers.scripted import ScriptedModel
 from activities.store import ConversationStore, SQLiteConversationStore
 from activities.tools import ToolRegistry
-from workflows.messages import ModelRequest, ModelResponse
+from workflows.messages import ModelProgress, ModelRequest, ModelResponse, OnText
 from workflows.models import (
     AgentRef,
     AgentSpec,
@@ -37,7 +37,9 @@ from workflows.models import (
 class ModelProvider(Protocol):
     name: str
 
-    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse: ...
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
+    ) -> ModelResponse: ...
 
 
 PROVIDERS: dict[str, type[ModelProvider]] = {
@@ -99,8 +101,13 @@ class AgentActivities:
         provider = self._provider(input.request.settings.provider)
         request = await self._with_transcript(input)
         try:
-            async with _heartbeating():
-                return await provider.complete(request, timeout=input.timeout_seconds)
+            async with _heartbeating() as publish:
+                on_text = (
+                    (lambda text: publish(ModelProgress(partial_text=text)))
+                    if request.settings.stream
+                    else None
+                )
+                return await provider.complete(request, timeout=input.timeout_seconds, on_text=on_text)
         except ValueError as e:  # a response we cannot map: retrying would give the same
             raise ApplicationError(
                 f"{provider.name}: unusable response: {e}", type="ProviderResponseError", non_retryable=True
@@ -166,20 +173,27 @@ def _safe_name(conversation_id: str) -> str:
 
 
 @asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Heartbeat while a tool runs, so a dead worker is noticed within the heartbeat timeout."""
+async def _heartbeating() -> AsyncIterator[Callable[[Any], None]]:
+    """Heartbeat while a call runs, so a dead worker is noticed (and a cancellation heard) within the
+    heartbeat timeout. Yields ``publish(details)``: progress that ``describe`` shows to watchers."""
+    latest: list[Any] = []
+
+    def publish(details: Any) -> None:
+        latest[:] = [details]
+        activity.heartbeat(*latest)
+
     timeout = activity.info().heartbeat_timeout
     if not timeout:
-        yield
+        yield publish
         return
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            activity.heartbeat(*latest)
             await asyncio.sleep(timeout.total_seconds() / 3)
 
     task = asyncio.create_task(beat())
     try:
-        yield
+        yield publish
     finally:
         task.cancel()

@@ -19,6 +19,10 @@ class Reply:
     status: int = 200
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    events: list[str] | None = None
+    """Server-sent events to stream instead of ``body``."""
+    delay: float = 0.0
+    """Seconds to wait before each event (or before the body)."""
 
 
 @dataclass
@@ -47,6 +51,16 @@ class FakeProvider:
                         )
                     )
                     reply = fake.replies.pop(0) if fake.replies else Reply(500, _error("no reply queued"))
+                if reply.events is not None:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for event in reply.events:
+                        time.sleep(reply.delay)
+                        self.wfile.write(event.encode())
+                        self.wfile.flush()
+                    return
+                time.sleep(reply.delay)
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
@@ -86,3 +100,86 @@ def _error(message: str) -> dict[str, Any]:
 
 def error_reply(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status, _error(message), headers or {})
+
+
+def _pieces(text: str, size: int = 4) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def openai_stream(completion: dict[str, Any], delay: float = 0.0) -> Reply:
+    """The chunks the Chat Completions API streams for ``completion``."""
+    message = completion["choices"][0]["message"]
+    head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = head | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": piece}) for piece in _pieces(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        start = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"]},
+        }
+        events.append(chunk({"tool_calls": [start | {"function": start["function"] | {"arguments": ""}}]}))
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(call["function"]["arguments"])
+        ]
+    events.append(chunk({}, completion["choices"][0]["finish_reason"]))
+    events.append(f"data: {json.dumps(head | {'choices': [], 'usage': completion['usage']})}\n\n")
+    events.append("data: [DONE]\n\n")
+    return Reply(events=events, delay=delay)
+
+
+def anthropic_stream(message: dict[str, Any], delay: float = 0.0) -> Reply:
+    """The events the Messages API streams for ``message``."""
+
+    def event(body: dict[str, Any]) -> str:
+        return f"event: {body['type']}\ndata: {json.dumps(body)}\n\n"
+
+    start = message | {"content": [], "stop_reason": None, "usage": message["usage"] | {"output_tokens": 1}}
+    events = [event({"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append(
+                event(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    }
+                )
+            )
+            events += [
+                event(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    }
+                )
+                for piece in _pieces(block["text"])
+            ]
+        else:
+            events.append(
+                event({"type": "content_block_start", "index": index, "content_block": block | {"input": {}}})
+            )
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events.append(event({"type": "content_block_delta", "index": index, "delta": delta}))
+        events.append(event({"type": "content_block_stop", "index": index}))
+    final = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events.append(
+        event(
+            {
+                "type": "message_delta",
+                "delta": final,
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            }
+        )
+    )
+    events.append(event({"type": "message_stop"}))
+    return Reply(events=events, delay=delay)

@@ -80,7 +80,7 @@ async def test_pre_tool_use_blocks_and_the_model_is_told(hook_env: Env) -> None:
     result = await handle.result()
 
     assert result.final_text == "Blocked by hook no_big_numbers: numbers over 100 are not allowed, 6"
-    assert [(h.event, h.target, h.hook, h.action) for h in result.hooks] == [
+    assert sorted((h.event, h.target, h.hook, h.action) for h in result.hooks) == [
         ("pre_tool_use", "call_1_0", "no_big_numbers", "block"),
         ("pre_tool_use", "call_1_1", "no_big_numbers", "allow"),
     ]

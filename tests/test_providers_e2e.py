@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,9 +10,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
+import starter
 from tests.conftest import Env
-from tests.fake_provider import FakeProvider, Reply, error_reply
-from workflows.models import ConversationInput
+from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
+from workflows.messages import ModelSettings
+from workflows.models import AgentSpec, ConversationInput
 
 DATA = Path(__file__).parent / "data"
 SECRET = "sk-test-secret-never-in-history"
@@ -139,3 +142,67 @@ async def test_overloaded_529_is_retried(env: Env, fake: FakeProvider) -> None:
     result = await env.run(ConversationInput(prompt="hi", agent="calculator-anthropic"))
     assert result.final_text == "12 + 30 = 42."
     assert len(fake.received) == 2
+
+
+def _streaming(provider: str, model: str) -> ConversationInput:
+    spec = AgentSpec(
+        name=f"{provider}-stream",
+        model=ModelSettings(provider=provider, model=model, stream=True),  # type: ignore[arg-type]
+        tools=["add", "subtract", "multiply", "divide", "sqrt"],
+    )
+    return ConversationInput(prompt="12 + 30?", agent_spec=spec)
+
+
+async def test_openai_streaming_gives_the_same_result(env: Env, fake: FakeProvider) -> None:
+    fake.queue(
+        openai_stream(json.loads((DATA / "openai_tool_calls_response.json").read_text())),
+        openai_stream(json.loads((DATA / "openai_text_response.json").read_text())),
+    )
+    result = await env.run(_streaming("openai", "gpt-4o-mini"))
+
+    assert result.final_text == "12 + 30 = 42."
+    assert result.truncated is True
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
+        (
+            "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "multiply",
+            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
+            True,
+        ),
+    ]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (353, 59)
+    assert fake.received[0].body["stream"] is True
+
+
+async def test_anthropic_streaming_gives_the_same_result(env: Env, fake: FakeProvider) -> None:
+    fake.queue(
+        anthropic_stream(json.loads((DATA / "anthropic_tool_use_response.json").read_text())),
+        anthropic_stream(json.loads((DATA / "anthropic_text_response.json").read_text())),
+    )
+    result = await env.run(_streaming("anthropic", "claude-haiku-4-5"))
+
+    assert result.final_text == "12 + 30 = 42."
+    assert [(c.call_id, c.name, c.arguments) for c in result.tool_calls] == [
+        ("toolu_01A09q90qw90lq917835lq9", "add", {"a": 12, "b": 30}),
+        ("toolu_01B7Rz3kLm5Np8Qs2Tv4Wx6Y", "list_files", {}),
+    ]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (1152, 99)
+
+
+async def test_partial_answer_is_visible_while_the_model_streams(env: Env, fake: FakeProvider) -> None:
+    long_text = json.loads((DATA / "openai_text_response.json").read_text())
+    long_text["choices"][0]["message"]["content"] = "The answer is forty-two, computed with care."
+    fake.queue(openai_stream(long_text, delay=0.25))
+    handle = await env.start(_streaming("openai", "gpt-4o-mini"))
+    seen: list[str] = []
+    while not (await handle.describe()).close_time:
+        partial = await starter.partial_answer(env.client, handle)
+        if partial and partial not in seen:
+            seen.append(partial)
+        await asyncio.sleep(0.1)
+    final = (await handle.result()).final_text
+
+    assert final == "The answer is forty-two, computed with care."
+    assert seen, "no partial answer was published"
+    assert all(final.startswith(p) and len(p) < len(final) for p in seen)

@@ -7,6 +7,7 @@ types to and from each wire protocol.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -91,6 +92,9 @@ class ToolDefinition(BaseModel):
     """JSON schema of the arguments object."""
 
 
+OnText = Callable[[str], None]
+"""Called with the answer's text so far while a streamed model call runs."""
+
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
 
@@ -101,6 +105,8 @@ class ModelSettings(BaseModel):
     model: str
     max_tokens: int = 1024
     temperature: float | None = None
+    stream: bool = False
+    """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     script: list[ScriptStep] = Field(default_factory=list)
     """Responses of the offline ``scripted`` provider, in order (ignored by real providers)."""
 
@@ -143,3 +149,9 @@ class ModelResponse(BaseModel):
 
 
 ModelSettings.model_rebuild()
+
+
+class ModelProgress(BaseModel):
+    """Heartbeat details of a running model call: what the model has said so far."""
+
+    partial_text: str = ""

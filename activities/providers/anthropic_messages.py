@@ -15,6 +15,7 @@ from workflows.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    OnText,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
@@ -44,9 +45,20 @@ class AnthropicMessagesModel:
             max_retries=0,
         )
 
-    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
+    ) -> ModelResponse:
         try:
-            message = await self._client.messages.create(**to_wire(request), timeout=timeout)
+            if request.settings.stream:
+                async with self._client.messages.stream(**to_wire(request), timeout=timeout) as stream:
+                    text = ""
+                    async for delta in stream.text_stream:
+                        text += delta
+                        if on_text:
+                            on_text(text)
+                    message = await stream.get_final_message()
+            else:
+                message = await self._client.messages.create(**to_wire(request), timeout=timeout)
         except anthropic.APIStatusError as e:
             raise provider_error(
                 self.name,

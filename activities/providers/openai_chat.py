@@ -15,6 +15,7 @@ from workflows.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    OnText,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
@@ -45,9 +46,13 @@ class OpenAIChatModel:
         )
         self._official = self._client.base_url.host == "api.openai.com"
 
-    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
+    ) -> ModelResponse:
         wire = to_wire(request, max_tokens_key="max_completion_tokens" if self._official else "max_tokens")
         try:
+            if request.settings.stream:
+                return from_wire(await self._streamed(wire, timeout, on_text))
             completion = await self._client.chat.completions.create(**wire, timeout=timeout)
         except openai.APIStatusError as e:
             raise provider_error(
@@ -59,6 +64,38 @@ class OpenAIChatModel:
         except openai.APIConnectionError as e:  # includes APITimeoutError
             raise provider_error(self.name, str(e)) from e
         return from_wire(completion.model_dump(mode="json"))
+
+    async def _streamed(self, wire: dict[str, Any], timeout: float, on_text: OnText | None) -> dict[str, Any]:
+        """Accumulate a streamed answer into the shape of a ChatCompletion."""
+        stream = await self._client.chat.completions.create(
+            **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
+        )
+        text, model, finish, usage = "", "", None, None
+        calls: dict[int, dict[str, Any]] = {}
+        async for chunk in stream:
+            model = chunk.model or model
+            usage = chunk.usage.model_dump() if chunk.usage else usage
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    text += delta.content
+                    if on_text:
+                        on_text(text)
+                for part in delta.tool_calls or []:
+                    call = calls.setdefault(
+                        part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
+                    call["id"] = part.id or call["id"]
+                    if part.function:
+                        call["function"]["name"] += part.function.name or ""
+                        call["function"]["arguments"] += part.function.arguments or ""
+                finish = choice.finish_reason or finish
+        message = {
+            "role": "assistant",
+            "content": text or None,
+            "tool_calls": [calls[i] for i in sorted(calls)],
+        }
+        return {"model": model, "choices": [{"message": message, "finish_reason": finish}], "usage": usage}
 
 
 def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dict[str, Any]:

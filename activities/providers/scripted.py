@@ -15,6 +15,7 @@ from workflows.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
+    OnText,
     ScriptStep,
     ToolCall,
     ToolResultMessage,
@@ -26,8 +27,13 @@ from workflows.messages import (
 class ScriptedModel:
     name = "scripted"
 
-    async def complete(self, request: ModelRequest, timeout: float) -> ModelResponse:
-        return respond(request)
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
+    ) -> ModelResponse:
+        response = respond(request)
+        if on_text and request.settings.stream and response.message.text:
+            on_text(response.message.text)
+        return response
 
 
 def respond(request: ModelRequest) -> ModelResponse:

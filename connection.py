@@ -50,6 +50,15 @@ def data_converter() -> DataConverter:
     return dataclasses.replace(pydantic_data_converter, external_storage=storage)
 
 
+def dynamic_config_flags() -> list[str]:
+    """``temporal server start-dev`` flags for the embedded server's dynamic config."""
+    return [
+        arg
+        for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
+        for arg in ("--dynamic-config-value", f"{key}={value}")
+    ]
+
+
 def connect_config() -> dict:
     """Address, namespace, TLS and API key from Temporal's env config (TEMPORAL_* and profiles)."""
     config = dict(ClientConfig.load_client_connect_config())
@@ -157,9 +166,6 @@ async def start_embedded_server(
     """
     db_file = db_file or DATA_DIR / "temporal.db"
     db_file.parent.mkdir(parents=True, exist_ok=True)
-    extra: list[str] = []
-    for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
-        extra += ["--dynamic-config-value", f"{key}={value}"]
     env = await WorkflowEnvironment.start_local(
         data_converter=data_converter(),
         ip="127.0.0.1",
@@ -169,7 +175,7 @@ async def start_embedded_server(
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_existing_path=temporal_cli(),
         dev_server_database_filename=str(db_file),
-        dev_server_extra_args=extra,
+        dev_server_extra_args=dynamic_config_flags(),
         dev_server_startup_timeout=timedelta(seconds=60),
     )
     address = env.client.service_client.config.target_host

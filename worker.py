@@ -67,7 +67,7 @@ def build_worker(
         workflows=[AgentWorkflow],
         activities=activities.all,
         # After a crash, the replacement picks up cached workflows without waiting 10 s.
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Streamed partial answers reach `describe` (and `starter.py watch`) within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=1),

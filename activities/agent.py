@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentFileError, check_agent
 from activities.hooks import HookRegistry, default_hooks
+from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
 from activities.providers.anthropic_messages import AnthropicMessagesModel
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.providers.scripted import ScriptedModel
@@ -57,6 +58,10 @@ def default_store() -> ConversationStore:
     return SQLiteConversationStore(Path(os.environ.get("AGENT_STORE", "data/conversations.db")))
 
 
+def default_idempotency_store() -> IdempotencyStore:
+    return SQLiteIdempotencyStore(Path(os.environ.get("AGENT_IDEMPOTENCY_STORE", "data/idempotency.db")))
+
+
 class AgentActivities:
     """Holds what the worker built once at start: tools, agents, provider clients."""
 
@@ -69,8 +74,10 @@ class AgentActivities:
         providers: dict[str, ModelProvider] | None = None,
         store: ConversationStore | None = None,
         hooks: HookRegistry | None = None,
+        idempotency: IdempotencyStore | None = None,
     ) -> None:
         self._registry = registry
+        self._idempotency = idempotency or default_idempotency_store()
         self._hooks = hooks or default_hooks()
         self._agents = agents
         self._workspace_root = workspace_root or default_workspace_root()
@@ -133,7 +140,7 @@ class AgentActivities:
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
         workspace = self._workspace_root / _safe_name(invocation.conversation_id)
         async with _heartbeating():
-            outcome = await self._registry.run(invocation, workspace)
+            outcome = await self._registry.run(invocation, workspace, self._idempotency)
             if invocation.post_hooks:
                 context = HookContext(conversation_id=invocation.conversation_id, call_id=invocation.call_id)
                 about = HookInvocation(

@@ -28,6 +28,7 @@ def _worker_files(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["AGENT_STORE"] = str(root / "conversations.db")
     os.environ["AGENT_WORKSPACE"] = str(root / "workspace")
     os.environ["AGENT_PAYLOAD_STORE"] = str(root / "payloads.db")
+    os.environ["AGENT_IDEMPOTENCY_STORE"] = str(root / "idempotency.db")
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import starter
 from tests.conftest import Env
 from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
 from workflows.messages import ModelSettings
-from workflows.models import AgentSpec, ConversationInput
+from workflows.models import AgentSpec, CallPolicy, ConversationInput
 
 DATA = Path(__file__).parent / "data"
 SECRET = "sk-test-secret-never-in-history"
@@ -206,3 +206,27 @@ async def test_partial_answer_is_visible_while_the_model_streams(env: Env, fake:
     assert final == "The answer is forty-two, computed with care."
     assert seen, "no partial answer was published"
     assert all(final.startswith(p) and len(p) < len(final) for p in seen)
+
+
+async def test_server_error_500_is_retried(env: Env, fake: FakeProvider) -> None:
+    fake.queue(error_reply(500, "The server had an error"), _recorded("openai_text_response.json"))
+    result = await env.run(ConversationInput(prompt="hi", agent="calculator-openai"))
+    assert result.final_text == "12 + 30 = 42."
+    assert len(fake.received) == 2
+
+
+async def test_hung_response_times_out_and_is_retried(env: Env, fake: FakeProvider) -> None:
+    hung = _recorded("openai_text_response.json")
+    hung.delay = 5.0
+    fake.queue(hung, _recorded("openai_text_response.json"))
+    spec = AgentSpec(
+        name="impatient",
+        model=ModelSettings(provider="openai", model="gpt-4o-mini"),
+        model_call=CallPolicy(timeout_seconds=1.5, heartbeat_seconds=1),
+    )
+    handle = await env.start(ConversationInput(prompt="hi", agent_spec=spec))
+    result = await handle.result()
+
+    assert result.final_text == "12 + 30 = 42."
+    assert len(fake.received) == 2
+    assert fake.received[1].at - fake.received[0].at >= 1.5

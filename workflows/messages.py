@@ -120,6 +120,8 @@ class ScriptStep(BaseModel):
     output_tokens: int = 5
     repeat: int = Field(default=1, ge=1)
     """Play this step so many times in a row."""
+    delay_seconds: float = Field(default=0.0, ge=0)
+    """Think this long before answering, like a slow model."""
 
 
 class ScriptedToolCall(BaseModel):

@@ -29,7 +29,7 @@ class CallPolicy(BaseModel):
     """start-to-close timeout of one attempt."""
     max_attempts: int = 5
     """Attempts in all, the first included; 0 means unlimited."""
-    initial_retry_seconds: float = 1.0
+    initial_retry_seconds: float = 0.5
     """Delay before the first retry; a provider's retry-after overrides it."""
     max_retry_seconds: float = 60.0
     """Cap of the exponential backoff between retries."""
@@ -154,7 +154,7 @@ class AgentSpec(BaseModel):
     """Model calls that may ask for tools before the limit applies."""
     on_limit: OnLimit = "final_answer"
     model_call: CallPolicy = Field(
-        default_factory=lambda: CallPolicy(timeout_seconds=120, heartbeat_seconds=30)
+        default_factory=lambda: CallPolicy(timeout_seconds=120, heartbeat_seconds=3)
     )
     """Timeouts and retries of model calls."""
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)

@@ -9,6 +9,7 @@ no tools (or a summary).
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from workflows.messages import (
@@ -30,13 +31,15 @@ class ScriptedModel:
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
-        response = respond(request)
+        response, delay = respond(request)
+        await asyncio.sleep(delay)
         if on_text and request.settings.stream and response.message.text:
             on_text(response.message.text)
         return response
 
 
-def respond(request: ModelRequest) -> ModelResponse:
+def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
+    """The scripted answer, and how long the step says to think first."""
     messages = request.messages
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
     turn = sum(isinstance(m, AssistantMessage) for m in messages)
@@ -61,7 +64,7 @@ def respond(request: ModelRequest) -> ModelResponse:
         )
         for i, c in enumerate(step.tool_calls)
     ]
-    return ModelResponse(
+    response = ModelResponse(
         message=AssistantMessage(
             text=step.text.replace("{last_result}", last_results).replace("{user}", user), tool_calls=calls
         ),
@@ -69,6 +72,7 @@ def respond(request: ModelRequest) -> ModelResponse:
         finish_reason="tool_calls" if calls else "stop",
         model=request.settings.model,
     )
+    return response, step.delay_seconds
 
 
 def _last_results(messages: list) -> str:

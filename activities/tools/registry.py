@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 from temporalio.exceptions import TemporalError
 
+from activities.idempotency import IdempotencyStore, run_once
 from workflows.messages import ToolDefinition
 from workflows.models import CallPolicy, ToolInvocation, ToolOutcome, ToolSpec
 
@@ -29,6 +30,14 @@ class ToolContext:
     """Stable across retries and crashes: hand it to external systems to make effects once-only."""
     workspace: Path
     """This conversation's own folder for file tools."""
+    store: IdempotencyStore | None = None
+
+    async def once(self, step: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (sync or async) at most once for this call and ``step``; a retried attempt
+        gets the stored (JSON) result instead of repeating the effect."""
+        if self.store is None:
+            raise RuntimeError("this worker has no idempotency store")
+        return await run_once(self.store, f"{self.idempotency_key}/{step}", fn)
 
 
 class ToolError(Exception):
@@ -67,7 +76,7 @@ def tool(
     requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise."""
 
     def make(fn: Callable[..., Any]) -> Tool:
-        policy = call or CallPolicy(timeout_seconds=30, max_attempts=3, heartbeat_seconds=10)
+        policy = call or CallPolicy(timeout_seconds=30, max_attempts=3, heartbeat_seconds=3)
         return _build(fn, name or fn.__name__, policy, requires_approval)
 
     return make(function) if function is not None else make
@@ -132,7 +141,9 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    async def run(self, invocation: ToolInvocation, workspace: Path) -> ToolOutcome:
+    async def run(
+        self, invocation: ToolInvocation, workspace: Path, store: IdempotencyStore | None = None
+    ) -> ToolOutcome:
         """Run one call. Bad arguments and tool exceptions become error outcomes for the model;
         Temporal's own errors (e.g. a tool raising ``ApplicationError`` to ask for a retry) propagate."""
         t = self._tools.get(invocation.name)
@@ -149,6 +160,7 @@ class ToolRegistry:
                 call_id=invocation.call_id,
                 idempotency_key=invocation.idempotency_key,
                 workspace=workspace,
+                store=store,
             )
         try:
             if inspect.iscoroutinefunction(t.function):

@@ -1,0 +1,63 @@
+"""A real worker process for the fault tests: the default tools plus a slow one and a paying one.
+
+TEMPORAL_ADDRESS=... AGENT_TASK_QUEUE=... FAULT_EFFECTS=effects.txt python -m tests.fault_worker
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.tools import ToolContext, default_registry, tool
+from connection import data_converter
+from worker import build_worker
+
+
+@tool
+async def slow_step(seconds: float) -> str:
+    """Work for a while.
+
+    Args:
+        seconds: How long.
+    """
+    await asyncio.sleep(seconds)
+    return f"slept {seconds:g}s"
+
+
+@tool
+async def charge(amount: float, ctx: ToolContext) -> str:
+    """Charge a card once, then finish the paperwork (slowly when FAULT_AFTER_EFFECT says so).
+
+    Args:
+        amount: Euros.
+    """
+    receipt = await ctx.once("charge", lambda: _charge(ctx.idempotency_key, amount))
+    await asyncio.sleep(float(os.environ.get("FAULT_AFTER_EFFECT", "0")))
+    return receipt
+
+
+def _charge(key: str, amount: float) -> str:
+    with Path(os.environ["FAULT_EFFECTS"]).open("a") as effects:
+        effects.write(f"{key} {amount:g}\n")
+    return f"charged {amount:g} EUR"
+
+
+async def main() -> None:
+    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter())
+    worker = build_worker(
+        client,
+        task_queue=os.environ["AGENT_TASK_QUEUE"],
+        registry=default_registry(slow_step, charge),
+    )
+    async with worker:
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.exit(0)

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.agent import AgentActivities, ModelProvider
-from activities.agents import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, AgentFileError, load_agents, load_prices
 from activities.hooks import HookRegistry, default_hooks
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
@@ -46,6 +46,7 @@ def build_worker(
     providers: dict[str, ModelProvider] | None = None,
     store: ConversationStore | None = None,
     hooks: HookRegistry | None = None,
+    prices_file: Path = DEFAULT_PRICES,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
 
@@ -60,6 +61,7 @@ def build_worker(
         providers=providers,
         store=store,
         hooks=hooks,
+        prices=load_prices(prices_file),
     )
     return Worker(
         client,
@@ -78,7 +80,8 @@ def build_worker(
 async def run(args: argparse.Namespace) -> int:
     try:
         registry = default_registry()
-        load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad agent file
+        load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
+        load_prices(DEFAULT_PRICES)
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ from workflows.models import (
     HookDecision,
     HookInvocation,
     ModelCallInput,
+    Price,
     ResolvedAgent,
     ToolInvocation,
     ToolOutcome,
@@ -75,7 +76,9 @@ class AgentActivities:
         store: ConversationStore | None = None,
         hooks: HookRegistry | None = None,
         idempotency: IdempotencyStore | None = None,
+        prices: dict[str, Price] | None = None,
     ) -> None:
+        self._prices = prices or {}
         self._registry = registry
         self._idempotency = idempotency or default_idempotency_store()
         self._hooks = hooks or default_hooks()
@@ -101,7 +104,11 @@ class AgentActivities:
                 type="ConfigError",
                 non_retryable=True,
             )
-        return ResolvedAgent(spec=spec, tools=[self._registry[name].spec for name in spec.tools])
+        return ResolvedAgent(
+            spec=spec,
+            tools=[self._registry[name].spec for name in spec.tools],
+            price=self._prices.get(ref.model or spec.model.model),
+        )
 
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:

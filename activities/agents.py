@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -9,7 +10,11 @@ from pydantic import ValidationError
 
 from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
-from workflows.models import AgentSpec
+from workflows.models import AgentSpec, Price
+
+DEFAULT_PRICES = Path(
+    os.environ.get("AGENT_PRICES") or Path(__file__).resolve().parent.parent / "config" / "prices.toml"
+)
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -63,3 +68,23 @@ def load_agents(
             raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
         agents[spec.name] = spec
     return agents
+
+
+def load_prices(path: Path) -> dict[str, Price]:
+    """The price table, by model name; a bad file stops the worker, naming the model and field."""
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise AgentFileError(f"{path}: cannot read price table: {e}") from e
+    prices: dict[str, Price] = {}
+    for model, entry in data.items():
+        try:
+            prices[model] = Price.model_validate(entry)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"field '{model}.{'.'.join(map(str, err['loc']))}': {err['msg']}" for err in e.errors()
+            )
+            raise AgentFileError(f"{path}: {problems}") from e
+    return prices

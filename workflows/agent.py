@@ -200,7 +200,7 @@ class AgentWorkflow:
         self._set_state("starting", "resolving the agent")
         resolved = await workflow.execute_activity(
             RESOLVE_AGENT,
-            AgentRef(name=input.agent, spec=input.agent_spec),
+            AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
             result_type=ResolvedAgent,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=5),
@@ -324,8 +324,15 @@ class AgentWorkflow:
         self._finish_turn(limit, await self._call_model(agent, allow_tool_calls=False))
 
     def _limit(self, turn: TurnState, agent: ResolvedAgent) -> StopReason | None:
-        if self._s.model_calls >= agent.spec.max_model_calls:
+        """Checked before each model call, from recorded usage only: replay decides the same."""
+        spec = agent.spec
+        if self._s.model_calls >= spec.max_model_calls:
             return "model_call_limit_reached"
+        if spec.token_budget is not None and self._s.usage.total_tokens >= spec.token_budget:
+            return "token_budget_exhausted"
+        cost = self._cost(agent)
+        if spec.cost_budget is not None and cost is not None and cost >= spec.cost_budget:
+            return "cost_budget_exhausted"
         if turn.iterations >= agent.spec.max_iterations:
             return "max_iterations_reached"
         return None
@@ -383,7 +390,11 @@ class AgentWorkflow:
         self._run_model_calls += 1
         self._status.model_calls = self._s.model_calls
         self._status.usage = self._s.usage
+        self._status.cost = self._cost(agent)
         return response
+
+    def _cost(self, agent: ResolvedAgent) -> float | None:
+        return agent.price.cost(self._s.usage) if agent.price else None
 
     async def _model_activity(
         self, agent: ResolvedAgent, allow_tool_calls: bool, *, stored: int
@@ -589,6 +600,7 @@ class AgentWorkflow:
             tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
             usage=self._s.usage,
+            cost=self._cost(self._s.agent) if self._s.agent else None,
             messages=self._s.messages,
             replies=self._s.replies,
             hooks=self._s.hooks,
@@ -605,13 +617,19 @@ def _conversation_key() -> str:
 
 
 def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
-    if limit == "model_call_limit_reached":
-        return f"model call limit of {agent.spec.max_model_calls} reached"
-    return f"iteration limit of {agent.spec.max_iterations} reached"
+    spec = agent.spec
+    match limit:
+        case "model_call_limit_reached":
+            return f"model call limit of {spec.max_model_calls} reached"
+        case "token_budget_exhausted":
+            return f"token budget of {spec.token_budget} exhausted"
+        case "cost_budget_exhausted":
+            return f"cost budget of ${spec.cost_budget:g} exhausted"
+    return f"iteration limit of {spec.max_iterations} reached"
 
 
 def _limit_type(limit: StopReason) -> str:
-    return "ModelCallLimitReached" if limit == "model_call_limit_reached" else "MaxIterationsReached"
+    return "".join(word.capitalize() for word in limit.split("_"))
 
 
 def _cause(err: ActivityError) -> str:

@@ -15,7 +15,14 @@ AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 OnLimit = Literal["final_answer", "stop", "fail"]
-StopReason = Literal["completed", "max_iterations_reached", "model_call_limit_reached", "blocked_by_hook"]
+StopReason = Literal[
+    "completed",
+    "max_iterations_reached",
+    "model_call_limit_reached",
+    "token_budget_exhausted",
+    "cost_budget_exhausted",
+    "blocked_by_hook",
+]
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 MAX_PROMPT_CHARS = 200_000
@@ -169,6 +176,10 @@ class AgentSpec(BaseModel):
     max_tool_output_chars: int = Field(default=20_000, ge=100)
     """Longer tool outputs are cut before they enter history, and the model is told so."""
     hooks: HookConfig = Field(default_factory=HookConfig)
+    token_budget: int | None = Field(default=None, ge=1)
+    """Tokens (input + output, all model calls) the conversation may use; checked before each call."""
+    cost_budget: float | None = Field(default=None, gt=0)
+    """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
 
 
 OVERRIDABLE = (
@@ -179,6 +190,8 @@ OVERRIDABLE = (
     "idle_timeout_seconds",
     "max_model_calls",
     "continue_as_new_after",
+    "token_budget",
+    "cost_budget",
 )
 """AgentSpec fields a start input may override for one conversation."""
 
@@ -203,6 +216,8 @@ class ConversationInput(BaseModel):
     idle_timeout_seconds: float | None = Field(default=None, gt=0)
     max_model_calls: int | None = Field(default=None, ge=1)
     continue_as_new_after: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    cost_budget: float | None = Field(default=None, gt=0)
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; never by callers."""
 
@@ -224,6 +239,8 @@ class ConversationInput(BaseModel):
 class AgentRef(BaseModel):
     name: str | None = None
     spec: AgentSpec | None = None
+    model: str | None = None
+    """The conversation's model override, so the right price is looked up."""
 
 
 class ToolSpec(BaseModel):
@@ -235,11 +252,25 @@ class ToolSpec(BaseModel):
     """The tool's own default: risky tools wait for a person unless the agent says otherwise."""
 
 
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = {"extra": "forbid"}
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1_000_000
+
+
 class ResolvedAgent(BaseModel):
     """An agent with its tools looked up in the worker's registry; recorded in history."""
 
     spec: AgentSpec
     tools: list[ToolSpec]
+    price: Price | None = None
+    """The model's price from the worker's price table, when it has one."""
 
 
 class ModelCallInput(BaseModel):
@@ -385,6 +416,7 @@ class ConversationResult(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
     messages: list[Message] = Field(default_factory=list)
     replies: list[Reply] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
@@ -420,6 +452,8 @@ class ConversationStatus(BaseModel):
     max_iterations: int = 0
     model_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    """US dollars spent so far, when the model has a price."""
     pending_approvals: int = 0
     queued_messages: int = 0
     run: int = 1

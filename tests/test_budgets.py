@@ -1,0 +1,59 @@
+"""Token and cost budgets, enforced in workflow code before each model call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from activities.agents import AgentFileError, load_prices
+from tests.conftest import Env, conversation, scripted_agent, step
+from workflows.messages import ModelSettings, Usage
+
+
+def _spender(**kwargs):
+    """Every call asks for another tool call and uses 10 input + 5 output tokens."""
+    agent = scripted_agent(
+        *[step(f"step {i}", ("add", {"a": i, "b": 0})) for i in range(1, 30)], max_iterations=20
+    )
+    return agent.model_copy(update=kwargs)
+
+
+async def test_token_budget_stops_before_the_call_that_would_exceed_it(env: Env) -> None:
+    result = await env.run(conversation(_spender(on_limit="stop"), token_budget=40))
+    assert (result.stop_reason, result.model_calls) == ("token_budget_exhausted", 3)
+    assert result.usage == Usage(input_tokens=30, output_tokens=15)
+    assert result.final_text == "step 3"
+
+
+async def test_token_budget_can_fail_the_conversation(env: Env) -> None:
+    handle = await env.start(conversation(_spender(on_limit="fail", token_budget=40)))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message) == ("TokenBudgetExhausted", "token budget of 40 exhausted")
+
+
+async def test_cost_budget_priced_from_the_table_then_a_final_answer(env: Env) -> None:
+    agent = _spender(
+        model=ModelSettings(provider="scripted", model="scripted-demo", script=_spender().model.script)
+    )
+    result = await env.run(conversation(agent, cost_budget=0.00005))
+    # $1/M input, $2/M output: 20 micro-dollars a call; the budget is spent after 3 calls.
+    assert (result.stop_reason, result.model_calls) == ("cost_budget_exhausted", 4)
+    assert result.cost == 80 / 1_000_000
+    assert result.final_text.startswith("Stopping here after 3 tool results")
+
+
+def test_bad_price_table_names_the_model_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text('["gpt-x"]\ninput = "cheap"\noutput = 1\n')
+    with pytest.raises(AgentFileError) as info:
+        load_prices(path)
+    assert (
+        str(info.value)
+        == f"{path}: field 'gpt-x.input': Input should be a valid number, unable to parse string as a number"
+    )

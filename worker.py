@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.agent import AgentActivities, ModelProvider
+from activities.agent import AgentActivities, ModelProvider, WorkerRole
 from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, AgentFileError, load_agents, load_prices
 from activities.hooks import HookRegistry, default_hooks
 from activities.store import ConversationStore
@@ -47,8 +47,15 @@ def build_worker(
     store: ConversationStore | None = None,
     hooks: HookRegistry | None = None,
     prices_file: Path = DEFAULT_PRICES,
+    role: WorkerRole = "all",
+    activities_per_second: float | None = None,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
+
+    ``role`` splits the work across pools: "workflows" (the loop, agent resolution,
+    hooks), "models" (model calls) and "tools" (tool calls), each on its own task
+    queue as the agent names them; "all" runs everything. ``activities_per_second``
+    is a task-queue-wide limit that Temporal enforces across every worker of the queue.
 
     Raises ``AgentFileError`` naming the file and field when an agent file is bad.
     """
@@ -66,8 +73,9 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
-        activities=activities.all,
+        workflows=[AgentWorkflow] if role in ("all", "workflows") else [],
+        activities=activities.for_role(role),
+        max_task_queue_activities_per_second=activities_per_second,
         # After a crash, the replacement picks up cached workflows without waiting 10 s.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         graceful_shutdown_timeout=timedelta(seconds=5),
@@ -104,13 +112,22 @@ async def run(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
-    worker = build_worker(client, task_queue=args.task_queue, registry=registry, agents_dir=args.agents_dir)
+    worker = build_worker(
+        client,
+        task_queue=args.task_queue,
+        registry=registry,
+        agents_dir=args.agents_dir,
+        role=args.role,
+        activities_per_second=args.rate_limit,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with worker:
-        print(f"Worker running on task queue '{args.task_queue}' at {address}. Ctrl-C to stop.", flush=True)
+        limit = f", at most {args.rate_limit:g} activities/s across the queue" if args.rate_limit else ""
+        where = f"task queue '{args.task_queue}' at {address}{limit}"
+        print(f"Worker ({args.role}) running on {where}. Ctrl-C to stop.", flush=True)
         await stop.wait()
     if server:
         await server.stop()
@@ -121,6 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the durable agent worker.")
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
+    parser.add_argument(
+        "--role",
+        choices=["all", "workflows", "models", "tools"],
+        default="all",
+        help="run everything, or one pool: the loop itself, model calls, or tool calls",
+    )
+    parser.add_argument(
+        "--rate-limit", type=float, help="activities per second for the whole task queue (e.g. a model pool)"
+    )
     return asyncio.run(run(parser.parse_args(argv)))
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -34,6 +34,8 @@ from workflows.models import (
     ToolInvocation,
     ToolOutcome,
 )
+
+WorkerRole = Literal["all", "workflows", "models", "tools"]
 
 
 class ModelProvider(Protocol):
@@ -169,9 +171,17 @@ class AgentActivities:
             self._providers[name] = PROVIDERS[name]()
         return self._providers[name]
 
-    @property
-    def all(self) -> list:
-        return [self.resolve_agent, self.call_model, self.run_tool, self.run_hook]
+    def for_role(self, role: WorkerRole) -> list:
+        """The activities a worker of ``role`` runs (see worker.py --role)."""
+        match role:
+            case "all":
+                return [self.resolve_agent, self.call_model, self.run_tool, self.run_hook]
+            case "workflows":
+                return [self.resolve_agent, self.run_hook]
+            case "models":
+                return [self.call_model]
+            case "tools":
+                return [self.run_tool]
 
 
 def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:

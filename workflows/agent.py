@@ -414,6 +414,7 @@ class AgentWorkflow:
                 timeout_seconds=policy.timeout_seconds,
             ),
             result_type=ModelResponse,
+            task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
             + ("" if allow_tool_calls else " (tools off)"),
             **policy.activity_options(),
@@ -516,6 +517,7 @@ class AgentWorkflow:
                     post_hooks=agent.spec.hooks.post_tool_use,
                 ),
                 result_type=ToolOutcome,
+                task_queue=agent.spec.tool_task_queues.get(call.name, agent.spec.tool_task_queue),
                 summary=f"tool {call.name}",
                 **tool.call.activity_options(),
             )

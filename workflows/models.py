@@ -176,6 +176,12 @@ class AgentSpec(BaseModel):
     max_tool_output_chars: int = Field(default=20_000, ge=100)
     """Longer tool outputs are cut before they enter history, and the model is told so."""
     hooks: HookConfig = Field(default_factory=HookConfig)
+    model_task_queue: str | None = None
+    """Task queue for model calls (a rate-limited pool of model workers); default: the workflow's own."""
+    tool_task_queue: str | None = None
+    """Task queue for tool calls (workers on hosts with the right access); default: the workflow's own."""
+    tool_task_queues: dict[str, str] = Field(default_factory=dict)
+    """Per-tool task queues, overriding ``tool_task_queue``."""
     token_budget: int | None = Field(default=None, ge=1)
     """Tokens (input + output, all model calls) the conversation may use; checked before each call."""
     cost_budget: float | None = Field(default=None, gt=0)

@@ -1,0 +1,95 @@
+"""Model and tool calls on their own task queues, and a queue-wide rate limit on model calls."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from connection import EmbeddedServer, data_converter
+from tests.conftest import conversation, scripted_agent, step
+from tests.fake_provider import FakeProvider, Reply
+from worker import build_worker
+from workflows.agent import AgentWorkflow
+from workflows.messages import ModelSettings
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        yield server
+
+
+async def test_model_and_tool_calls_run_on_their_own_pools(client: Client, tmp_path: Path) -> None:
+    loop, models, tools = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("loop", "models", "tools"))
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
+    agent = agent.model_copy(update={"model_task_queue": models, "tool_task_queue": tools})
+    pools = [
+        build_worker(client, task_queue=loop, role="workflows", workspace_root=tmp_path),
+        build_worker(client, task_queue=models, role="models", workspace_root=tmp_path),
+        build_worker(client, task_queue=tools, role="tools", workspace_root=tmp_path),
+    ]
+    for pool in pools:
+        await pool.__aenter__()
+    try:
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"split-{uuid.uuid4().hex[:6]}", task_queue=loop
+        )
+        assert (await handle.result()).final_text == "5"
+    finally:
+        for pool in pools:
+            await pool.__aexit__(None, None, None)
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    queues = {a.activity_type.name: a.task_queue.name for a in scheduled}
+    assert queues == {"resolve_agent": loop, "call_model": models, "run_tool": tools}
+
+
+async def test_rate_limit_holds_across_two_model_workers_under_a_burst(
+    client: Client, server: EmbeddedServer, tmp_path: Path, fake: FakeProvider
+) -> None:
+    other = await Client.connect(server.address, data_converter=data_converter())  # as a second process would
+    loop, models = f"loop-{uuid.uuid4().hex[:6]}", f"models-{uuid.uuid4().hex[:6]}"
+    answer = json.loads((DATA / "openai_text_response.json").read_text())
+    fake.queue(*[Reply(body=answer) for _ in range(12)])
+    agent = scripted_agent(step("unused"), tools=[]).model_copy(
+        update={"model": ModelSettings(provider="openai", model="gpt-4o-mini"), "model_task_queue": models}
+    )
+    pools = [
+        build_worker(client, task_queue=loop, role="workflows", workspace_root=tmp_path),
+        build_worker(
+            client, task_queue=models, role="models", activities_per_second=3, workspace_root=tmp_path
+        ),
+        build_worker(
+            other, task_queue=models, role="models", activities_per_second=3, workspace_root=tmp_path
+        ),
+    ]
+    for pool in pools:
+        await pool.__aenter__()
+    try:
+        handles = [
+            await client.start_workflow(
+                AgentWorkflow.run, conversation(agent), id=f"burst-{uuid.uuid4().hex[:6]}", task_queue=loop
+            )
+            for _ in range(12)
+        ]
+        results = [await h.result() for h in handles]
+    finally:
+        for pool in pools:
+            await pool.__aexit__(None, None, None)
+    assert [r.final_text for r in results] == ["12 + 30 = 42."] * 12
+    times = sorted(r.at for r in fake.received)
+    rate = (len(times) - 1) / (times[-1] - times[0])
+    print(f"\nmodel calls per second under the burst: {rate:.2f} (limit 3)")
+    assert rate <= 3.3

@@ -7,20 +7,23 @@ import os
 import shutil
 import socket
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.store import SQLitePayloadDriver
+from codec import codec_from_env
 from workflows.models import AGENT_NAME, AGENT_STATUS
 
 TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
@@ -47,7 +50,9 @@ def data_converter() -> DataConverter:
     """
     path = Path(os.environ.get("AGENT_PAYLOAD_STORE", str(DATA_DIR / "payloads.db")))
     storage = ExternalStorage(drivers=[SQLitePayloadDriver(path)], payload_size_threshold=PAYLOAD_THRESHOLD)
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+    return dataclasses.replace(
+        pydantic_data_converter, external_storage=storage, payload_codec=codec_from_env()
+    )
 
 
 def dynamic_config_flags() -> list[str]:
@@ -71,8 +76,10 @@ def address_is_explicit() -> bool:
     return connect_config()["target_host"] != DEFAULT_ADDRESS or "TEMPORAL_ADDRESS" in os.environ
 
 
-async def connect() -> Client:
-    return await Client.connect(**connect_config(), data_converter=data_converter())
+async def connect(runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()) -> Client:
+    return await Client.connect(
+        **connect_config(), data_converter=data_converter(), runtime=runtime, interceptors=interceptors
+    )
 
 
 async def ensure_search_attributes(client: Client) -> None:

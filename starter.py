@@ -25,7 +25,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from connection import TASK_QUEUE, connect, connect_config, ui_link
+from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_link
 from workflows.agent import AgentWorkflow
 from workflows.messages import (
     AssistantMessage,
@@ -423,6 +423,11 @@ def parser() -> argparse.ArgumentParser:
 
 async def run(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    try:
+        data_converter()
+    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         client = await connect()
     except Exception as e:  # the Rust core's connection errors share no public type

@@ -29,10 +29,12 @@ from connection import (
     address_is_explicit,
     connect,
     connect_config,
+    data_converter,
     ensure_search_attributes,
     reachable,
     start_embedded_server,
 )
+from telemetry import configure_logging, metrics_runtime, tracing_interceptor
 from workflows.agent import AgentWorkflow
 
 
@@ -86,10 +88,12 @@ def build_worker(
 
 
 async def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format)
     try:
         registry = default_registry()
         load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
         load_prices(DEFAULT_PRICES)
+        data_converter()  # and on a bad AGENT_ENCRYPTION_KEY
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
@@ -102,8 +106,10 @@ async def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         server = await start_embedded_server()
+    runtime = metrics_runtime(args.metrics_port) if args.metrics_port else None
+    tracing = tracing_interceptor(args.trace)
     try:
-        client = await connect()
+        client = await connect(runtime, [tracing] if tracing else [])
     except Exception as e:  # connection errors from the Rust core carry no common type
         print(f"worker: cannot connect to Temporal at {address}: {e}", file=sys.stderr)
         return 2
@@ -145,7 +151,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run everything, or one pool: the loop itself, model calls, or tool calls",
     )
     parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=os.environ.get("AGENT_LOG_FORMAT", "text"),
+        help="json: one object per line with workflow id, run id, iteration and tool call id",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
+    )
+    parser.add_argument(
         "--rate-limit", type=float, help="activities per second for the whole task queue (e.g. a model pool)"
+    )
+    parser.add_argument(
+        "--trace",
+        choices=["console", "otlp"],
+        default=os.environ.get("AGENT_TRACE") or None,
+        help="OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
     )
     return asyncio.run(run(parser.parse_args(argv)))
 

@@ -116,6 +116,11 @@ class AgentActivities:
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = self._provider(input.request.settings.provider)
         request = await self._with_transcript(input)
+        model = f"{provider.name}:{request.settings.model}"
+        activity.logger.info(
+            "calling %s with %d messages", model, len(request.messages),
+            extra={"iteration": input.iteration, "model": model},
+        )  # fmt: skip
         try:
             async with _heartbeating() as publish:
                 on_text = (
@@ -148,6 +153,8 @@ class AgentActivities:
     @activity.defn(name="run_tool")
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
         workspace = self._workspace_root / _safe_name(invocation.conversation_id)
+        log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
+        activity.logger.info("running tool %s", invocation.name, extra=log)
         async with _heartbeating():
             outcome = await self._registry.run(invocation, workspace, self._idempotency)
             if invocation.post_hooks:

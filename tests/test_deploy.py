@@ -369,6 +369,7 @@ def test_docker_compose_config_accepts_the_file_and_lists_its_services_and_volum
     quiet = run("config", "-q")
     assert (quiet.returncode, quiet.stderr) == (0, "")
     assert sorted(run("config", "--services").stdout.split()) == [
+        "codec-server",
         "postgresql",
         "temporal",
         "temporal-admin-tools",
@@ -382,7 +383,7 @@ def test_docker_compose_config_accepts_the_file_and_lists_its_services_and_volum
 # The deployment
 
 
-def test_compose_runs_postgres_temporal_ui_admin_tools_and_worker(compose: dict) -> None:
+def test_compose_runs_postgres_temporal_ui_admin_tools_worker_and_codec_server(compose: dict) -> None:
     assert list(compose) == ["services", "volumes"]
     assert list(compose["services"]) == [
         "postgresql",
@@ -390,6 +391,7 @@ def test_compose_runs_postgres_temporal_ui_admin_tools_and_worker(compose: dict)
         "temporal-ui",
         "temporal-admin-tools",
         "worker",
+        "codec-server",
     ]
     assert compose["volumes"] == {"postgres-data": None, "agent-data": None}
 
@@ -407,8 +409,11 @@ def test_every_image_is_pinned_to_a_version_tag(compose: dict) -> None:
         assert tag and tag != "latest" and "$" not in image, image
     # The admin tools come from the same server release as the server.
     assert images["temporal-admin-tools"].split(":")[1].split("-")[0] == images["temporal"].split(":")[1]
-    # Only the worker is built; it has no image of its own to pin.
-    assert [name for name, service in compose["services"].items() if "image" not in service] == ["worker"]
+    # Only the worker and the codec server are built; they have no image of their own to pin.
+    assert [name for name, service in compose["services"].items() if "image" not in service] == [
+        "worker",
+        "codec-server",
+    ]
 
 
 def test_temporal_persists_in_postgres_once_postgres_is_healthy(compose: dict) -> None:
@@ -433,10 +438,17 @@ def test_temporal_persists_in_postgres_once_postgres_is_healthy(compose: dict) -
     assert interpolate(temporal["environment"]["POSTGRES_PWD"], {"POSTGRES_PASSWORD": "s3"}) == "s3"
 
 
-def test_published_ports_are_the_grpc_port_and_the_web_ui_on_localhost(compose: dict) -> None:
+def test_published_ports_are_grpc_web_ui_and_codec_server_on_localhost(compose: dict) -> None:
     ports = {name: service["ports"] for name, service in compose["services"].items() if "ports" in service}
-    assert ports == {"temporal": ["127.0.0.1:7233:7233"], "temporal-ui": ["127.0.0.1:8233:8080"]}
-    assert compose["services"]["temporal-ui"]["environment"] == {"TEMPORAL_ADDRESS": "temporal:7233"}
+    assert ports == {
+        "temporal": ["127.0.0.1:7233:7233"],
+        "temporal-ui": ["127.0.0.1:8233:8080"],
+        "codec-server": ["127.0.0.1:8081:8081"],
+    }
+    assert compose["services"]["temporal-ui"]["environment"] == {
+        "TEMPORAL_ADDRESS": "temporal:7233",
+        "TEMPORAL_CODEC_ENDPOINT": "http://localhost:8081",
+    }
 
 
 def test_worker_builds_from_the_dockerfile_and_runs_worker_py(worker: dict) -> None:
@@ -471,6 +483,7 @@ def test_worker_environment_resolves_to_the_compose_network_and_the_data_volume(
         "OPENAI_BASE_URL": None,
         "ANTHROPIC_API_KEY": None,
         "ANTHROPIC_BASE_URL": None,
+        "AGENT_ENCRYPTION_KEY": None,
     }
     host = {"TEMPORAL_NAMESPACE": "prod", "AGENT_TASK_QUEUE": "agents-prod"}
     resolved = worker_environment(worker, host=host)

@@ -350,6 +350,9 @@ class AgentWorkflow:
             )
         )
         self._s.turn = None
+        workflow.logger.info(
+            "answered %s: %s", turn.message_id, reason, extra={"message_id": turn.message_id}
+        )
         self._status.detail = f"answered {turn.message_id}: {reason}"
         workflow.set_current_details(self._status.detail)
 
@@ -368,6 +371,10 @@ class AgentWorkflow:
         settings = agent.spec.model
         label = f"{settings.provider}:{settings.model}"
         self._set_state("calling_model", f"calling model {label}, iteration {self._status.iteration}")
+        workflow.logger.info(
+            "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
+            extra={"iteration": self._status.iteration, "model": label},
+        )  # fmt: skip
         try:
             try:
                 response = await self._model_activity(agent, allow_tool_calls, stored=self._s.stored)
@@ -412,6 +419,7 @@ class AgentWorkflow:
                     allow_tool_calls=allow_tool_calls,
                 ),
                 timeout_seconds=policy.timeout_seconds,
+                iteration=self._status.iteration,
             ),
             result_type=ModelResponse,
             task_queue=agent.spec.model_task_queue,
@@ -503,6 +511,8 @@ class AgentWorkflow:
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id
+        log = {"iteration": self._status.iteration, "call_id": call.id, "tool": call.name}
+        workflow.logger.info("running tool %s", call.name, extra=log)
         self._tools_in_flight += 1
         try:
             outcome = await workflow.execute_activity(
@@ -515,6 +525,7 @@ class AgentWorkflow:
                     idempotency_key=f"{workflow_id}/{call.id}",
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
+                    iteration=self._status.iteration,
                 ),
                 result_type=ToolOutcome,
                 task_queue=agent.spec.tool_task_queues.get(call.name, agent.spec.tool_task_queue),
@@ -525,12 +536,15 @@ class AgentWorkflow:
                 self._record_hook("post_tool_use", call.id, decision)
             return outcome
         except ActivityError as err:
+            workflow.logger.warning("tool %s failed: %s", call.name, _cause(err), extra=log)
             return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
         finally:
             self._tools_in_flight -= 1
 
     async def _wait_for_decision(self, record: ApprovalRecord) -> bool:
         """Wait for a person; False when the wait is handed over to the next run."""
+        log = {"iteration": self._status.iteration, "call_id": record.call_id, "tool": record.tool}
+        workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
         remaining = None
         if record.deadline is not None:
@@ -544,6 +558,8 @@ class AgentWorkflow:
         except TimeoutError:
             self._approvals.time_out(record, workflow.now())
         self._refresh_approval_state()
+        if record.state != "pending":
+            workflow.logger.info("%s %s by %s", record.tool, record.state, record.by, extra=log)
         return record.state != "pending"
 
     def _refresh_approval_state(self) -> None:

@@ -292,6 +292,8 @@ class ModelCallInput(BaseModel):
     """Messages the store already holds for this conversation; ``request.messages`` follow them."""
     request: ModelRequest
     timeout_seconds: float = 120.0
+    iteration: int = 0
+    """For log lines."""
 
 
 class ToolInvocation(BaseModel):
@@ -306,6 +308,8 @@ class ToolInvocation(BaseModel):
     max_output_chars: int = 20_000
     post_hooks: list[str] = Field(default_factory=list)
     """post_tool_use hooks, run in the activity so a redaction happens before history."""
+    iteration: int = 0
+    """For log lines."""
 
 
 class ToolOutcome(BaseModel):

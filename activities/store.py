@@ -32,6 +32,32 @@ from workflows.messages import Message
 _MESSAGE = TypeAdapter(Message)
 
 
+class SQLiteFile:
+    """One SQLite file shared by the threads of a worker (and, through WAL, by its sibling processes)."""
+
+    def __init__(self, path: Path, schema: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(schema)
+
+    async def write(self, sql: str, rows: list[tuple]) -> None:
+        await asyncio.to_thread(self._write, sql, rows)
+
+    async def read(self, sql: str, params: tuple | list) -> list[tuple]:
+        return await asyncio.to_thread(self._read, sql, params)
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        with self._lock, self._db:
+            self._db.executemany(sql, rows)
+
+    def _read(self, sql: str, params: tuple | list) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+
 class ConversationStore(Protocol):
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
         """Store ``messages`` at positions ``start``, ``start + 1``, ... of conversation ``key``."""
@@ -86,12 +112,9 @@ class SQLitePayloadDriver(StorageDriver):
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._lock = threading.Lock()
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)")
+        self._file = SQLiteFile(
+            path, "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)"
+        )
 
     def name(self) -> str:
         return "agent-sqlite"
@@ -109,19 +132,11 @@ class SQLitePayloadDriver(StorageDriver):
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
         keys = [claim.claim_data["key"] for claim in claims]
-        found = await asyncio.to_thread(self._read, keys)
+        marks = ",".join("?" * len(keys))
+        found = dict(await self._file.read(f"SELECT key, data FROM payloads WHERE key IN ({marks})", keys))
         missing = [key for key in keys if key not in found]
         if missing:
             raise RuntimeError(
                 f"payload store {self.name()} lacks {len(missing)} payload(s), e.g. {missing[0]}"
             )
         return [Payload.FromString(found[key]) for key in keys]
-
-    def _write(self, rows: list[tuple[str, bytes]]) -> None:
-        with self._lock, self._db:
-            self._db.executemany("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
-
-    def _read(self, keys: list[str]) -> dict[str, bytes]:
-        with self._lock:
-            marks = ",".join("?" * len(keys))
-            return dict(self._db.execute(f"SELECT key, data FROM payloads WHERE key IN ({marks})", keys))

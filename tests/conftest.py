@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry
-from connection import EmbeddedServer, start_embedded_server
+from connection import (
+    EmbeddedServer,
+    data_converter,
+    ensure_search_attributes,
+    start_embedded_server,
+    time_skipping_server,
+)
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
@@ -43,6 +50,17 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Embe
 @pytest.fixture(scope="session")
 def client(server: EmbeddedServer) -> Client:
     return server.client
+
+
+@pytest.fixture(scope="session")
+async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
+    """Temporal's time-skipping test server: a 24 h deadline passes in moments."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=data_converter(), test_server_existing_path=time_skipping_server()
+    )
+    await ensure_search_attributes(env.client)
+    yield env
+    await env.shutdown()
 
 
 @dataclass

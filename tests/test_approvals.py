@@ -6,17 +6,15 @@ import asyncio
 import json
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from connection import EmbeddedServer, ensure_search_attributes, temporal_cli, time_skipping_server
+from connection import EmbeddedServer, temporal_cli
 from tests.conftest import (
     Env,
     activity_types,
@@ -253,16 +251,6 @@ async def test_approval_sent_with_the_temporal_cli(env: Env, server: EmbeddedSer
         "alice",
         "ok from the CLI",
     )
-
-
-@pytest.fixture(scope="module")
-async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=time_skipping_server()
-    )
-    await ensure_search_attributes(env.client)
-    yield env
-    await env.shutdown()
 
 
 async def test_deadline_rejects_the_call_when_nobody_answers(

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.store import SQLiteConversationStore
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from connection import ensure_search_attributes, time_skipping_server
 from tests.conftest import (
     Env,
     activity_types,
@@ -260,16 +257,6 @@ async def test_a_lost_conversation_store_is_refilled_from_the_workflow(env: Env,
     async with build_worker(env.client, task_queue=queue, store=SQLiteConversationStore(tmp_path / "b.db")):
         result = await handle.result()
     assert result.final_text == "7"
-
-
-@pytest.fixture(scope="module")
-async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=time_skipping_server()
-    )
-    await ensure_search_attributes(env.client)
-    yield env
-    await env.shutdown()
 
 
 async def test_idle_chat_completes_after_the_idle_timeout(

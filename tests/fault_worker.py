@@ -48,10 +48,13 @@ def _charge(key: str, amount: float) -> str:
 
 async def main() -> None:
     client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter())
+    rate = os.environ.get("AGENT_RATE_LIMIT")
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],
         registry=default_registry(slow_step, charge),
+        role=os.environ.get("AGENT_WORKER_ROLE", "all"),  # type: ignore[arg-type]
+        activities_per_second=float(rate) if rate else None,
     )
     async with worker:
         print("ready", flush=True)

@@ -7,12 +7,9 @@ the README's Guarantees section quotes them.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -32,52 +29,13 @@ from connection import (
     temporal_cli,
 )
 from tests.conftest import conversation, scripted_agent, step, wait_for_pending
+from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep
 from workflows.models import ApprovalPolicy, ApprovalSignal, Decision
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)
-
-
-class WorkerProcess:
-    """``python -m tests.fault_worker`` in its own process, killed for real."""
-
-    def __init__(self, address: str, task_queue: str, effects: Path, **env: str) -> None:
-        self._env = (
-            os.environ
-            | {
-                "TEMPORAL_ADDRESS": address,
-                "AGENT_TASK_QUEUE": task_queue,
-                "FAULT_EFFECTS": str(effects),
-                "PYTHONPATH": str(REPO),
-            }
-            | env
-        )
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self, **env: str) -> float:
-        """Spawn and wait until it polls; returns the spawn time."""
-        spawned = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fault_worker"],
-            cwd=REPO,
-            env=self._env | env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        ready = threading.Event()
-        threading.Thread(target=lambda: self.proc.stdout.readline() and ready.set(), daemon=True).start()  # type: ignore[union-attr]
-        if not ready.wait(60):
-            self.kill()
-            raise AssertionError("the worker process did not start")
-        return spawned
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from connection import EmbeddedServer, data_converter
+from connection import EmbeddedServer
 from tests.conftest import conversation, scripted_agent, step
 from tests.fake_provider import FakeProvider, Reply
-from worker import build_worker
+from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
 
@@ -28,25 +28,33 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
         yield server
 
 
-async def test_model_and_tool_calls_run_on_their_own_pools(client: Client, tmp_path: Path) -> None:
+@pytest.fixture
+def pools(server: EmbeddedServer, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """Start worker processes with ``spawn(task_queue, role, rate)``; all are killed at the end."""
+    started: list[WorkerProcess] = []
+
+    def spawn(task_queue: str, role: str, rate: float | None = None) -> None:
+        env = {"AGENT_WORKER_ROLE": role} | ({"AGENT_RATE_LIMIT": str(rate)} if rate else {})
+        process = WorkerProcess(server.address, task_queue, tmp_path / "effects.txt", **env)
+        process.start()
+        started.append(process)
+
+    yield spawn  # type: ignore[misc]
+    for process in started:
+        process.kill()
+
+
+async def test_model_and_tool_calls_run_on_their_own_worker_processes(client: Client, pools) -> None:
     loop, models, tools = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("loop", "models", "tools"))
+    pools(loop, "workflows")
+    pools(models, "models")
+    pools(tools, "tools")
     agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
     agent = agent.model_copy(update={"model_task_queue": models, "tool_task_queue": tools})
-    pools = [
-        build_worker(client, task_queue=loop, role="workflows", workspace_root=tmp_path),
-        build_worker(client, task_queue=models, role="models", workspace_root=tmp_path),
-        build_worker(client, task_queue=tools, role="tools", workspace_root=tmp_path),
-    ]
-    for pool in pools:
-        await pool.__aenter__()
-    try:
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"split-{uuid.uuid4().hex[:6]}", task_queue=loop
-        )
-        assert (await handle.result()).final_text == "5"
-    finally:
-        for pool in pools:
-            await pool.__aexit__(None, None, None)
+    handle = await client.start_workflow(
+        AgentWorkflow.run, conversation(agent), id=f"split-{uuid.uuid4().hex[:6]}", task_queue=loop
+    )
+    assert (await handle.result()).final_text == "5"
     scheduled = [
         e.activity_task_scheduled_event_attributes
         async for e in handle.fetch_history_events()
@@ -56,38 +64,26 @@ async def test_model_and_tool_calls_run_on_their_own_pools(client: Client, tmp_p
     assert queues == {"resolve_agent": loop, "call_model": models, "run_tool": tools}
 
 
-async def test_rate_limit_holds_across_two_model_workers_under_a_burst(
-    client: Client, server: EmbeddedServer, tmp_path: Path, fake: FakeProvider
+async def test_rate_limit_holds_across_two_model_worker_processes_under_a_burst(
+    client: Client, fake: FakeProvider, pools
 ) -> None:
-    other = await Client.connect(server.address, data_converter=data_converter())  # as a second process would
     loop, models = f"loop-{uuid.uuid4().hex[:6]}", f"models-{uuid.uuid4().hex[:6]}"
+    pools(loop, "workflows")
+    pools(models, "models", rate=3)
+    pools(models, "models", rate=3)
     answer = json.loads((DATA / "openai_text_response.json").read_text())
     fake.queue(*[Reply(body=answer) for _ in range(12)])
     agent = scripted_agent(step("unused"), tools=[]).model_copy(
         update={"model": ModelSettings(provider="openai", model="gpt-4o-mini"), "model_task_queue": models}
     )
-    pools = [
-        build_worker(client, task_queue=loop, role="workflows", workspace_root=tmp_path),
-        build_worker(
-            client, task_queue=models, role="models", activities_per_second=3, workspace_root=tmp_path
-        ),
-        build_worker(
-            other, task_queue=models, role="models", activities_per_second=3, workspace_root=tmp_path
-        ),
+    handles = [
+        await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"burst-{uuid.uuid4().hex[:6]}", task_queue=loop
+        )
+        for _ in range(12)
     ]
-    for pool in pools:
-        await pool.__aenter__()
-    try:
-        handles = [
-            await client.start_workflow(
-                AgentWorkflow.run, conversation(agent), id=f"burst-{uuid.uuid4().hex[:6]}", task_queue=loop
-            )
-            for _ in range(12)
-        ]
-        results = [await h.result() for h in handles]
-    finally:
-        for pool in pools:
-            await pool.__aexit__(None, None, None)
+    results = [await h.result() for h in handles]
+
     assert [r.final_text for r in results] == ["12 + 30 = 42."] * 12
     times = sorted(r.at for r in fake.received)
     rate = (len(times) - 1) / (times[-1] - times[0])

@@ -1,0 +1,53 @@
+"""Real worker processes for the tests: ``python -m tests.fault_worker``, killable with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class WorkerProcess:
+    """``python -m tests.fault_worker`` in its own process, killed for real."""
+
+    def __init__(self, address: str, task_queue: str, effects: Path, **env: str) -> None:
+        self._env = (
+            os.environ
+            | {
+                "TEMPORAL_ADDRESS": address,
+                "AGENT_TASK_QUEUE": task_queue,
+                "FAULT_EFFECTS": str(effects),
+                "PYTHONPATH": str(REPO),
+            }
+            | env
+        )
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, **env: str) -> float:
+        """Spawn and wait until it polls; returns the spawn time."""
+        spawned = time.time()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fault_worker"],
+            cwd=REPO,
+            env=self._env | env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        ready = threading.Event()
+        threading.Thread(target=lambda: self.proc.stdout.readline() and ready.set(), daemon=True).start()  # type: ignore[union-attr]
+        if not ready.wait(60):
+            self.kill()
+            raise AssertionError("the worker process did not start")
+        return spawned
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()

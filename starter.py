@@ -22,11 +22,11 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_link
-from workflows.agent import AgentWorkflow
+from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.messages import (
     AssistantMessage,
     Message,
@@ -125,11 +125,21 @@ async def start(client: Client, args: argparse.Namespace) -> None:
 async def send(client: Client, args: argparse.Namespace) -> None:
     """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
     handle = client.get_workflow_handle(args.workflow_id)
-    try:
-        reply = await handle.execute_update(AgentWorkflow.send_message, _message(args.text))
-    except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not sent: {getattr(e.cause, 'message', e.cause)}") from e
-    print(reply.text)
+    print((await send_message(handle, args.text)).text)
+
+
+async def send_message(handle: WorkflowHandle, text: str, attempts: int = 50) -> Reply:
+    """The reply to ``text``; a message refused while the conversation continues as new is sent again."""
+    for attempt in range(attempts):
+        try:
+            return await handle.execute_update(AgentWorkflow.send_message, _message(text), result_type=Reply)
+        except WorkflowUpdateFailedError as e:
+            cause = e.cause
+            if isinstance(cause, ApplicationError) and cause.type == ROLLING_OVER and attempt + 1 < attempts:
+                await asyncio.sleep(0.2)
+                continue
+            raise CommandError(f"not sent: {getattr(cause, 'message', cause)}") from e
+    raise AssertionError("unreachable")
 
 
 async def end(client: Client, args: argparse.Namespace) -> None:
@@ -175,7 +185,7 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
                 return
             if not text:
                 continue
-            reply = asyncio.create_task(handle.execute_update(AgentWorkflow.send_message, _message(text)))
+            reply = asyncio.create_task(send_message(handle, text))
         print(f"agent> {(await _answering_approvals(handle, reply)).text}")
 
 

@@ -32,12 +32,26 @@ def load_agent_file(path: Path, registry: ToolRegistry, hooks: HookRegistry | No
     try:
         spec = AgentSpec.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in e.errors()
-        )
-        raise AgentFileError(f"{path}: {problems}") from e
+        raise AgentFileError(f"{path}: {field_errors(e)}") from e
     check_agent(spec, registry, hooks, where=str(path))
     return spec
+
+
+def field_errors(error: ValidationError, prefix: str = "") -> str:
+    """``field 'a.b': message; ...``, one entry per field, the choices of a union joined by "or"."""
+    by_field: dict[str, list[str]] = {}
+    for err in error.errors():
+        # Drop the names pydantic gives union branches ("constrained-float", "literal['none']").
+        path = ".".join(str(p) for p in err["loc"] if not _is_branch_name(p))
+        by_field.setdefault(prefix + path, []).append(err["msg"])
+    return "; ".join(f"field '{path}': {', or '.join(msgs)}" for path, msgs in by_field.items())
+
+
+_BRANCH_PREFIXES = ("constrained-", "function-", "literal[", "lax-", "json-or-python[")
+
+
+def _is_branch_name(part: str | int) -> bool:
+    return isinstance(part, str) and part.startswith(_BRANCH_PREFIXES)
 
 
 def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | None, *, where: str) -> None:
@@ -83,8 +97,5 @@ def load_prices(path: Path) -> dict[str, Price]:
         try:
             prices[model] = Price.model_validate(entry)
         except ValidationError as e:
-            problems = "; ".join(
-                f"field '{model}.{'.'.join(map(str, err['loc']))}': {err['msg']}" for err in e.errors()
-            )
-            raise AgentFileError(f"{path}: {problems}") from e
+            raise AgentFileError(f"{path}: {field_errors(e, prefix=f'{model}.')}") from e
     return prices

@@ -57,35 +57,30 @@ class HookRegistry:
         return sorted(self._hooks)
 
     async def run(self, invocation: HookInvocation) -> HookDecision:
-        """One hook's decision. A hook that raises is treated as a block: hooks guard things."""
-        h = self._hooks[invocation.hook]
-        args: dict[str, Any] = {"ctx": invocation.context or HookContext(conversation_id="")}
-        match h.event:
-            case "pre_tool_use":
-                args |= {"tool": invocation.tool, "arguments": invocation.arguments}
-            case "post_tool_use":
-                args |= {
-                    "tool": invocation.tool,
-                    "arguments": invocation.arguments,
-                    "content": invocation.content,
-                    "is_error": invocation.is_error,
-                }
-            case "user_prompt_submit":
-                args |= {"text": invocation.text}
+        """One hook's decision. A hook that raises, or answers with something other than
+        None or a ``HookDecision``, is treated as a block: hooks guard things."""
+        name = invocation.hook
+        h = self._hooks.get(name)
         try:
-            if inspect.iscoroutinefunction(h.function):
-                decision = await h.function(**args)
-            else:
-                decision = await asyncio.to_thread(h.function, **args)
+            if h is None:
+                raise LookupError(f"no hook named {name!r} on this worker")
+            decision = await _call(h, invocation)
+            if decision is None:
+                decision = HookDecision()
+            elif not isinstance(decision, HookDecision):
+                raise TypeError(f"returned {type(decision).__name__}, expected HookDecision or None")
         except Exception as e:
             return HookDecision(
-                hook=h.name, action="block", reason=f"hook {h.name} failed: {type(e).__name__}: {e}"
+                hook=name, action="block", reason=f"hook {name} failed: {type(e).__name__}: {e}"
             )
-        decision = decision or HookDecision(action="allow")
-        return decision.model_copy(update={"hook": h.name})
+        return decision.model_copy(update={"hook": name})
 
     async def redact(self, names: list[str], invocation: HookInvocation, outcome: ToolOutcome) -> ToolOutcome:
-        """Apply the post_tool_use hooks in order to a tool's outcome."""
+        """Apply the post_tool_use hooks in order to a tool's outcome.
+
+        The decisions returned for the record keep what was decided and why, never
+        the content: a redacting hook's output must not reach history twice.
+        """
         decisions: list[HookDecision] = []
         for name in names:
             decision = await self.run(
@@ -93,7 +88,7 @@ class HookRegistry:
                     update={"hook": name, "content": outcome.content, "is_error": outcome.is_error}
                 )
             )
-            decisions.append(decision)
+            decisions.append(HookDecision(hook=decision.hook, action=decision.action, reason=decision.reason))
             if decision.action == "rewrite" and decision.content is not None:
                 outcome = outcome.model_copy(update={"content": decision.content})
             elif decision.action == "block":
@@ -101,6 +96,25 @@ class HookRegistry:
                     content=f"[output withheld by hook {name}: {decision.reason}]", is_error=True
                 )
         return outcome.model_copy(update={"hooks": decisions})
+
+
+async def _call(h: Hook, invocation: HookInvocation) -> Any:
+    args: dict[str, Any] = {"ctx": invocation.context or HookContext(conversation_id="")}
+    match h.event:
+        case "pre_tool_use":
+            args |= {"tool": invocation.tool, "arguments": invocation.arguments}
+        case "post_tool_use":
+            args |= {
+                "tool": invocation.tool,
+                "arguments": invocation.arguments,
+                "content": invocation.content,
+                "is_error": invocation.is_error,
+            }
+        case "user_prompt_submit":
+            args |= {"text": invocation.text}
+    if inspect.iscoroutinefunction(h.function):
+        return await h.function(**args)
+    return await asyncio.to_thread(h.function, **args)
 
 
 _SECRET = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{20,})\b")

@@ -19,14 +19,15 @@ from pydantic_core import to_jsonable_python
 
 from activities.store import SQLiteFile
 
-_MISSING = object()
-
 
 class IdempotencyStore(Protocol):
-    async def get(self, key: str) -> Any:
-        """The stored result, or ``_MISSING``."""
+    """Results as JSON text by key; the first ``put`` for a key wins."""
 
-    async def put(self, key: str, value: Any) -> None: ...
+    async def get(self, key: str) -> str | None:
+        """The stored JSON text, or None when nothing is stored under ``key``."""
+
+    async def put(self, key: str, value: str) -> None:
+        """Store ``value`` unless ``key`` already holds one."""
 
 
 class SQLiteIdempotencyStore:
@@ -37,24 +38,27 @@ class SQLiteIdempotencyStore:
             path, "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
 
-    async def get(self, key: str) -> Any:
+    async def get(self, key: str) -> str | None:
         rows = await self._file.read("SELECT value FROM results WHERE key = ?", (key,))
-        return json.loads(rows[0][0]) if rows else _MISSING
+        return rows[0][0] if rows else None
 
-    async def put(self, key: str, value: Any) -> None:
-        # The first result wins: a concurrent duplicate attempt cannot overwrite it.
-        await self._file.write(
-            "INSERT OR IGNORE INTO results VALUES (?, ?)", [(key, json.dumps(to_jsonable_python(value)))]
-        )
+    async def put(self, key: str, value: str) -> None:
+        # INSERT OR IGNORE: a concurrent duplicate attempt cannot overwrite the first result.
+        await self._file.write("INSERT OR IGNORE INTO results VALUES (?, ?)", [(key, value)])
 
 
 async def run_once(store: IdempotencyStore, key: str, fn: Callable[[], Any | Awaitable[Any]]) -> Any:
-    """fn's result, computed at most once per key (as far as the store can tell)."""
+    """fn's result (as JSON data), computed at most once per key (as far as the store can tell).
+
+    The value is serialised before it is stored, so a result that cannot be
+    stored fails before anything is recorded.
+    """
     found = await store.get(key)
-    if found is not _MISSING:
-        return found
-    value = fn()
-    if inspect.isawaitable(value):
-        value = await value
-    await store.put(key, value)
-    return await store.get(key)
+    if found is None:
+        value = fn()
+        if inspect.isawaitable(value):
+            value = await value
+        await store.put(key, json.dumps(to_jsonable_python(value)))
+        found = await store.get(key)
+        assert found is not None, f"idempotency store lost {key!r} right after storing it"
+    return json.loads(found)

@@ -70,38 +70,25 @@ class SQLiteConversationStore:
     """A SQLite file: the default for one machine (several worker processes may share it)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._lock = threading.Lock()
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS messages ("
-                " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
-                " PRIMARY KEY (conversation, position))"
-            )
+        self._file = SQLiteFile(
+            path,
+            "CREATE TABLE IF NOT EXISTS messages ("
+            " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
+            " PRIMARY KEY (conversation, position))",
+        )
 
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
         rows = [(key, start + i, _MESSAGE.dump_json(m).decode()) for i, m in enumerate(messages)]
-        await asyncio.to_thread(self._write, rows)
+        await self._file.write("INSERT OR REPLACE INTO messages VALUES (?, ?, ?)", rows)
 
     async def load(self, key: str, count: int) -> list[Message] | None:
-        bodies = await asyncio.to_thread(self._read, key, count)
-        if len(bodies) < count:
+        rows = await self._file.read(
+            "SELECT body FROM messages WHERE conversation = ? AND position < ? ORDER BY position",
+            (key, count),
+        )
+        if len(rows) < count:
             return None
-        return [_MESSAGE.validate_json(body) for body in bodies]
-
-    def _write(self, rows: list[tuple[str, int, str]]) -> None:
-        with self._lock, self._db:
-            self._db.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?)", rows)
-
-    def _read(self, key: str, count: int) -> list[str]:
-        with self._lock:
-            cursor = self._db.execute(
-                "SELECT body FROM messages WHERE conversation = ? AND position < ? ORDER BY position",
-                (key, count),
-            )
-            return [row[0] for row in cursor]
+        return [_MESSAGE.validate_json(body) for (body,) in rows]
 
 
 class SQLitePayloadDriver(StorageDriver):
@@ -125,7 +112,7 @@ class SQLitePayloadDriver(StorageDriver):
         rows = [
             (hashlib.sha256(data).hexdigest(), data) for data in (p.SerializeToString() for p in payloads)
         ]
-        await asyncio.to_thread(self._write, rows)
+        await self._file.write("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
         return [StorageDriverClaim(claim_data={"key": key}) for key, _ in rows]
 
     async def retrieve(

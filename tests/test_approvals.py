@@ -285,3 +285,22 @@ async def test_per_tool_deadline_applies(time_skipping: WorkflowEnvironment, tmp
     [audit] = result.approvals
     assert (audit.state, audit.deadline - audit.requested_at) == ("timed_out", timedelta(seconds=90))
     assert audit.deadline <= audit.decided_at < audit.deadline + timedelta(seconds=1)
+
+
+def test_a_decision_at_or_after_the_deadline_times_the_call_out() -> None:
+    from datetime import UTC, datetime
+
+    from workflows.approvals import Approvals
+    from workflows.messages import ToolCall
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    approvals = Approvals()
+    record = approvals.request(ToolCall(id="c1", name="write_file"), timedelta(seconds=60), now)
+    outcome = approvals.on_signal(
+        ApprovalSignal(call_id="c1", by="late"), approve=True, now=now + timedelta(seconds=60)
+    )
+    assert outcome == "ignored decision for call 'c1': past its approval deadline"
+    assert (record.state, record.by, record.reason) == ("timed_out", "system", "approval timed out")
+    # The timer firing afterwards changes nothing.
+    approvals.time_out(record, now + timedelta(seconds=61))
+    assert record.decided_at == now + timedelta(seconds=60)

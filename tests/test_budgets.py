@@ -10,7 +10,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentFileError, load_prices
 from tests.conftest import Env, conversation, scripted_agent, step
+from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, Usage
+from workflows.models import MessageInput
 
 
 def _spender(**kwargs):
@@ -46,6 +48,15 @@ async def test_cost_budget_priced_from_the_table_then_a_final_answer(env: Env) -
     assert (result.stop_reason, result.model_calls) == ("cost_budget_exhausted", 4)
     assert result.cost == 80 / 1_000_000
     assert result.final_text.startswith("Stopping here after 3 tool results")
+
+
+async def test_a_spent_budget_answers_later_messages_without_calling_the_model(env: Env) -> None:
+    handle = await env.start(conversation(_spender(chat=True), token_budget=40))
+    later = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="more"))
+    await handle.signal(AgentWorkflow.end)
+    result = await handle.result()
+    # Three calls, then one final answer in the first turn; none in the second.
+    assert (later.stop_reason, later.iterations, result.model_calls) == ("token_budget_exhausted", 0, 4)
 
 
 def test_bad_price_table_names_the_model_and_field(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 import pytest
 from temporalio.client import WorkflowFailureError
 
@@ -37,6 +38,18 @@ def broken(tool: str, arguments: dict, ctx: HookContext) -> HookDecision | None:
     raise KeyError("oops")
 
 
+@hook("pre_tool_use")
+def sloppy(tool: str, arguments: dict, ctx: HookContext) -> HookDecision | None:
+    """Answers with a string instead of a decision."""
+    return "fine by me"  # type: ignore[return-value]
+
+
+@hook("post_tool_use")
+def shout(tool: str, arguments: dict, content: str, is_error: bool, ctx: HookContext) -> HookDecision:
+    """Upper-case the output."""
+    return HookDecision(action="rewrite", content=content.upper(), reason="shouted")
+
+
 @hook("user_prompt_submit")
 def count_prompts(text: str, ctx: HookContext) -> HookDecision | None:
     """Remember every prompt it sees."""
@@ -54,7 +67,7 @@ def leak() -> str:
 
 @pytest.fixture
 def hooks() -> HookRegistry:
-    return default_hooks(no_big_numbers, double_b, broken, count_prompts)
+    return default_hooks(no_big_numbers, double_b, broken, sloppy, shout, count_prompts)
 
 
 @pytest.fixture
@@ -124,6 +137,38 @@ async def test_post_tool_use_redacts_before_the_output_enters_history(hook_env: 
     assert "sk-live-abcdef1234567890" not in (await handle.fetch_history()).to_json()
 
 
+async def test_a_hook_answering_nonsense_blocks_the_call(hook_env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("add", {"a": 1, "b": 5})), step("{last_result}"), hooks=HookConfig(pre_tool_use=["sloppy"])
+    )
+    result = await hook_env.run(conversation(agent))
+    assert result.final_text == (
+        "Blocked by hook sloppy: hook sloppy failed: TypeError: returned str, expected HookDecision or None"
+    )
+    assert result.tool_calls[0].content == result.final_text
+
+
+async def test_rewritten_output_enters_history_once(hook_env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("leak", {})),
+        step("done"),
+        tools=["leak"],
+        hooks=HookConfig(post_tool_use=["shout"]),
+    )
+    handle = await hook_env.start(conversation(agent))
+    await handle.result()
+    history = await handle.fetch_history()
+    (tool_result,) = [
+        e.activity_task_completed_event_attributes.result.payloads[0].data
+        for e in history.events
+        if e.HasField("activity_task_completed_event_attributes")
+        and b"CONFIG" in e.activity_task_completed_event_attributes.result.payloads[0].data
+    ]
+    # The tool's result carries the output once; the hook decision keeps only action and reason.
+    assert tool_result.count(b"CONFIG: API_KEY=") == 1
+    assert b'"hooks":[{"action":"rewrite","reason":"shouted","arguments":null,"content":null' in tool_result
+
+
 async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env) -> None:
     prompts_seen.clear()
     agent = scripted_agent(
@@ -149,6 +194,8 @@ async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env) -> 
         "Message blocked by hook count_prompts: that topic is off limits",
     )
     assert [r.text for r in result.replies][:2] == ["first done", "second done"]
+    # The refused text is not kept for later model calls.
+    assert all("forbidden" not in getattr(m, "text", "") for m in result.messages)
 
 
 async def test_prompt_rewrite_reaches_the_model(hook_env: Env) -> None:

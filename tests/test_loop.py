@@ -223,7 +223,20 @@ class TestCustomTools:
         )
         handle = await env.start(conversation(agent))
         result = await handle.result()
-        assert result.final_text == f"{handle.id}/call_1_0"
+        # The first run's id keeps the key apart from an earlier conversation that used the same id.
+        assert result.final_text == f"{handle.id}/{handle.first_execution_run_id}/call_1_0"
+
+    async def test_reused_or_missing_call_ids_are_made_unique(self, env: Env) -> None:
+        def add(call_id: str) -> ScriptedToolCall:
+            return ScriptedToolCall(name="add", arguments={"a": 1, "b": 1}, id=call_id)
+
+        agent = scripted_agent(
+            step("", add("x"), add("x"), add("")), step("", add("call_1_1"), add("x")), step("done")
+        )
+        result = await env.run(conversation(agent))
+        assert [c.call_id for c in result.tool_calls] == [
+            "x", "call_0_1", "call_0_2", "call_1_1", "call_1_1_"
+        ]  # fmt: skip
 
     async def test_non_serialisable_tool_result_is_reported_to_model(self, env: Env) -> None:
         agent = scripted_agent(

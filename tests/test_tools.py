@@ -121,6 +121,33 @@ def test_bad_agent_file_error_names_file_and_field(tmp_path: Path) -> None:
     assert "field 'max_iterations': Input should be greater than or equal to 1" in message
 
 
+def test_timeouts_and_deadlines_out_of_range_are_rejected(tmp_path: Path) -> None:
+    body = (
+        'idle_timeout_seconds = 0\n[model]\nprovider = "scripted"\nmodel = "x"\n'
+        "[model_call]\ntimeout_seconds = -1\nmax_attempts = -2\n"
+        "initial_retry_seconds = 10\nmax_retry_seconds = 5\n"
+        "[approval]\ndeadline = 1e12\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(_write(tmp_path, "bad.toml", body), default_registry())
+    message = str(info.value)
+    for expected in (
+        "field 'idle_timeout_seconds': Input should be greater than 0",
+        "field 'model_call.timeout_seconds': Input should be greater than 0",
+        "field 'model_call.max_attempts': Input should be greater than or equal to 0",
+        "field 'approval.deadline': Input should be less than or equal to 31622400, or Input should be 'none'",
+    ):
+        assert expected in message
+
+
+def test_retry_cap_below_first_interval_is_rejected(tmp_path: Path) -> None:
+    body = '[model]\nprovider = "scripted"\nmodel = "x"\n[model_call]\ninitial_retry_seconds = 10\nmax_retry_seconds = 5\n'
+    with pytest.raises(
+        AgentFileError, match=r"max_retry_seconds \(5\) is below initial_retry_seconds \(10\)"
+    ):
+        load_agent_file(_write(tmp_path, "bad.toml", body), default_registry())
+
+
 def test_agent_file_with_unknown_tool_is_rejected(tmp_path: Path) -> None:
     path = _write(tmp_path, "a.toml", 'tools = ["add", "rm"]\n[model]\nprovider = "scripted"\nmodel = "x"\n')
     with pytest.raises(

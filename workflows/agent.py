@@ -66,6 +66,7 @@ RUN_TOOL = "run_tool"
 RUN_HOOK = "run_hook"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 STORE_GAP = "ConversationStoreGap"
+ROLLING_OVER = "ContinuingAsNew"
 
 
 @workflow.defn(
@@ -95,6 +96,8 @@ class AgentWorkflow:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
             self._status.agent, self._status.max_iterations = agent.spec.name, agent.spec.max_iterations
+            self._status.model_calls, self._status.usage = self._s.model_calls, self._s.usage
+            self._status.cost = self._cost(agent)
             if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
                 workflow.upsert_search_attributes([AGENT_NAME.value_set(agent.spec.name)])
             while True:
@@ -151,6 +154,9 @@ class AgentWorkflow:
     def _check_message(self, message: MessageInput) -> None:
         if self._s.ended:
             raise ValueError("the conversation has been ended; start a new one")
+        if self._rollover_wanted():
+            # A waiting update would hold the run open; the sender retries on the next run.
+            raise ApplicationError("the conversation is continuing as new; send again", type=ROLLING_OVER)
 
     @workflow.signal(name="post_message")
     def post_message(self, message: MessageInput) -> None:
@@ -202,7 +208,8 @@ class AgentWorkflow:
             RESOLVE_AGENT,
             AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
             result_type=ResolvedAgent,
-            start_to_close_timeout=timedelta(seconds=30),
+            # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
+            start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(maximum_attempts=5),
             summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
         )
@@ -242,7 +249,8 @@ class AgentWorkflow:
         text = message.text
         for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):
             if decision.action == "block":
-                self._s.messages.append(UserMessage(text=text))
+                # The refused text stays out of the transcript (and so out of later model calls).
+                self._s.messages.append(UserMessage(text=f"[message {message.id} blocked by hook]"))
                 self._s.messages.append(
                     AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
                 )
@@ -317,7 +325,10 @@ class AgentWorkflow:
             return
         if spec.on_limit == "fail":
             raise ApplicationError(_limit_text(limit, agent), type=_limit_type(limit), non_retryable=True)
-        if spec.on_limit == "stop" or limit == "model_call_limit_reached":
+        # No final-answer call when the conversation's allowance ran out in an earlier turn:
+        # every later message would spend past the budget again.
+        spent_before = turn.iterations == 0 and limit != "max_iterations_reached"
+        if spec.on_limit == "stop" or limit == "model_call_limit_reached" or spent_before:
             self._finish_turn(limit, None)
             return
         self._status.detail = f"{_limit_text(limit, agent)}, asking for a final answer"
@@ -430,10 +441,12 @@ class AgentWorkflow:
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
         """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""
-        seen = {c.call_id for c in self._s.tool_calls}
+        seen = {c.call_id for c in self._s.tool_calls} | set(self._approvals.records)
         for index, call in enumerate(calls):
             if not call.id or call.id in seen:
                 call.id = f"call_{self._s.model_calls}_{index}"
+                while call.id in seen:
+                    call.id += "_"
             seen.add(call.id)
         return calls
 
@@ -522,7 +535,7 @@ class AgentWorkflow:
                     arguments=call.arguments,
                     call_id=call.id,
                     conversation_id=workflow_id,
-                    idempotency_key=f"{workflow_id}/{call.id}",
+                    idempotency_key=f"{_conversation_key()}/{call.id}",
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
                     iteration=self._status.iteration,
@@ -576,8 +589,13 @@ class AgentWorkflow:
     def _continue_as_new_due(self) -> bool:
         """Due when Temporal suggests it or the run made its share of model calls; only at a point
         where nothing is in flight and every update handler has answered."""
+        if self._tools_in_flight or not workflow.all_handlers_finished():
+            return False
+        return self._rollover_wanted()
+
+    def _rollover_wanted(self) -> bool:
         agent = self._s.agent
-        if agent is None or self._tools_in_flight or not workflow.all_handlers_finished():
+        if agent is None:
             return False
         every = agent.spec.continue_as_new_after
         return workflow.info().is_continue_as_new_suggested() or bool(

@@ -49,6 +49,10 @@ class Approvals:
             return f"kept decision for call {signal.call_id!r}, not requested yet"
         if record.state != "pending":
             return f"ignored decision for call {signal.call_id!r}: already {record.state}"
+        if record.deadline is not None and now >= record.deadline:
+            # Too late, even if the timer has not fired yet: the deadline decides.
+            self.time_out(record, now)
+            return f"ignored decision for call {signal.call_id!r}: past its approval deadline"
         self._apply(record, decision, now, "signal")
         return f"call {signal.call_id!r} {record.state} by {record.by}"
 
@@ -70,6 +74,8 @@ class Approvals:
         return record
 
     def time_out(self, record: ApprovalRecord, now: datetime) -> None:
+        if record.state != "pending":
+            return
         record.state = "timed_out"
         record.by = "system"
         record.reason = "approval timed out"

@@ -129,6 +129,8 @@ class ScriptedToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
     """Sent instead of ``arguments`` to simulate a model emitting malformed JSON."""
+    id: str | None = None
+    """Sent instead of the generated call id, to simulate a server that reuses or omits ids."""
 
 
 class ModelRequest(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy, SearchAttributeKey
@@ -28,20 +28,38 @@ ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 MAX_PROMPT_CHARS = 200_000
 """Prompts above this are refused at start: they would crowd Temporal's 2 MB payload limit."""
 
+MAX_WAIT_SECONDS = 366 * 24 * 3600.0
+"""Upper bound of every configurable timeout and deadline (a year); "none" is the way to wait forever."""
+
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS)]
+
 
 class CallPolicy(BaseModel):
     """Timeout and retry settings of one kind of activity call."""
 
-    timeout_seconds: float = 60.0
+    model_config = {"extra": "forbid"}
+
+    timeout_seconds: Seconds = 60.0
     """start-to-close timeout of one attempt."""
-    max_attempts: int = 5
+    max_attempts: int = Field(default=5, ge=0)
     """Attempts in all, the first included; 0 means unlimited."""
-    initial_retry_seconds: float = 0.5
+    initial_retry_seconds: Seconds = 0.5
     """Delay before the first retry; a provider's retry-after overrides it."""
-    max_retry_seconds: float = 60.0
+    max_retry_seconds: Seconds = 60.0
     """Cap of the exponential backoff between retries."""
-    heartbeat_seconds: float | None = None
+    heartbeat_seconds: Seconds | None = None
     """Heartbeat timeout for long calls, so a dead worker is noticed in seconds."""
+
+    @model_validator(mode="after")
+    def _backoff_in_order(self) -> CallPolicy:
+        # Temporal refuses a retry policy whose cap is below its first interval,
+        # and it would refuse it in the workflow task: check it at the door.
+        if self.max_retry_seconds < self.initial_retry_seconds:
+            raise ValueError(
+                f"max_retry_seconds ({self.max_retry_seconds:g}) is below"
+                f" initial_retry_seconds ({self.initial_retry_seconds:g})"
+            )
+        return self
 
     def activity_options(self) -> dict[str, Any]:
         return {
@@ -57,7 +75,7 @@ class CallPolicy(BaseModel):
         }
 
 
-Deadline = float | Literal["none"]
+Deadline = Seconds | Literal["none"]
 """Seconds to wait for a person's decision, or "none" to wait forever."""
 
 DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
@@ -167,7 +185,7 @@ class AgentSpec(BaseModel):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     chat: bool = False
     """Stay open after an answer for follow-up messages, until ``end`` or the idle timeout."""
-    idle_timeout_seconds: float = Field(default=24 * 3600.0, gt=0)
+    idle_timeout_seconds: Seconds = 24 * 3600.0
     """An open chat with no new message for this long completes cleanly."""
     max_model_calls: int = Field(default=100, ge=1)
     """Model calls in the whole conversation (all messages, all runs): a guard on runaway cost."""
@@ -219,7 +237,7 @@ class ConversationInput(BaseModel):
     approval: ApprovalPolicy | None = None
     """Replaces the agent's approval policy for this conversation."""
     chat: bool | None = None
-    idle_timeout_seconds: float | None = Field(default=None, gt=0)
+    idle_timeout_seconds: Seconds | None = None
     max_model_calls: int | None = Field(default=None, ge=1)
     continue_as_new_after: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)

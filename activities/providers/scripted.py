@@ -58,7 +58,7 @@ def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
 
     calls = [
         ToolCall.from_json(
-            f"call_{turn + 1}_{i}",
+            c.id if c.id is not None else f"call_{turn + 1}_{i}",
             c.name,
             c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments),
         )

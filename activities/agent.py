@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.agents import AgentFileError, check_agent
 from activities.hooks import HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from activities.mcp import MCPPool
 from activities.providers.anthropic_messages import AnthropicMessagesModel
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.providers.scripted import ScriptedModel
@@ -28,11 +29,13 @@ from workflows.models import (
     HookContext,
     HookDecision,
     HookInvocation,
+    MCPServerConfig,
     ModelCallInput,
     Price,
     ResolvedAgent,
     ToolInvocation,
     ToolOutcome,
+    ToolSpec,
 )
 
 WorkerRole = Literal["all", "workflows", "models", "tools"]
@@ -79,7 +82,10 @@ class AgentActivities:
         hooks: HookRegistry | None = None,
         idempotency: IdempotencyStore | None = None,
         prices: dict[str, Price] | None = None,
+        mcp: MCPPool | None = None,
     ) -> None:
+        self.mcp = mcp or MCPPool()
+        """Connections to MCP servers; the worker stops them when it stops (``mcp.lifetime``)."""
         self._prices = prices or {}
         self._registry = registry
         self._idempotency = idempotency or default_idempotency_store()
@@ -111,6 +117,11 @@ class AgentActivities:
             tools=[self._registry[name].spec for name in spec.tools],
             price=self._prices.get(ref.model or spec.model.model),
         )
+
+    @activity.defn(name="list_mcp_tools")
+    async def list_mcp_tools(self, server: MCPServerConfig) -> list[ToolSpec]:
+        """An MCP server's tools, once per conversation: the workflow records them in history."""
+        return await self.mcp.list_tools(server)
 
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
@@ -156,7 +167,15 @@ class AgentActivities:
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
         activity.logger.info("running tool %s", invocation.name, extra=log)
         async with _heartbeating():
-            outcome = await self._registry.run(invocation, workspace, self._idempotency)
+            if invocation.mcp is not None:
+                outcome = await self.mcp.call(
+                    invocation.mcp,
+                    invocation.mcp_tool or invocation.name,
+                    invocation.arguments,
+                    invocation.idempotency_key,
+                )
+            else:
+                outcome = await self._registry.run(invocation, workspace, self._idempotency)
             if invocation.post_hooks:
                 context = HookContext(conversation_id=invocation.conversation_id, call_id=invocation.call_id)
                 about = HookInvocation(
@@ -182,13 +201,19 @@ class AgentActivities:
         """The activities a worker of ``role`` runs (see worker.py --role)."""
         match role:
             case "all":
-                return [self.resolve_agent, self.call_model, self.run_tool, self.run_hook]
+                return [
+                    self.resolve_agent,
+                    self.call_model,
+                    self.run_tool,
+                    self.run_hook,
+                    self.list_mcp_tools,
+                ]
             case "workflows":
                 return [self.resolve_agent, self.run_hook]
             case "models":
                 return [self.call_model]
-            case "tools":
-                return [self.run_tool]
+            case "tools":  # MCP servers run beside the other tools
+                return [self.run_tool, self.list_mcp_tools]
 
 
 def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:

@@ -20,7 +20,7 @@ from connection import start_embedded_server
 from tests.conftest import conversation, scripted_agent, step
 from worker import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MessageInput
+from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -50,6 +50,22 @@ SHAPES: dict[str, ConversationInput] = {
     # A second message arrives with the start and is answered after the first.
     "follow_ups": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), step("you said {user}"))
+    ),
+    # Tools from mcp-server-time over stdio (its tool list is recorded by list_mcp_tools).
+    "mcp_time": conversation(
+        scripted_agent(
+            step(
+                "",
+                ("clock_convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "UTC"}),
+            ),
+            step("{last_result}"),
+            tools=[],
+            mcp_servers=[
+                MCPServerConfig(
+                    name="time", command="mcp-server-time", args=["--local-timezone", "UTC"], prefix="clock"
+                )
+            ],
+        )
     ),
     # The first run ends by continuing as new after one model call.
     "continue_as_new": conversation(

@@ -166,7 +166,7 @@ async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Clie
     result = await handle.result()
 
     assert result.final_text == "charged 30 EUR"
-    assert effects.read_text() == f"{handle.id}/call_1_0 30\n"
+    assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 30\n"
     attempts = [
         e.activity_task_started_event_attributes.attempt
         async for e in handle.fetch_history_events()

@@ -86,6 +86,8 @@ async def test_rate_limit_holds_across_two_model_worker_processes_under_a_burst(
 
     assert [r.final_text for r in results] == ["12 + 30 = 42."] * 12
     times = sorted(r.at for r in fake.received)
-    rate = (len(times) - 1) / (times[-1] - times[0])
+    # Temporal's limiter is a token bucket: up to `rate` calls may go at once, then `rate` a second.
+    after_burst = times[3:]
+    rate = (len(after_burst) - 1) / (after_burst[-1] - after_burst[0])
     print(f"\nmodel calls per second under the burst: {rate:.2f} (limit 3)")
     assert rate <= 3.3

@@ -21,6 +21,7 @@ def test_histories_are_checked_in() -> None:
         "demo",
         "follow_ups",
         "limit_final_answer",
+        "mcp_time",
         "tool_errors",
     ]
 

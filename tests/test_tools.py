@@ -135,13 +135,17 @@ def test_timeouts_and_deadlines_out_of_range_are_rejected(tmp_path: Path) -> Non
         "field 'idle_timeout_seconds': Input should be greater than 0",
         "field 'model_call.timeout_seconds': Input should be greater than 0",
         "field 'model_call.max_attempts': Input should be greater than or equal to 0",
-        "field 'approval.deadline': Input should be less than or equal to 31622400, or Input should be 'none'",
+        "field 'approval.deadline': Input should be less than or equal to 31622400,"
+        " or Input should be 'none'",
     ):
         assert expected in message
 
 
 def test_retry_cap_below_first_interval_is_rejected(tmp_path: Path) -> None:
-    body = '[model]\nprovider = "scripted"\nmodel = "x"\n[model_call]\ninitial_retry_seconds = 10\nmax_retry_seconds = 5\n'
+    body = (
+        '[model]\nprovider = "scripted"\nmodel = "x"\n'
+        "[model_call]\ninitial_retry_seconds = 10\nmax_retry_seconds = 5\n"
+    )
     with pytest.raises(
         AgentFileError, match=r"max_retry_seconds \(5\) is below initial_retry_seconds \(10\)"
     ):
@@ -174,6 +178,6 @@ def test_shipped_agent_files_load() -> None:
     from activities.agents import DEFAULT_AGENTS_DIR
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
-    assert sorted(agents) == ["calculator-anthropic", "calculator-openai", "demo"]
+    assert sorted(agents) == ["calculator-anthropic", "calculator-openai", "clock", "demo"]
     assert agents["calculator-anthropic"].model.provider == "anthropic"
     assert agents["calculator-openai"].tools == ["add", "subtract", "multiply", "divide", "sqrt"]

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 RESOLVE_AGENT = "resolve_agent"
+LIST_MCP_TOOLS = "list_mcp_tools"
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 RUN_HOOK = "run_hook"
@@ -214,9 +215,63 @@ class AgentWorkflow:
             summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
         )
         resolved.spec = input.agent_for_conversation(resolved.spec)
+        if resolved.spec.mcp_servers:
+            self._set_state("starting", "listing the tools of the MCP servers")
+            resolved.tools += await self._list_mcp_tools(resolved)
         if resolved.spec.system_prompt:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
         return resolved
+
+    async def _list_mcp_tools(self, agent: ResolvedAgent) -> list[ToolSpec]:
+        """Each MCP server's tools, fetched once and recorded: replays and later turns see these,
+        whatever the servers offer by then (``refresh_tools`` fetches them again)."""
+        servers = agent.spec.mcp_servers
+        if not servers:
+            return []
+        try:
+            listed = await asyncio.gather(
+                *(
+                    workflow.execute_activity(
+                        LIST_MCP_TOOLS,
+                        server,
+                        result_type=list[ToolSpec],
+                        task_queue=agent.spec.tool_task_queue,
+                        summary=f"list tools of MCP server {server.name}",
+                        **server.call.activity_options(),
+                    )
+                    for server in servers
+                )
+            )
+        except ActivityError as err:
+            raise ApplicationError(
+                f"cannot list the tools of MCP server: {_cause(err)}", type="ConfigError", non_retryable=True
+            ) from err
+        tools = [tool for found in listed for tool in found]
+        names = [t.definition.name for t in agent.tools if t.mcp_server is None] + [
+            t.definition.name for t in tools
+        ]
+        if duplicates := sorted({n for n in names if names.count(n) > 1}):
+            raise ApplicationError(
+                f"agent {agent.spec.name!r}: tool name(s) {', '.join(duplicates)} offered twice;"
+                " give the MCP servers a 'prefix' or an 'allow'/'deny' list",
+                type="ConfigError",
+                non_retryable=True,
+            )
+        return tools
+
+    @workflow.update(name="refresh_tools")
+    async def refresh_tools(self) -> list[str]:
+        """List the MCP servers' tools again for the next model calls; returns every tool name."""
+        agent = self._s.agent
+        assert agent is not None
+        own = [t for t in agent.tools if t.mcp_server is None]
+        agent.tools = own + await self._list_mcp_tools(ResolvedAgent(spec=agent.spec, tools=own))
+        return [t.definition.name for t in agent.tools]
+
+    @refresh_tools.validator
+    def _check_refresh(self) -> None:
+        if self._s.agent is None or not self._s.agent.spec.mcp_servers:
+            raise ValueError("this conversation has no MCP servers to refresh")
 
     async def _wait_for_message(self, agent: ResolvedAgent) -> bool:
         """In a chat, wait for the next message (or a due continue-as-new); False to close."""
@@ -469,6 +524,7 @@ class AgentWorkflow:
             return
         for call in turn.calls:
             outcome = turn.outcomes[call.id]
+            tool = tools.get(call.name)
             self._s.messages.append(
                 ToolResultMessage(
                     call_id=call.id, name=call.name, content=outcome.content, is_error=outcome.is_error
@@ -482,6 +538,7 @@ class AgentWorkflow:
                     iteration=turn.iterations,
                     content=outcome.content,
                     is_error=outcome.is_error,
+                    mcp_server=tool.mcp_server if tool else None,
                 )
             )
         turn.calls, turn.outcomes = [], {}
@@ -539,10 +596,12 @@ class AgentWorkflow:
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
                     iteration=self._status.iteration,
+                    mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
+                    mcp_tool=tool.mcp_tool,
                 ),
                 result_type=ToolOutcome,
                 task_queue=agent.spec.tool_task_queues.get(call.name, agent.spec.tool_task_queue),
-                summary=f"tool {call.name}",
+                summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
                 **tool.call.activity_options(),
             )
             for decision in outcome.hooks:

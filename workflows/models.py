@@ -165,6 +165,51 @@ class HookRecord(BaseModel):
     reason: str = ""
 
 
+class MCPServerConfig(BaseModel):
+    """An MCP server whose tools an agent may use: stdio (``command``) or streamable HTTP (``url``).
+
+    Values in ``env`` and ``headers`` may name the worker's environment variables as ``${NAME}``;
+    they are filled in on the worker, so secrets never enter workflow inputs or history.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,30}$")
+    """Tools are offered to the model as ``<prefix>_<tool>``; none by default."""
+    allow: list[str] = Field(default_factory=list)
+    """Only these of the server's tools (its own names); all when empty."""
+    deny: list[str] = Field(default_factory=list)
+    """Never these of the server's tools."""
+    approval: Literal["auto", "require", "unless_read_only"] = "auto"
+    """The server's tools' own default, like ``@tool(requires_approval=...)``: ``unless_read_only``
+    lets through tools the server marks ``readOnlyHint``. The agent's approval lists still win."""
+    call: CallPolicy = Field(
+        default_factory=lambda: CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=5)
+    )
+    """Timeout and retries of each tool call (and of listing the tools)."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"MCP server {self.name!r}: give exactly one of 'command' (stdio) or 'url' (HTTP)"
+            )
+        return self
+
+    def exposed_name(self, tool: str) -> str:
+        return f"{self.prefix}_{tool}" if self.prefix else tool
+
+    def offers(self, tool: str) -> bool:
+        return (not self.allow or tool in self.allow) and tool not in self.deny
+
+
 class AgentSpec(BaseModel):
     """An agent: which model, what it is told, which tools it may use, and its limits."""
 
@@ -194,6 +239,8 @@ class AgentSpec(BaseModel):
     max_tool_output_chars: int = Field(default=20_000, ge=100)
     """Longer tool outputs are cut before they enter history, and the model is told so."""
     hooks: HookConfig = Field(default_factory=HookConfig)
+    mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
+    """MCP servers whose tools the agent may use besides ``tools``; listed when the conversation starts."""
     model_task_queue: str | None = None
     """Task queue for model calls (a rate-limited pool of model workers); default: the workflow's own."""
     tool_task_queue: str | None = None
@@ -204,6 +251,13 @@ class AgentSpec(BaseModel):
     """Tokens (input + output, all model calls) the conversation may use; checked before each call."""
     cost_budget: float | None = Field(default=None, gt=0)
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> AgentSpec:
+        names = [s.name for s in self.mcp_servers]
+        if duplicates := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"MCP server name(s) {', '.join(duplicates)} used twice")
+        return self
 
 
 OVERRIDABLE = (
@@ -274,6 +328,10 @@ class ToolSpec(BaseModel):
     call: CallPolicy = Field(default_factory=CallPolicy)
     requires_approval: bool = False
     """The tool's own default: risky tools wait for a person unless the agent says otherwise."""
+    mcp_server: str | None = None
+    """For an MCP tool: the name of its server in the agent's ``mcp_servers``."""
+    mcp_tool: str | None = None
+    """For an MCP tool: its name on the server (without the prefix)."""
 
 
 class Price(BaseModel):
@@ -328,6 +386,9 @@ class ToolInvocation(BaseModel):
     """post_tool_use hooks, run in the activity so a redaction happens before history."""
     iteration: int = 0
     """For log lines."""
+    mcp: MCPServerConfig | None = None
+    """Set for an MCP tool: the server to call; ``mcp_tool`` is the tool's name there."""
+    mcp_tool: str | None = None
 
 
 class ToolOutcome(BaseModel):
@@ -346,6 +407,8 @@ class ToolCallRecord(BaseModel):
     iteration: int
     content: str
     is_error: bool
+    mcp_server: str | None = None
+    """The MCP server that ran it, for an MCP tool."""
 
 
 class ApprovalSignal(BaseModel):

@@ -1,0 +1,369 @@
+"""Tools from real MCP servers: mcp-server-time and mcp-server-git over stdio, an HTTP server of our own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.worker import Replayer
+
+import starter
+from activities.mcp import MCPPool, _transport
+from connection import EmbeddedServer, data_converter
+from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
+from worker import build_worker
+from workflows.agent import AgentWorkflow
+from workflows.models import ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput
+
+TOKEN = "test-token-123"
+
+
+def _time_server(**kwargs) -> MCPServerConfig:
+    return MCPServerConfig(name="time", command="mcp-server-time", args=["--local-timezone", "UTC"], **kwargs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HTTPServer:
+    """tests/mcp_http_server.py in a process of its own, so a test can swap its tool list."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._process: subprocess.Popen | None = None
+
+    def start(self, variant: str) -> None:
+        self.stop()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.mcp_http_server", str(self.port), variant, TOKEN],
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            subprocess.run(["sleep", "0.05"])
+        raise AssertionError("the MCP HTTP server did not start")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def config(self, **kwargs) -> MCPServerConfig:
+        return MCPServerConfig(
+            name="web", url=self.url, headers={"Authorization": "Bearer ${MCP_TEST_TOKEN}"}, **kwargs
+        )
+
+
+@pytest.fixture
+def http_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[HTTPServer]:
+    monkeypatch.setenv("MCP_TEST_TOKEN", TOKEN)
+    server = HTTPServer()
+    server.start("v1")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+            cwd=path,
+            check=True,
+            capture_output=True,
+        )
+
+    git("init", "-q", "-b", "main")
+    (path / "README").write_text("hello\n")
+    git("add", "README")
+    git("commit", "-q", "-m", "first")
+    return path
+
+
+def _branches(repo: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "branch", "--format=%(refname:short)"], cwd=repo, capture_output=True, text=True
+    )
+    return sorted(out.stdout.split())
+
+
+async def _summaries(handle) -> list[str]:
+    """The Web UI label of every scheduled activity."""
+    converter = data_converter()
+    labels = []
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            labels.append(converter.payload_converter.from_payload(e.user_metadata.summary, str))
+    return labels
+
+
+async def test_time_server_over_stdio_answers_in_the_asked_timezone(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("get_current_time", {"timezone": "Europe/Paris"})),
+        step("{last_result}"),
+        tools=[],
+        mcp_servers=[_time_server()],
+    )
+    handle = await env.start(conversation(agent, "What time is it in Paris?"))
+    result = await handle.result()
+
+    (call,) = result.tool_calls
+    assert (call.name, call.mcp_server, call.is_error) == ("get_current_time", "time", False)
+    answer = json.loads(result.final_text)
+    assert answer["timezone"] == "Europe/Paris"
+    told = datetime.fromisoformat(answer["datetime"])
+    assert told.utcoffset() is not None and told.utcoffset().total_seconds() in (3600, 7200)
+    assert abs((datetime.now(UTC) - told).total_seconds()) < 120
+    assert await activity_types(handle) == [
+        "resolve_agent",
+        "list_mcp_tools",
+        "call_model",
+        "run_tool",
+        "call_model",
+    ]
+    assert await _summaries(handle) == [
+        "resolve agent test-agent",
+        "list tools of MCP server time",
+        "model scripted:script",
+        "mcp time: get_current_time",
+        "model scripted:script",
+    ]
+
+
+async def test_tool_errors_from_the_server_go_back_to_the_model(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("get_current_time", {"timezone": "Mars/Olympus"}), ("time_travel", {})),
+        step("{last_result}"),
+        tools=[],
+        mcp_servers=[_time_server()],
+    )
+    result = await env.run(conversation(agent))
+    assert [(c.name, c.is_error) for c in result.tool_calls] == [
+        ("get_current_time", True),
+        ("time_travel", True),
+    ]
+    assert "Invalid timezone" in result.tool_calls[0].content
+    assert result.tool_calls[1].content == (
+        "Unknown tool 'time_travel'. Available tools: convert_time, get_current_time."
+    )
+
+
+async def test_prefix_and_filters_shape_the_offered_tools(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("clock_get_current_time", {"timezone": "UTC"}), ("clock_convert_time", {})),
+        step("{last_result}"),
+        tools=["add"],
+        mcp_servers=[_time_server(prefix="clock", deny=["convert_time"])],
+    )
+    result = await env.run(conversation(agent))
+    assert [(c.name, c.mcp_server, c.is_error) for c in result.tool_calls] == [
+        ("clock_get_current_time", "time", False),
+        ("clock_convert_time", None, True),
+    ]
+    assert result.tool_calls[1].content == (
+        "Unknown tool 'clock_convert_time'. Available tools: add, clock_get_current_time."
+    )
+
+
+async def test_a_server_that_cannot_start_fails_the_call_not_the_worker(env: Env) -> None:
+    broken = MCPServerConfig(name="ghost", command="/nonexistent/mcp-server")
+    agent = scripted_agent(step("hi"), tools=[], mcp_servers=[broken])
+    with pytest.raises(WorkflowFailureError) as info:
+        await env.run(conversation(agent))
+    assert info.value.cause.message == (
+        "cannot list the tools of MCP server: MCP server 'ghost' could not start: "
+        "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/mcp-server'"
+    )
+    # The worker is fine: the next conversation runs.
+    assert (await env.run(conversation(scripted_agent(step("still here"))))).final_text == "still here"
+
+
+async def test_duplicate_tool_names_across_servers_are_rejected(env: Env) -> None:
+    agent = scripted_agent(
+        step("hi"),
+        tools=[],
+        mcp_servers=[_time_server(), _time_server().model_copy(update={"name": "time2"})],
+    )
+    with pytest.raises(WorkflowFailureError) as info:
+        await env.run(conversation(agent))
+    assert info.value.cause.message == (
+        "agent 'test-agent': tool name(s) convert_time, get_current_time offered twice;"
+        " give the MCP servers a 'prefix' or an 'allow'/'deny' list"
+    )
+
+
+async def test_git_server_read_only_tool_runs_and_writing_tool_waits_for_approval(
+    env: Env, repo: Path
+) -> None:
+    git = MCPServerConfig(
+        name="git",
+        command="mcp-server-git",
+        args=["--repository", str(repo)],
+        approval="unless_read_only",
+    )
+    agent = scripted_agent(
+        step(
+            "",
+            ("git_status", {"repo_path": str(repo)}),
+            ("git_create_branch", {"repo_path": str(repo), "branch_name": "feature"}),
+        ),
+        step("{last_result}"),
+        tools=[],
+        mcp_servers=[git],
+    )
+    handle = await env.start(conversation(agent))
+    (pending,) = await wait_for_pending(handle, timeout=30)
+    assert (pending.tool, pending.arguments["branch_name"]) == ("git_create_branch", "feature")
+    assert _branches(repo) == ["main"]  # nothing written before a person says yes
+
+    await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id=pending.call_id, by="alice"))
+    result = await handle.result()
+
+    status, branch = result.tool_calls
+    assert (status.name, status.is_error) == ("git_status", False)
+    assert "On branch main" in status.content
+    assert (branch.name, branch.is_error, branch.content) == (
+        "git_create_branch",
+        False,
+        "Created branch 'feature' from 'main'",
+    )
+    assert [(a.tool, a.state, a.by) for a in result.approvals] == [("git_create_branch", "approved", "alice")]
+    assert _branches(repo) == ["feature", "main"]
+
+
+async def test_http_server_with_a_header_from_the_worker_environment(
+    env: Env, http_server: HTTPServer
+) -> None:
+    agent = scripted_agent(
+        step("", ("web_echo", {"text": "hi"}), ("web_fail", {"text": "that"})),
+        step("{last_result}"),
+        tools=[],
+        mcp_servers=[http_server.config(prefix="web")],
+    )
+    result = await env.run(conversation(agent))
+    assert [(c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("web_echo", "echo: hi", False),
+        ("web_fail", "Error executing tool fail: cannot do 'that'", True),
+    ]
+
+
+def test_missing_environment_variable_is_named() -> None:
+    config = MCPServerConfig(
+        name="web", url="http://x/mcp", headers={"Authorization": "Bearer ${NOPE_TOKEN}"}
+    )
+    with pytest.raises(
+        Exception, match=r"MCP server 'web' needs \$\{NOPE_TOKEN\}, which is not set on this worker"
+    ):
+        _transport(config, {})
+
+
+def test_server_config_needs_exactly_one_transport() -> None:
+    with pytest.raises(ValueError, match="give exactly one of 'command' \\(stdio\\) or 'url' \\(HTTP\\)"):
+        MCPServerConfig(name="x")
+
+
+async def test_a_dead_stdio_server_is_started_again() -> None:
+    pool = MCPPool()
+    try:
+        server = _time_server()
+        first = await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k1")
+        assert not first.is_error
+        subprocess.run(["pkill", "-9", "-f", "mcp-server-time --local-timezone UTC"], check=False)
+        await asyncio.sleep(0.3)
+        with pytest.raises(Exception, match="MCP server 'time' failed while calling get_current_time"):
+            await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k2")
+        again = await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k3")
+        assert not again.is_error
+    finally:
+        await pool.close()
+
+
+async def test_changed_tool_list_after_a_worker_restart_does_not_break_a_conversation(
+    client: Client, http_server: HTTPServer, tmp_path: Path
+) -> None:
+    queue = f"mcp-{uuid.uuid4().hex[:8]}"
+    agent = scripted_agent(
+        step("", ("echo", {"text": "one"})),
+        step("{last_result}"),
+        step("", ("reverse", {"text": "two"})),
+        step("{last_result}"),
+        step("", ("reverse", {"text": "three"})),
+        step("{last_result}"),
+        tools=[],
+        chat=True,
+        mcp_servers=[http_server.config()],
+    )
+
+    async def worker():
+        return build_worker(client, task_queue=queue, workspace_root=tmp_path)
+
+    async with await worker():
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(agent, "first"),
+            id=f"mcp-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+        )
+        while not await handle.query(AgentWorkflow.replies):
+            await asyncio.sleep(0.05)
+
+    http_server.start("v2")  # the server now offers `reverse` too
+    async with await worker():
+        second = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="second"))
+        assert second.text == "Unknown tool 'reverse'. Available tools: echo, fail."  # the recorded list
+
+        assert await handle.execute_update(AgentWorkflow.refresh_tools) == ["echo", "fail", "reverse"]
+        third = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="third"))
+        assert third.text == "eerht"
+        await handle.signal(AgentWorkflow.end)
+        result = await handle.result()
+
+    assert [r.text for r in result.replies] == ["echo: one", second.text, "eerht"]
+    replay = await Replayer(workflows=[AgentWorkflow], data_converter=data_converter()).replay_workflow(
+        await handle.fetch_history(), raise_on_replay_failure=False
+    )
+    assert replay.replay_failure is None
+
+
+async def test_refresh_without_mcp_servers_is_refused(
+    env: Env, server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = await env.start(conversation(scripted_agent(step("hi"), chat=True)))
+    while not await handle.query(AgentWorkflow.replies):
+        await asyncio.sleep(0.05)
+    with pytest.raises(WorkflowUpdateFailedError) as info:
+        await handle.execute_update(AgentWorkflow.refresh_tools)
+    assert info.value.cause.message == "this conversation has no MCP servers to refresh"
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)
+    assert await starter.run(["refresh-tools", handle.id]) == 1
+    assert (
+        capsys.readouterr().err == "error: not refreshed: this conversation has no MCP servers to refresh\n"
+    )
+    await handle.signal(AgentWorkflow.end)
+
+
+async def test_shipped_clock_agent_uses_the_time_server(env: Env) -> None:
+    result = await env.run(ConversationInput(prompt="What time is it in Tokyo?", agent="clock"))
+    assert result.final_text.startswith("Here is the time in Tokyo: {")
+    assert json.loads(result.final_text.split(": ", 1)[1])["timezone"] == "Asia/Tokyo"
+    assert [(c.name, c.mcp_server) for c in result.tool_calls] == [("time_get_current_time", "time")]

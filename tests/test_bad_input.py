@@ -11,6 +11,13 @@
 - a model naming a tool outside the agent's allowlist:
   test_loop.test_tool_outside_allowlist_is_unknown_even_if_worker_has_it
 - a provider 400: test_providers_e2e.test_provider_400_fails_the_conversation_without_retrying
+- timeouts, deadlines and retry settings out of range:
+  test_tools.test_timeouts_and_deadlines_out_of_range_are_rejected
+- a hook answering nonsense: test_hooks.test_a_hook_answering_nonsense_blocks_the_call
+- an MCP server that cannot start, or a missing ${VAR}:
+  test_mcp.test_a_server_that_cannot_start_fails_the_call_not_the_worker,
+  test_mcp.test_missing_environment_variable_is_named
+- MCP tool errors and unknown MCP tools: test_mcp.test_tool_errors_from_the_server_go_back_to_the_model
 """
 
 from __future__ import annotations

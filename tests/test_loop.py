@@ -277,7 +277,7 @@ async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
         await handle.result()
 
     assert info.value.cause.cause.message == (
-        "unknown agent 'nope'; this worker knows: calculator-anthropic, calculator-openai, demo"
+        "unknown agent 'nope'; this worker knows: calculator-anthropic, calculator-openai, clock, demo"
     )
     events = await event_types(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events

@@ -52,6 +52,7 @@ def build_worker(
     prices_file: Path = DEFAULT_PRICES,
     role: WorkerRole = "all",
     activities_per_second: float | None = None,
+    allow_inline_mcp: bool | None = None,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
 
@@ -59,6 +60,8 @@ def build_worker(
     hooks), "models" (model calls) and "tools" (tool calls), each on its own task
     queue as the agent names them; "all" runs everything. ``activities_per_second``
     is a task-queue-wide limit that Temporal enforces across every worker of the queue.
+    ``allow_inline_mcp`` (default: ``AGENT_ALLOW_INLINE_MCP=1``) lets inline agents name MCP
+    servers the worker's agent files do not: commands run on this host, so it is off by default.
 
     Raises ``AgentFileError`` naming the file and field when an agent file is bad.
     """
@@ -72,6 +75,9 @@ def build_worker(
         store=store,
         hooks=hooks,
         prices=load_prices(prices_file),
+        allow_inline_mcp=(
+            os.environ.get("AGENT_ALLOW_INLINE_MCP") == "1" if allow_inline_mcp is None else allow_inline_mcp
+        ),
     )
     return Worker(
         client,

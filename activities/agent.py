@@ -82,9 +82,11 @@ class AgentActivities:
         hooks: HookRegistry | None = None,
         idempotency: IdempotencyStore | None = None,
         prices: dict[str, Price] | None = None,
-        mcp: MCPPool | None = None,
+        allow_inline_mcp: bool = False,
     ) -> None:
-        self.mcp = mcp or MCPPool()
+        self.mcp = MCPPool(
+            (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
+        )
         """Connections to MCP servers; the worker stops them when it stops (``mcp.lifetime``)."""
         self._prices = prices or {}
         self._registry = registry
@@ -103,6 +105,8 @@ class AgentActivities:
                 check_agent(spec, self._registry, self._hooks, where=f"inline agent {spec.name!r}")
             except AgentFileError as e:
                 raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
+            for server in spec.mcp_servers:
+                self.mcp.check_allowed(server)
         elif ref.name in self._agents:
             spec = self._agents[ref.name]
         else:
@@ -121,7 +125,8 @@ class AgentActivities:
     @activity.defn(name="list_mcp_tools")
     async def list_mcp_tools(self, server: MCPServerConfig) -> list[ToolSpec]:
         """An MCP server's tools, once per conversation: the workflow records them in history."""
-        return await self.mcp.list_tools(server)
+        async with _heartbeating():  # a server may take a while to start
+            return await self.mcp.list_tools(server)
 
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:

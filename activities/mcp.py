@@ -3,6 +3,9 @@
 A worker keeps one connection per server configuration and reuses it for every
 conversation: a stdio server is started on first use, started again after it
 dies, and stopped with the worker (``MCPPool.lifetime`` wraps the worker's run).
+
+Which servers a worker will start or connect to is the worker's decision: those
+its own agent files name, and others only when it allows inline MCP servers.
 """
 
 from __future__ import annotations
@@ -14,16 +17,18 @@ import os
 import re
 import shutil
 import sysconfig
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 from mcp_types import Tool as MCPTool
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -31,14 +36,34 @@ from workflows.messages import ToolDefinition
 from workflows.models import MCPServerConfig, ToolOutcome, ToolSpec
 
 UNAVAILABLE = "MCPServerUnavailable"
+NOT_ALLOWED = "MCPServerNotAllowed"
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CALL_ERRORS = (INVALID_PARAMS, METHOD_NOT_FOUND)
+"""Errors about the call itself (unknown tool, bad arguments): the model hears them, the connection stays."""
+_TRANSPORT_ERRORS = (
+    OSError,
+    EOFError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    httpx2.TransportError,
+)
+_T = TypeVar("_T")
 
 
 class MCPPool:
     """The worker's connections to MCP servers, one per distinct configuration."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[MCPServerConfig] = (),
+        *,
+        allow_any: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._allowed = {_key(s) for s in allowed}
+        self._allow_any = allow_any
         self._environ = environ if environ is not None else os.environ
         self._connections: dict[str, _Connection] = {}
         self._lock = asyncio.Lock()
@@ -55,118 +80,176 @@ class MCPPool:
         connections, self._connections = list(self._connections.values()), {}
         await asyncio.gather(*(c.close() for c in connections))
 
+    def check_allowed(self, server: MCPServerConfig) -> None:
+        """Refuse a server this worker was not told about: an MCP command runs on the worker's host,
+        and its headers and environment may carry the worker's secrets."""
+        if self._allow_any or _key(server) in self._allowed:
+            return
+        raise ApplicationError(
+            f"MCP server {server.name!r} is not one this worker runs: define it in an agent file"
+            " of the worker, or start the worker with AGENT_ALLOW_INLINE_MCP=1",
+            type=NOT_ALLOWED,
+            non_retryable=True,
+        )
+
     async def list_tools(self, server: MCPServerConfig) -> list[ToolSpec]:
         """The server's tools that the configuration lets through, as the workflow will record them."""
-        connection, client = await self._open(server)
-        listed: list[MCPTool] = []
-        cursor: str | None = None
-        try:
+
+        async def page_by_page(client: Client) -> list[MCPTool]:
+            listed: list[MCPTool] = []
+            cursor: str | None = None
             while True:
                 page = await client.list_tools(cursor=cursor)
                 listed += page.tools
                 if not (cursor := page.next_cursor):
-                    break
-        except Exception as e:
-            raise await self._failed(connection, "listing its tools", e) from e
+                    return listed
+
+        try:
+            listed = await self._with_client(server, "listing its tools", page_by_page)
+        except MCPError as e:  # e.g. a server without tools
+            raise ApplicationError(
+                f"MCP server {server.name!r} cannot list tools: {e.error.message}",
+                type=UNAVAILABLE,
+                non_retryable=True,
+            ) from e
         return [_spec(server, t) for t in listed if server.offers(t.name)]
 
     async def call(
         self, server: MCPServerConfig, tool: str, arguments: dict[str, Any], idempotency_key: str
     ) -> ToolOutcome:
-        """One tool call; what the server says went wrong becomes an error outcome for the model."""
-        connection, client = await self._open(server)
-        try:
-            result = await client.call_tool(
+        """One tool call; what the server says about the call itself is an error outcome for the model."""
+        # A little less than the activity's own timeout, so a slow server is reported as such.
+        timeout = server.call.timeout_seconds * 0.9
+
+        async def call_tool(client: Client) -> CallToolResult:
+            return await client.call_tool(
                 tool,
                 arguments,
-                read_timeout_seconds=server.call.timeout_seconds,
+                read_timeout_seconds=timeout,
                 # Servers that dedupe retried calls can key on this; others ignore it.
                 meta={"io.temporal/idempotency-key": idempotency_key},
             )
+
+        try:
+            result = await self._with_client(server, f"calling {tool}", call_tool)
         except MCPError as e:
-            if e.code == CONNECTION_CLOSED:
-                raise await self._failed(connection, f"calling {tool}", e) from e
             return ToolOutcome(
                 content=f"MCP server {server.name!r} refused the call: {e.error.message}", is_error=True
             )
-        except Exception as e:
-            raise await self._failed(connection, f"calling {tool}", e) from e
+        except ApplicationError:
+            raise
+        except Exception as e:  # a malformed result: this call's problem, not the connection's
+            return ToolOutcome(
+                content=f"MCP server {server.name!r} gave an unusable answer: {_describe(e)}", is_error=True
+            )
         return ToolOutcome(content=_text(result), is_error=bool(result.is_error))
 
-    async def _open(self, server: MCPServerConfig) -> tuple[_Connection, Client]:
+    async def _with_client(
+        self, server: MCPServerConfig, doing: str, use: Callable[[Client], Awaitable[_T]]
+    ) -> _T:
+        """``use(client)``; a connection found dead is replaced once at once (a stdio server that
+        died since the last call), then a failure is left to Temporal's retry policy."""
+        self.check_allowed(server)
+        for attempt in (1, 2):
+            connection = await self._open(server)
+            try:
+                return await use(await connection.ready(_startup_timeout(server)))
+            except MCPError as e:
+                if e.code in _CALL_ERRORS:
+                    raise
+                if e.code == REQUEST_TIMEOUT:  # the server is slow, not gone: keep it for the retry
+                    raise ApplicationError(
+                        f"MCP server {server.name!r} timed out while {doing}", type=UNAVAILABLE
+                    ) from e
+                failure: BaseException = e
+            except _TRANSPORT_ERRORS as e:
+                failure = e
+            await self._drop(connection)
+            if attempt == 2:
+                raise connection.failure(doing, failure)
+            activity.logger.warning("MCP server %r: %s; connecting again", server.name, _describe(failure))
+        raise AssertionError("unreachable")
+
+    async def _open(self, server: MCPServerConfig) -> _Connection:
         key = _key(server)
         async with self._lock:
             connection = self._connections.get(key)
             if connection is None or not connection.alive:
-                if connection is not None:
-                    activity.logger.warning("MCP server %r is gone; starting it again", server.name)
-                transport = _transport(server, self._environ)
-                connection = self._connections[key] = _Connection(server, transport)
-        try:
-            return connection, await connection.ready(timeout=min(server.call.timeout_seconds, 30.0))
-        except ApplicationError:
-            self._drop(key, connection)
-            raise
+                connection = self._connections[key] = _Connection(server, self._environ)
+            return connection
 
-    async def _failed(self, connection: _Connection, doing: str, error: BaseException) -> ApplicationError:
-        """Drop the connection (the retry gets a fresh one) and describe the failure."""
-        self._drop(_key(connection.server), connection)
+    async def _drop(self, connection: _Connection) -> None:
+        """Forget a broken connection (not a fresh one another call opened meanwhile) and close it."""
+        key = _key(connection.server)
+        async with self._lock:
+            if self._connections.get(key) is connection:
+                del self._connections[key]
         await connection.close()
-        return ApplicationError(
-            f"MCP server {connection.server.name!r} failed while {doing}: {_describe(error)}",
-            type=UNAVAILABLE,
-        )
-
-    def _drop(self, key: str, connection: _Connection) -> None:
-        if self._connections.get(key) is connection:  # not a fresh one another call opened meanwhile
-            del self._connections[key]
 
 
 class _Connection:
-    """One open MCP session, held by its own task (anyio scopes must close where they opened)."""
+    """One MCP session, held open by its own task (anyio scopes must close in the task that opened them)."""
 
-    def __init__(self, server: MCPServerConfig, transport: Any) -> None:
+    def __init__(self, server: MCPServerConfig, environ: Mapping[str, str]) -> None:
         self.server = server
-        self._transport = transport
+        self._http_status: int | None = None
         self._client: Client | None = None
         self._error: BaseException | None = None
         self._opened = asyncio.Event()
         self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._hold(), name=f"mcp-{server.name}")
+        transport = self._transport(environ)  # a missing ${VAR} fails here, before anything starts
+        self._task = asyncio.create_task(self._hold(transport), name=f"mcp-{server.name}")
 
     @property
     def alive(self) -> bool:
         return not self._task.done()
 
     async def ready(self, timeout: float) -> Client:
+        """The open client; a server still starting keeps starting for the next attempt."""
         try:
             await asyncio.wait_for(asyncio.shield(self._opened.wait()), timeout)
         except TimeoutError:
-            await self.close()
             raise ApplicationError(
-                f"MCP server {self.server.name!r} did not answer within {timeout:g} s of starting",
+                f"MCP server {self.server.name!r} is still starting after {timeout:g} s"
+                " (raise its startup_timeout_seconds if it is slow to start)",
                 type=UNAVAILABLE,
             ) from None
         if self._client is None:
-            # A command that does not exist or cannot run will not start on a retry either.
-            permanent = isinstance(self._error, FileNotFoundError | PermissionError | NotADirectoryError)
-            raise ApplicationError(
-                f"MCP server {self.server.name!r} could not start: {_describe(self._error)}",
-                type=UNAVAILABLE,
-                non_retryable=permanent,
-            )
+            raise self.failure("starting", self._error)
         return self._client
+
+    def failure(self, doing: str, error: BaseException | None) -> ApplicationError:
+        """What went wrong, in words; retryable unless a retry cannot help (no such command, 401/403/404)."""
+        status = self._http_status
+        if status is not None:
+            what = f"HTTP {status} from {self.server.url}" + (
+                ": check its headers and the variables they name" if status in (401, 403) else ""
+            )
+            return ApplicationError(
+                f"MCP server {self.server.name!r} failed while {doing}: {what}",
+                type=UNAVAILABLE,
+                non_retryable=status in (401, 403, 404),
+            )
+        verb = "could not start" if doing == "starting" and self.server.command else f"failed while {doing}"
+        permanent = isinstance(_innermost(error), FileNotFoundError | PermissionError | NotADirectoryError)
+        return ApplicationError(
+            f"MCP server {self.server.name!r} {verb}: {_describe(error)}",
+            type=UNAVAILABLE,
+            non_retryable=permanent,
+        )
 
     async def close(self) -> None:
         self._stop.set()
         try:
-            await asyncio.wait_for(self._task, 10)
-        except (TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._task), 10)
+        except TimeoutError:
             self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
 
-    async def _hold(self) -> None:
+    async def _hold(self, transport: Any) -> None:
+        http: httpx2.AsyncClient | None = getattr(transport, "_agent_http", None)
         try:
-            async with Client(self._transport, cache=None) as client:
+            async with Client(transport, cache=None) as client:
                 self._client = client
                 self._opened.set()
                 await self._stop.wait()
@@ -174,20 +257,36 @@ class _Connection:
             self._error = e
         finally:
             self._client = None
+            if self._error is None and not self._opened.is_set():
+                self._error = RuntimeError("the connection closed before it was ready")
             self._opened.set()
+            if http is not None:  # the SDK leaves a client it was given open
+                await http.aclose()
 
+    def _transport(self, environ: Mapping[str, str]) -> Any:
+        server = self.server
 
-def _transport(server: MCPServerConfig, environ: Mapping[str, str]) -> Any:
-    if server.url is not None:
-        headers = {k: _fill(v, environ, server) for k, v in server.headers.items()}
-        return streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers))
-    assert server.command is not None
-    return StdioServerParameters(
-        command=_executable(server.command),
-        args=server.args,
-        env={k: _fill(v, environ, server) for k, v in server.env.items()} or None,
-        cwd=server.cwd,
-    )
+        def fill(value: str) -> str:
+            return _fill(value, environ, server)
+
+        if server.url is not None:
+            http = create_mcp_http_client(headers={k: fill(v) for k, v in server.headers.items()})
+
+            async def remember_status(response: httpx2.Response) -> None:
+                if response.status_code >= 400:
+                    self._http_status = response.status_code
+
+            http.event_hooks["response"].append(remember_status)
+            transport = streamable_http_client(server.url, http_client=http)
+            transport._agent_http = http  # type: ignore[attr-defined]
+            return transport
+        assert server.command is not None
+        return StdioServerParameters(
+            command=_executable(server.command),
+            args=[fill(a) for a in server.args],
+            env={k: fill(v) for k, v in server.env.items()} or None,
+            cwd=server.cwd,
+        )
 
 
 def _fill(value: str, environ: Mapping[str, str], server: MCPServerConfig) -> str:
@@ -209,6 +308,10 @@ def _fill(value: str, environ: Mapping[str, str], server: MCPServerConfig) -> st
 def _executable(command: str) -> str:
     """The command as given, found on PATH, or beside this Python (a venv's own bin/)."""
     return shutil.which(command) or shutil.which(command, path=sysconfig.get_path("scripts")) or command
+
+
+def _startup_timeout(server: MCPServerConfig) -> float:
+    return min(server.startup_timeout_seconds, server.call.timeout_seconds)
 
 
 def _spec(server: MCPServerConfig, tool: MCPTool) -> ToolSpec:
@@ -249,9 +352,16 @@ def _key(server: MCPServerConfig) -> str:
     return hashlib.sha256(json.dumps(how, sort_keys=True).encode()).hexdigest()
 
 
-def _describe(error: BaseException | None) -> str:
+def _innermost(error: BaseException | None) -> BaseException | None:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
+    return error
+
+
+def _describe(error: BaseException | None) -> str:
+    error = _innermost(error)
+    if error is None:
+        return "no error reported"
     if isinstance(error, MCPError):
         return error.error.message
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -82,7 +82,9 @@ async def record(names: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = await start_embedded_server(port=None, ui=False, db_file=Path(tmp) / "t.db")
         try:
-            async with build_worker(server.client, task_queue="record", workspace_root=Path(tmp)):
+            async with build_worker(
+                server.client, task_queue="record", workspace_root=Path(tmp), allow_inline_mcp=True
+            ):
                 for name in names:
                     signal, payload = START_SIGNALS.get(name, (None, None))
                     handle = await server.client.start_workflow(

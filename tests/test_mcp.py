@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.worker import Replayer
 
 import starter
-from activities.mcp import MCPPool, _transport
+from activities.mcp import MCPPool, _fill
 from connection import EmbeddedServer, data_converter
 from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
 from worker import build_worker
@@ -25,6 +25,12 @@ from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput
 
 TOKEN = "test-token-123"
+
+
+@pytest.fixture(autouse=True)
+def _inline_mcp_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests give agents inline; a worker only runs MCP servers it is told it may."""
+    monkeypatch.setenv("AGENT_ALLOW_INLINE_MCP", "1")
 
 
 def _time_server(**kwargs) -> MCPServerConfig:
@@ -273,7 +279,58 @@ def test_missing_environment_variable_is_named() -> None:
     with pytest.raises(
         Exception, match=r"MCP server 'web' needs \$\{NOPE_TOKEN\}, which is not set on this worker"
     ):
-        _transport(config, {})
+        _fill(config.headers["Authorization"], {}, config)
+
+
+def test_a_secret_written_into_the_agent_file_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"headers.Authorization looks like a secret; write it as \$\{VARIABLE\}"
+    ):
+        MCPServerConfig(name="web", url="http://x/mcp", headers={"Authorization": "Bearer abc123"})
+
+
+async def test_wrong_token_is_named_and_not_retried(env: Env, http_server: HTTPServer, monkeypatch) -> None:
+    monkeypatch.setenv("MCP_TEST_TOKEN", "wrong")
+    agent = scripted_agent(step("hi"), tools=[], mcp_servers=[http_server.config()])
+    handle = await env.start(conversation(agent))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert info.value.cause.message == (
+        f"cannot list the tools of MCP server: MCP server 'web' failed while starting: HTTP 401 from"
+        f" {http_server.url}: check its headers and the variables they name"
+    )
+    assert (await activity_types(handle)).count("list_mcp_tools") == 1  # one attempt: a retry cannot help
+
+
+async def test_the_token_never_enters_history(env: Env, http_server: HTTPServer) -> None:
+    agent = scripted_agent(
+        step("", ("echo", {"text": "hi"})),
+        step("{last_result}"),
+        tools=[],
+        mcp_servers=[http_server.config()],
+    )
+    handle = await env.start(conversation(agent))
+    assert (await handle.result()).final_text == "echo: hi"
+    history = await handle.fetch_history()
+    # Payloads are raw bytes in each serialised event: the token is in none of them.
+    assert not [e.event_type for e in history.events if TOKEN.encode() in e.SerializeToString()]
+
+
+async def test_a_worker_refuses_inline_servers_unless_allowed(client: Client, tmp_path: Path) -> None:
+    queue = f"strict-{uuid.uuid4().hex[:8]}"
+    # The clock agent's server with other arguments: a command the worker's agent files never name.
+    server = _time_server().model_copy(update={"args": ["--local-timezone", "Europe/Paris"]})
+    agent = scripted_agent(step("hi"), tools=[], mcp_servers=[server])
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path, allow_inline_mcp=False):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"strict-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert info.value.cause.cause.message == (
+        "MCP server 'time' is not one this worker runs: define it in an agent file of the worker,"
+        " or start the worker with AGENT_ALLOW_INLINE_MCP=1"
+    )
 
 
 def test_server_config_needs_exactly_one_transport() -> None:
@@ -282,16 +339,17 @@ def test_server_config_needs_exactly_one_transport() -> None:
 
 
 async def test_a_dead_stdio_server_is_started_again() -> None:
-    pool = MCPPool()
+    pool = MCPPool(allow_any=True)
     try:
-        server = _time_server()
+        server = MCPServerConfig(
+            name="time", command="mcp-server-time", args=["--local-timezone", "Etc/GMT+3"]
+        )
         first = await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k1")
         assert not first.is_error
-        subprocess.run(["pkill", "-9", "-f", "mcp-server-time --local-timezone UTC"], check=False)
+        subprocess.run(["pkill", "-9", "-f", "mcp-server-time --local-timezone Etc/GMT[+]3"], check=False)
         await asyncio.sleep(0.3)
-        with pytest.raises(Exception, match="MCP server 'time' failed while calling get_current_time"):
-            await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k2")
-        again = await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k3")
+        # The dead connection is noticed and replaced within the same call.
+        again = await pool.call(server, "get_current_time", {"timezone": "UTC"}, "k2")
         assert not again.is_error
     finally:
         await pool.close()

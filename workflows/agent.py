@@ -87,6 +87,7 @@ class AgentWorkflow:
         self._run_model_calls = 0
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
+        self._closing = False
         if input.state is None:
             self._enqueue(input.prompt)
 
@@ -109,6 +110,8 @@ class AgentWorkflow:
                 elif self._s.queue:
                     await self._start_turn(agent)
                 elif not await self._wait_for_message(agent):
+                    self._closing = True
+                    await workflow.wait_condition(workflow.all_handlers_finished)
                     return self._result()
         except asyncio.CancelledError:
             reason = workflow.cancellation_reason() or "no reason given"
@@ -153,7 +156,7 @@ class AgentWorkflow:
 
     @send_message.validator
     def _check_message(self, message: MessageInput) -> None:
-        if self._s.ended:
+        if self._s.ended or self._closing:
             raise ValueError("the conversation has been ended; start a new one")
         if self._rollover_wanted():
             # A waiting update would hold the run open; the sender retries on the next run.
@@ -162,7 +165,7 @@ class AgentWorkflow:
     @workflow.signal(name="post_message")
     def post_message(self, message: MessageInput) -> None:
         """Fire-and-forget version of ``send_message``."""
-        if self._s.ended:
+        if self._s.ended or self._closing:
             workflow.logger.info("post_message ignored: the conversation has been ended")
             return
         self._enqueue(message.text)
@@ -265,13 +268,18 @@ class AgentWorkflow:
         agent = self._s.agent
         assert agent is not None
         own = [t for t in agent.tools if t.mcp_server is None]
-        agent.tools = own + await self._list_mcp_tools(ResolvedAgent(spec=agent.spec, tools=own))
+        mcp = await self._list_mcp_tools(ResolvedAgent(spec=agent.spec, tools=own))
+        # Calls the model already asked for run with the tools it was offered.
+        await workflow.wait_condition(lambda: self._s.turn is None or not self._s.turn.calls)
+        agent.tools = own + mcp
         return [t.definition.name for t in agent.tools]
 
     @refresh_tools.validator
     def _check_refresh(self) -> None:
         if self._s.agent is None or not self._s.agent.spec.mcp_servers:
             raise ValueError("this conversation has no MCP servers to refresh")
+        if self._s.ended or self._closing:
+            raise ValueError("the conversation is closing")
 
     async def _wait_for_message(self, agent: ResolvedAgent) -> bool:
         """In a chat, wait for the next message (or a due continue-as-new); False to close."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -165,10 +166,14 @@ class HookRecord(BaseModel):
     reason: str = ""
 
 
+_SENSITIVE = re.compile(r"auth|token|key|secret|password|cookie|credential", re.IGNORECASE)
+_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
 class MCPServerConfig(BaseModel):
     """An MCP server whose tools an agent may use: stdio (``command``) or streamable HTTP (``url``).
 
-    Values in ``env`` and ``headers`` may name the worker's environment variables as ``${NAME}``;
+    Values in ``args``, ``env`` and ``headers`` may name the worker's environment variables as ``${NAME}``;
     they are filled in on the worker, so secrets never enter workflow inputs or history.
     """
 
@@ -194,6 +199,21 @@ class MCPServerConfig(BaseModel):
         default_factory=lambda: CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=5)
     )
     """Timeout and retries of each tool call (and of listing the tools)."""
+    startup_timeout_seconds: Seconds = 30.0
+    """How long one attempt waits for the server to start (or connect); a server still starting
+    keeps starting for the next attempt. Capped by ``call.timeout_seconds``."""
+
+    @model_validator(mode="after")
+    def _no_literal_secrets(self) -> MCPServerConfig:
+        # History records this configuration: secrets must come from the worker's environment.
+        for field, values in (("headers", self.headers), ("env", self.env)):
+            for name, value in values.items():
+                if _SENSITIVE.search(name) and not _ENV_REFERENCE.search(value):
+                    raise ValueError(
+                        f"MCP server {self.name!r}: {field}.{name} looks like a secret; write it as"
+                        f" ${{VARIABLE}} and set the variable on the worker"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:

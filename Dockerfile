@@ -15,6 +15,9 @@ COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
 COPY . .
+# Bytecode at build: the app runs as a user who cannot write it, and the workflow sandbox
+# imports the workflow module afresh for each conversation it loads.
+RUN python -m compileall -q workflows activities *.py
 
 # Conversation, payload and idempotency stores and tool workspaces live under /data (mount a volume
 # there; a named volume starts with the ownership below). Worker and starter share the payload store.

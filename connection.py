@@ -37,6 +37,13 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     # The default (20) adds ~40 ms to every workflow task on the dev server.
     "history.transferProcessorMaxPollRPS": "10000",
 }
+DEV_SERVER_SQLITE_PRAGMAS = {
+    # The dev server's SQLite file otherwise uses a rollback journal with a full sync on every
+    # commit: WAL halves its latency and doubles throughput (bench/). A killed server (or worker)
+    # loses nothing; only a power cut may lose the last commits.
+    "journal_mode": "wal",
+    "synchronous": "normal",
+}
 
 
 PAYLOAD_THRESHOLD = 128 * 1024
@@ -55,12 +62,19 @@ def data_converter() -> DataConverter:
     )
 
 
-def dynamic_config_flags() -> list[str]:
-    """``temporal server start-dev`` flags for the embedded server's dynamic config."""
+def dev_server_flags() -> list[str]:
+    """``temporal server start-dev`` flags for the embedded server's dynamic config and SQLite."""
     return [
-        arg
-        for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
-        for arg in ("--dynamic-config-value", f"{key}={value}")
+        *(
+            arg
+            for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
+            for arg in ("--dynamic-config-value", f"{key}={value}")
+        ),
+        *(
+            arg
+            for key, value in DEV_SERVER_SQLITE_PRAGMAS.items()
+            for arg in ("--sqlite-pragma", f"{key}={value}")
+        ),
     ]
 
 
@@ -182,7 +196,7 @@ async def start_embedded_server(
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_existing_path=temporal_cli(),
         dev_server_database_filename=str(db_file),
-        dev_server_extra_args=dynamic_config_flags(),
+        dev_server_extra_args=dev_server_flags(),
         dev_server_startup_timeout=timedelta(seconds=60),
     )
     address = env.client.service_client.config.target_host

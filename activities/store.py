@@ -41,6 +41,8 @@ class SQLiteFile:
         self._lock = threading.Lock()
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # Commits survive a killed process; only a power cut may lose the last ones.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(schema)
 
     async def write(self, sql: str, rows: list[tuple]) -> None:

@@ -614,6 +614,10 @@ def test_dockerfile_is_python_311_slim_installs_the_lock_file_and_runs_worker_py
     assert cmd == worker["command"]
     copies = [args for op, args in instructions if op == "COPY"]
     assert copies == ["requirements.lock ./", ". ."]  # dependencies before code: code edits reuse the layer
+    # Bytecode compiled at build: the workflow sandbox re-imports the workflow module per conversation.
+    assert "python -m compileall -q workflows activities *.py" in [
+        args for op, args in instructions if op == "RUN"
+    ]
 
 
 def test_dockerfile_runs_as_a_non_root_user() -> None:

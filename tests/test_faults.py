@@ -25,7 +25,7 @@ from connection import (
     SEARCH_ATTRIBUTES,
     EmbeddedServer,
     data_converter,
-    dynamic_config_flags,
+    dev_server_flags,
     temporal_cli,
 )
 from tests.conftest import conversation, scripted_agent, step, wait_for_pending
@@ -209,7 +209,7 @@ class DevServerProcess:
             temporal_cli(), "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(db_file), "--log-level", "error",
             *[arg for key in SEARCH_ATTRIBUTES for arg in ("--search-attribute", f"{key.name}=Keyword")],
-            *dynamic_config_flags(),
+            *dev_server_flags(),
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
 

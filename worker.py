@@ -15,6 +15,7 @@ import os
 import py_compile
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
-from activities.agent import AgentActivities, ModelProvider, WorkerRole
+from activities.agent import AgentActivities, ModelProvider, WorkerRole, import_providers
 from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, AgentFileError, load_agents, load_prices
 from activities.hooks import HookRegistry, default_hooks
 from activities.store import ConversationStore
@@ -90,6 +91,9 @@ def build_worker(
     )
     workflows = [AgentWorkflow] if role in ("all", "workflows") else []
     _compile_bytecode(workflows)
+    if role in ("all", "models"):
+        # The provider SDKs import while the worker starts polling (they take ~2 s together).
+        threading.Thread(target=import_providers, name="import-providers", daemon=True).start()
     return Worker(
         client,
         task_queue=task_queue,

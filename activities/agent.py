@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import re
 from collections.abc import AsyncIterator, Callable
@@ -17,9 +18,6 @@ from activities.agents import AgentFileError, check_agent
 from activities.hooks import HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
 from activities.mcp import MCPPool
-from activities.providers.anthropic_messages import AnthropicMessagesModel
-from activities.providers.openai_chat import OpenAIChatModel
-from activities.providers.scripted import ScriptedModel
 from activities.store import ConversationStore, SQLiteConversationStore
 from activities.tools import ToolRegistry
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse, OnText
@@ -49,11 +47,24 @@ class ModelProvider(Protocol):
     ) -> ModelResponse: ...
 
 
-PROVIDERS: dict[str, type[ModelProvider]] = {
-    "openai": OpenAIChatModel,
-    "anthropic": AnthropicMessagesModel,
-    "scripted": ScriptedModel,
+PROVIDERS: dict[str, str] = {
+    "openai": "activities.providers.openai_chat:OpenAIChatModel",
+    "anthropic": "activities.providers.anthropic_messages:AnthropicMessagesModel",
+    "scripted": "activities.providers.scripted:ScriptedModel",
 }
+"""Adapters by provider name, imported on first use: the provider SDKs take seconds to import,
+and a worker replacing a dead one should be polling by then (see ``import_providers``)."""
+
+
+def provider_class(name: str) -> type[ModelProvider]:
+    module, _, cls = PROVIDERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def import_providers() -> None:
+    """Import every adapter (the worker runs this in a thread once it polls)."""
+    for name in PROVIDERS:
+        provider_class(name)
 
 
 def default_workspace_root() -> Path:
@@ -199,7 +210,7 @@ class AgentActivities:
                 raise ApplicationError(
                     f"unknown model provider {name!r}", type="ConfigError", non_retryable=True
                 )
-            self._providers[name] = PROVIDERS[name]()
+            self._providers[name] = provider_class(name)()
         return self._providers[name]
 
     def for_role(self, role: WorkerRole) -> list:

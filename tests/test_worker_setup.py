@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from temporalio.client import Client
 
 import worker
+from activities.agent import PROVIDERS, provider_class
 from connection import dev_server_flags
 from workflows.agent import AgentWorkflow
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_embedded_server_uses_wal_and_no_per_commit_sync() -> None:
@@ -56,3 +61,18 @@ def test_the_worker_cli_reads_the_cache_size_from_the_environment(monkeypatch) -
     assert seen == {"max_cached_workflows": 75}
     assert worker.main(["--max-cached-workflows", "20"]) == 0
     assert seen == {"max_cached_workflows": 20}
+
+
+def test_provider_sdks_are_not_imported_before_the_worker_polls() -> None:
+    # A replacement worker should poll within its start-up; the SDKs load in a thread meanwhile.
+    code = "import sys, worker; print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_provider_name_imports_its_adapter() -> None:
+    assert {name: provider_class(name).__name__ for name in PROVIDERS} == {
+        "openai": "OpenAIChatModel",
+        "anthropic": "AnthropicMessagesModel",
+        "scripted": "ScriptedModel",
+    }

@@ -142,24 +142,25 @@ class AgentActivities:
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = self._provider(input.request.settings.provider)
-        request = await self._with_transcript(input)
-        model = f"{provider.name}:{request.settings.model}"
-        activity.logger.info(
-            "calling %s with %d messages", model, len(request.messages),
-            extra={"iteration": input.iteration, "model": model},
-        )  # fmt: skip
-        try:
-            async with _heartbeating() as publish:
-                on_text = (
-                    (lambda text: publish(ModelProgress(partial_text=text)))
-                    if request.settings.stream
-                    else None
-                )
+        # Heartbeats from the start: on a busy worker the transcript may wait for a store thread.
+        async with _heartbeating() as publish:
+            request = await self._with_transcript(input)
+            model = f"{provider.name}:{request.settings.model}"
+            activity.logger.info(
+                "calling %s with %d messages", model, len(request.messages),
+                extra={"iteration": input.iteration, "model": model},
+            )  # fmt: skip
+            on_text = (
+                (lambda text: publish(ModelProgress(partial_text=text))) if request.settings.stream else None
+            )
+            try:
                 return await provider.complete(request, timeout=input.timeout_seconds, on_text=on_text)
-        except ValueError as e:  # a response we cannot map: retrying would give the same
-            raise ApplicationError(
-                f"{provider.name}: unusable response: {e}", type="ProviderResponseError", non_retryable=True
-            ) from e
+            except ValueError as e:  # a response we cannot map: retrying would give the same
+                raise ApplicationError(
+                    f"{provider.name}: unusable response: {e}",
+                    type="ProviderResponseError",
+                    non_retryable=True,
+                ) from e
 
     async def _with_transcript(self, input: ModelCallInput) -> ModelRequest:
         """Store the new messages after the ``stored`` ones; return the request with the whole transcript."""

@@ -29,8 +29,7 @@ server: setup
 	@mkdir -p data
 	$(VENV)/bin/temporal server start-dev --db-filename data/temporal.db --ui-port 8233 \
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
-		--dynamic-config-value history.transferProcessorMaxPollRPS=10000 \
-		--sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
+		$$($(PY) -c 'import connection; print(" ".join(connection.dev_server_flags()))')
 
 lint: setup
 	$(VENV)/bin/ruff check .

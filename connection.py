@@ -64,17 +64,12 @@ def data_converter() -> DataConverter:
 
 def dev_server_flags() -> list[str]:
     """``temporal server start-dev`` flags for the embedded server's dynamic config and SQLite."""
+    settings = (
+        ("--dynamic-config-value", DEV_SERVER_DYNAMIC_CONFIG),
+        ("--sqlite-pragma", DEV_SERVER_SQLITE_PRAGMAS),
+    )
     return [
-        *(
-            arg
-            for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
-            for arg in ("--dynamic-config-value", f"{key}={value}")
-        ),
-        *(
-            arg
-            for key, value in DEV_SERVER_SQLITE_PRAGMAS.items()
-            for arg in ("--sqlite-pragma", f"{key}={value}")
-        ),
+        arg for flag, values in settings for key, value in values.items() for arg in (flag, f"{key}={value}")
     ]
 
 

@@ -33,12 +33,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from workflows.messages import ToolDefinition
-from workflows.models import MCPServerConfig, ToolOutcome, ToolSpec
+from workflows.models import ENV_REFERENCE, MCPServerConfig, ToolOutcome, ToolSpec
 
 UNAVAILABLE = "MCPServerUnavailable"
 NOT_ALLOWED = "MCPServerNotAllowed"
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CALL_ERRORS = (INVALID_PARAMS, METHOD_NOT_FOUND)
 """Errors about the call itself (unknown tool, bad arguments): the model hears them, the connection stays."""
 _TRANSPORT_ERRORS = (
@@ -192,6 +191,8 @@ class _Connection:
 
     def __init__(self, server: MCPServerConfig, environ: Mapping[str, str]) -> None:
         self.server = server
+        self._http: httpx2.AsyncClient | None = None
+        """The HTTP client of a streamable-HTTP server: the SDK leaves a client it was given open."""
         self._http_status: int | None = None
         self._client: Client | None = None
         self._error: BaseException | None = None
@@ -247,7 +248,6 @@ class _Connection:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _hold(self, transport: Any) -> None:
-        http: httpx2.AsyncClient | None = getattr(transport, "_agent_http", None)
         try:
             async with Client(transport, cache=None) as client:
                 self._client = client
@@ -260,8 +260,8 @@ class _Connection:
             if self._error is None and not self._opened.is_set():
                 self._error = RuntimeError("the connection closed before it was ready")
             self._opened.set()
-            if http is not None:  # the SDK leaves a client it was given open
-                await http.aclose()
+            if self._http is not None:
+                await self._http.aclose()
 
     def _transport(self, environ: Mapping[str, str]) -> Any:
         server = self.server
@@ -270,16 +270,16 @@ class _Connection:
             return _fill(value, environ, server)
 
         if server.url is not None:
-            http = create_mcp_http_client(headers={k: fill(v) for k, v in server.headers.items()})
+            http = self._http = create_mcp_http_client(
+                headers={k: fill(v) for k, v in server.headers.items()}
+            )
 
             async def remember_status(response: httpx2.Response) -> None:
                 if response.status_code >= 400:
                     self._http_status = response.status_code
 
             http.event_hooks["response"].append(remember_status)
-            transport = streamable_http_client(server.url, http_client=http)
-            transport._agent_http = http  # type: ignore[attr-defined]
-            return transport
+            return streamable_http_client(server.url, http_client=http)
         assert server.command is not None
         return StdioServerParameters(
             command=_executable(server.command),
@@ -302,7 +302,7 @@ def _fill(value: str, environ: Mapping[str, str], server: MCPServerConfig) -> st
             )
         return environ[name]
 
-    return _VARIABLE.sub(one, value)
+    return ENV_REFERENCE.sub(one, value)
 
 
 def _executable(command: str) -> str:

@@ -167,7 +167,8 @@ class HookRecord(BaseModel):
 
 
 _SENSITIVE = re.compile(r"auth|token|key|secret|password|cookie|credential", re.IGNORECASE)
-_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""``${NAME}``: a worker environment variable in an MCP server's args, env or headers."""
 
 
 class MCPServerConfig(BaseModel):
@@ -208,7 +209,7 @@ class MCPServerConfig(BaseModel):
         # History records this configuration: secrets must come from the worker's environment.
         for field, values in (("headers", self.headers), ("env", self.env)):
             for name, value in values.items():
-                if _SENSITIVE.search(name) and not _ENV_REFERENCE.search(value):
+                if _SENSITIVE.search(name) and not ENV_REFERENCE.search(value):
                     raise ValueError(
                         f"MCP server {self.name!r}: {field}.{name} looks like a secret; write it as"
                         f" ${{VARIABLE}} and set the variable on the worker"

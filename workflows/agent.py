@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from workflows.approvals import Approvals
+    from workflows.inputs import one_input
     from workflows.messages import (
         AssistantMessage,
         ModelRequest,
@@ -32,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         AGENT_NAME,
         AGENT_STATUS,
+        DEFAULT_MAX_MESSAGE_BYTES,
         AgentRef,
         ApprovalRecord,
         ApprovalSignal,
@@ -66,20 +69,32 @@ CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 RUN_HOOK = "run_hook"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
+BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
 STORE_GAP = "ConversationStoreGap"
 ROLLING_OVER = "ContinuingAsNew"
+_START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
+_DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
+_DECIDE_EXAMPLE = '{"call_id": "call_1_0", "approve": true, "by": "alice"}'
 
 
 @workflow.defn(
     name="AgentWorkflow",
-    # A start input that fails validation (say, from the temporal CLI) fails the
-    # conversation with pydantic's message instead of retrying the task forever;
-    # a malformed signal is dropped and logged by the SDK.
+    # Inputs are checked by the handlers themselves; a validation error anywhere else in
+    # workflow code fails the conversation too, instead of retrying its task forever.
     failure_exception_types=[ValidationError],
 )
 class AgentWorkflow:
+    # Handlers take ``*args`` and check their input themselves (workflows/inputs.py): no input, null
+    # or a wrong shape is refused or dropped with a reason, never a failed workflow task.
     @workflow.init
-    def __init__(self, input: ConversationInput) -> None:
+    def __init__(self, *args: Any) -> None:
+        self._input_error = ""
+        try:
+            input = one_input(ConversationInput, args, "the start input", _START_EXAMPLE)
+        except ValueError as e:
+            self._input_error = str(e)
+            input = ConversationInput.model_construct(state=None)
+        self._input = input
         self._s = input.state or ConversationState()
         self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
         self._status = ConversationStatus(state="starting", run=self._s.runs)
@@ -88,11 +103,14 @@ class AgentWorkflow:
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
-        if input.state is None:
+        if input.state is None and not self._input_error:
             self._enqueue(input.prompt)
 
     @workflow.run
-    async def run(self, input: ConversationInput) -> ConversationResult:
+    async def run(self, *args: Any) -> ConversationResult:
+        if self._input_error:
+            raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
+        input = self._input
         try:
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
@@ -114,12 +132,13 @@ class AgentWorkflow:
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     return self._result()
         except asyncio.CancelledError:
-            reason = workflow.cancellation_reason() or "no reason given"
-            self._closed_by = "cancelled"
-            self._set_state("cancelled", f"cancelled: {reason}")
-            return self._result()
-        except Exception:
-            self._set_state("failed")
+            if workflow.cancellation_reason() is None:
+                raise  # not a cancellation of the conversation (say, an evicted run)
+            result = self._cancelled(workflow.cancellation_reason() or "no reason given")
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return result
+        except Exception as err:
+            self._set_state("failed", f"failed: {err}")
             raise
 
     # -- inspection ---------------------------------------------------------------
@@ -148,31 +167,44 @@ class AgentWorkflow:
     # -- user messages ------------------------------------------------------------
 
     @workflow.update(name="send_message")
-    async def send_message(self, message: MessageInput) -> Reply:
-        """Queue a user message and answer with the reply once its turn is done."""
-        message_id = self._enqueue(message.text)
+    async def send_message(self, *args: Any) -> Reply:
+        """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
+        message_id = self._enqueue(self._message(args, "send_message").text)
         await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
         return next(r for r in self._s.replies if r.message_id == message_id)
 
     @send_message.validator
-    def _check_message(self, message: MessageInput) -> None:
-        if self._s.ended or self._closing:
-            raise ValueError("the conversation has been ended; start a new one")
+    def _check_message(self, *args: Any) -> None:
+        self._message(args, "send_message")
         if self._rollover_wanted():
             # A waiting update would hold the run open; the sender retries on the next run.
             raise ApplicationError("the conversation is continuing as new; send again", type=ROLLING_OVER)
 
     @workflow.signal(name="post_message")
-    def post_message(self, message: MessageInput) -> None:
+    def post_message(self, *args: Any) -> None:
         """Fire-and-forget version of ``send_message``."""
-        if self._s.ended or self._closing:
-            workflow.logger.info("post_message ignored: the conversation has been ended")
+        try:
+            message = self._message(args, "post_message")
+        except ValueError as e:
+            workflow.logger.warning("post_message dropped: %s", e)
             return
         self._enqueue(message.text)
 
+    def _message(self, args: tuple[Any, ...], what: str) -> MessageInput:
+        """A follow-up message this conversation can take; ``ValueError`` saying why not."""
+        message = one_input(MessageInput, args, what, '{"text": "..."}')
+        if self._s.ended or self._closing:
+            raise ValueError("the conversation has been ended; start a new one")
+        size = len(message.text.encode())
+        spec = self._s.agent.spec if self._s.agent else self._input.agent_spec  # named: not resolved yet
+        limit = spec.max_message_bytes if spec else DEFAULT_MAX_MESSAGE_BYTES
+        if size > limit:
+            raise ValueError(f"{what}: the message is {size} bytes; this conversation takes at most {limit}")
+        return message
+
     @workflow.signal(name="end")
-    def end(self) -> None:
-        """Close the conversation once the queued messages are answered."""
+    def end(self, *args: Any) -> None:
+        """Close the conversation once the queued messages are answered (any input is ignored)."""
         self._s.ended = True
 
     def _enqueue(self, text: str) -> str:
@@ -185,30 +217,46 @@ class AgentWorkflow:
     # -- decisions from people ----------------------------------------------------
 
     @workflow.signal(name="approve")
-    def approve(self, signal: ApprovalSignal) -> None:
-        self._on_signal(signal, approve=True)
+    def approve(self, *args: Any) -> None:
+        """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``"""
+        self._on_signal(args, approve=True)
 
     @workflow.signal(name="reject")
-    def reject(self, signal: ApprovalSignal) -> None:
-        self._on_signal(signal, approve=False)
+    def reject(self, *args: Any) -> None:
+        self._on_signal(args, approve=False)
 
-    def _on_signal(self, signal: ApprovalSignal, *, approve: bool) -> None:
-        outcome = self._approvals.on_signal(signal, approve, workflow.now())
-        workflow.logger.info("%s signal: %s", "approve" if approve else "reject", outcome)
+    def _on_signal(self, args: tuple[Any, ...], *, approve: bool) -> None:
+        name = "approve" if approve else "reject"
+        try:
+            signal = one_input(ApprovalSignal, args, name, _DECISION_EXAMPLE)
+        except ValueError as e:
+            workflow.logger.warning("%s signal dropped: %s", name, e)
+            return
+        # Conversations started before decisions were bound to pending calls keep the old way.
+        keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
+            BIND_APPROVALS_PATCH
+        )
+        outcome = self._approvals.on_signal(signal, approve, workflow.now(), keep_early=keep_early)
+        workflow.logger.info("%s signal: %s", name, outcome)
 
     @workflow.update(name="decide")
-    def decide(self, decision: Decision) -> ApprovalRecord:
-        return self._approvals.decide(decision, workflow.now())
+    def decide(self, *args: Any) -> ApprovalRecord:
+        """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
+        return self._approvals.decide(self._decision(args), workflow.now())
 
     @decide.validator
-    def _check_decision(self, decision: Decision) -> None:
-        self._approvals.check(decision, workflow.now())
+    def _check_decision(self, *args: Any) -> None:
+        self._approvals.check(self._decision(args), workflow.now())
+
+    @staticmethod
+    def _decision(args: tuple[Any, ...]) -> Decision:
+        return one_input(Decision, args, "decide", _DECIDE_EXAMPLE)
 
     # -- the loop -----------------------------------------------------------------
 
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
         self._set_state("starting", "resolving the agent")
-        resolved = await workflow.execute_activity(
+        resolved = await _execute(
             RESOLVE_AGENT,
             AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
             result_type=ResolvedAgent,
@@ -234,7 +282,7 @@ class AgentWorkflow:
         try:
             listed = await asyncio.gather(
                 *(
-                    workflow.execute_activity(
+                    _execute(
                         LIST_MCP_TOOLS,
                         server,
                         result_type=list[ToolSpec],
@@ -263,7 +311,7 @@ class AgentWorkflow:
         return tools
 
     @workflow.update(name="refresh_tools")
-    async def refresh_tools(self) -> list[str]:
+    async def refresh_tools(self, *args: Any) -> list[str]:
         """List the MCP servers' tools again for the next model calls; returns every tool name."""
         agent = self._s.agent
         assert agent is not None
@@ -275,7 +323,7 @@ class AgentWorkflow:
         return [t.definition.name for t in agent.tools]
 
     @refresh_tools.validator
-    def _check_refresh(self) -> None:
+    def _check_refresh(self, *args: Any) -> None:
         if self._s.agent is None or not self._s.agent.spec.mcp_servers:
             raise ValueError("this conversation has no MCP servers to refresh")
         if self._s.ended or self._closing:
@@ -335,7 +383,7 @@ class AgentWorkflow:
                 message_id=target if event == "user_prompt_submit" else None,
             )
             try:
-                decision = await workflow.execute_activity(
+                decision = await _execute(
                     RUN_HOOK,
                     about.model_copy(update={"hook": name, "context": context}),
                     result_type=HookDecision,
@@ -388,10 +436,9 @@ class AgentWorkflow:
             return
         if spec.on_limit == "fail":
             raise ApplicationError(_limit_text(limit, agent), type=_limit_type(limit), non_retryable=True)
-        # No final-answer call when the conversation's allowance ran out in an earlier turn:
-        # every later message would spend past the budget again.
-        spent_before = turn.iterations == 0 and limit != "max_iterations_reached"
-        if spec.on_limit == "stop" or limit == "model_call_limit_reached" or spent_before:
+        # A final-answer call only for the iteration limit: a spent budget or call allowance
+        # is spent, and one more call would go past it.
+        if spec.on_limit == "stop" or limit != "max_iterations_reached":
             self._finish_turn(limit, None)
             return
         self._status.detail = f"{_limit_text(limit, agent)}, asking for a final answer"
@@ -414,10 +461,14 @@ class AgentWorkflow:
     def _finish_turn(self, reason: StopReason, last: ModelResponse | None) -> None:
         turn = self._s.turn
         assert turn is not None
+        text = self._last_text()
+        if not text and reason not in ("completed", "blocked_by_hook"):
+            # Say why there is no answer rather than answer with nothing.
+            text = f"[no answer: {_limit_text(reason, self._s.agent)}]"  # type: ignore[arg-type]
         self._s.replies.append(
             Reply(
                 message_id=turn.message_id,
-                text=self._last_text(),
+                text=text,
                 stop_reason=reason,
                 iterations=turn.iterations,
                 truncated=last is not None and last.finish_reason == "length",
@@ -481,7 +532,7 @@ class AgentWorkflow:
         self, agent: ResolvedAgent, allow_tool_calls: bool, *, stored: int
     ) -> ModelResponse:
         settings, policy = agent.spec.model, agent.spec.model_call
-        return await workflow.execute_activity(
+        return await _execute(
             CALL_MODEL,
             ModelCallInput(
                 conversation_key=_conversation_key(),
@@ -523,13 +574,18 @@ class AgentWorkflow:
         """
         self._set_state("running_tools", f"running tools: {', '.join(c.name for c in turn.calls)}")
         tools = {tool.definition.name: tool for tool in agent.tools}
-        todo = [c for c in turn.calls if c.id not in turn.outcomes]
-        outcomes = await asyncio.gather(*(self._resolve_call(agent, tools, call) for call in todo))
-        for call, outcome in zip(todo, outcomes, strict=True):
-            if outcome is not None:
+
+        async def settle(call: ToolCall) -> None:
+            # Kept as each call ends: a cancellation meanwhile keeps what completed.
+            if (outcome := await self._resolve_call(agent, tools, call)) is not None:
                 turn.outcomes[call.id] = outcome
-        if len(turn.outcomes) < len(turn.calls):
-            return
+
+        await asyncio.gather(*(settle(c) for c in turn.calls if c.id not in turn.outcomes))
+        if len(turn.outcomes) == len(turn.calls):
+            self._record_outcomes(turn, tools)
+
+    def _record_outcomes(self, turn: TurnState, tools: dict[str, ToolSpec]) -> None:
+        """Every call of the turn with its outcome, into the transcript and the audit trail."""
         for call in turn.calls:
             outcome = turn.outcomes[call.id]
             tool = tools.get(call.name)
@@ -593,7 +649,7 @@ class AgentWorkflow:
         workflow.logger.info("running tool %s", call.name, extra=log)
         self._tools_in_flight += 1
         try:
-            outcome = await workflow.execute_activity(
+            outcome = await _execute(
                 RUN_TOOL,
                 ToolInvocation(
                     name=call.name,
@@ -678,6 +734,35 @@ class AgentWorkflow:
 
     # -- status and result --------------------------------------------------------
 
+    def _cancelled(self, reason: str) -> ConversationResult:
+        """Close as cancelled: completed calls kept, the rest (and pending approvals) marked cancelled."""
+        self._closing = True
+        self._closed_by = "cancelled"
+        self._approvals.cancel_pending(f"conversation cancelled: {reason}", workflow.now())
+        if (turn := self._s.turn) is not None:
+            for call in turn.calls:
+                if call.id not in turn.outcomes:
+                    turn.outcomes[call.id] = ToolOutcome(
+                        content=f"Tool call '{call.name}' was cancelled with the conversation.", is_error=True
+                    )
+            tools = {tool.definition.name: tool for tool in self._s.agent.tools} if self._s.agent else {}
+            self._record_outcomes(turn, tools)
+            self._finish_turn("cancelled", None)
+        for message in self._s.queue:
+            self._s.replies.append(
+                Reply(
+                    message_id=message.id,
+                    text="The conversation was cancelled before this message was answered.",
+                    stop_reason="cancelled",
+                    iterations=0,
+                )
+            )
+        self._s.queue = []
+        self._status.queued_messages = 0
+        self._status.pending_approvals = 0
+        self._set_state("cancelled", f"cancelled: {reason}")
+        return self._result()
+
     def _set_state(self, state: str, detail: str | None = None) -> None:
         """Keep the status query, the Web UI details and the AgentStatus search attribute in step."""
         self._status.state = state  # type: ignore[assignment]
@@ -713,6 +798,17 @@ class AgentWorkflow:
         )
 
 
+async def _execute(activity: str, arg: Any, **options: Any) -> Any:
+    """``workflow.execute_activity``, where a call cancelled with the conversation raises
+    ``asyncio.CancelledError``: the conversation's cancellation, not a failed call."""
+    try:
+        return await workflow.execute_activity(activity, arg, **options)
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+            raise asyncio.CancelledError(workflow.cancellation_reason()) from err
+        raise
+
+
 def _conversation_key() -> str:
     """Stable across continue-as-new, and distinct from an earlier conversation that used the same id."""
     info = workflow.info()
@@ -728,6 +824,8 @@ def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
             return f"token budget of {spec.token_budget} exhausted"
         case "cost_budget_exhausted":
             return f"cost budget of ${spec.cost_budget:g} exhausted"
+        case "cancelled":
+            return "the conversation was cancelled"
     return f"iteration limit of {spec.max_iterations} reached"
 
 

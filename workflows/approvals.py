@@ -8,7 +8,8 @@ from workflows.messages import ToolCall
 from workflows.models import ApprovalRecord, ApprovalSignal, Decision
 
 MAX_EARLY_DECISIONS = 100
-"""Decisions for calls not requested yet are kept (bounded) so a signal sent early still counts."""
+"""Bound of the decisions kept for calls not requested yet (conversations started before
+decisions were bound to pending calls; see ``keep_early``)."""
 
 
 class Approvals:
@@ -38,26 +39,34 @@ class Approvals:
             self._apply(record, early, now, "signal")
         return record
 
-    def on_signal(self, signal: ApprovalSignal, approve: bool, now: datetime) -> str:
-        """Apply a decision from a signal; returns what happened, for the log."""
+    def on_signal(
+        self, signal: ApprovalSignal, approve: bool, now: datetime, *, keep_early: bool = False
+    ) -> str:
+        """Apply a decision from a signal; returns what happened, for the log.
+
+        A decision binds to a call that waits now: one for a call nobody has seen yet is dropped
+        (``keep_early`` keeps it, as conversations started before this rule did).
+        """
         decision = Decision(approve=approve, **signal.model_dump())
-        record = self.records.get(signal.call_id)
-        if record is None:
+        if signal.call_id not in self.records and keep_early:
             if len(self._early) >= MAX_EARLY_DECISIONS or signal.call_id in self._early:
                 return f"ignored decision for unknown call {signal.call_id!r}"
             self._early[signal.call_id] = decision
             return f"kept decision for call {signal.call_id!r}, not requested yet"
-        if record.state != "pending":
-            return f"ignored decision for call {signal.call_id!r}: already {record.state}"
-        if record.deadline is not None and now >= record.deadline:
-            # Too late, even if the timer has not fired yet: the deadline decides.
-            self.time_out(record, now)
-            return f"ignored decision for call {signal.call_id!r}: past its approval deadline"
+        try:
+            record = self.check(decision, now)
+        except ValueError as e:
+            if (late := self.records.get(signal.call_id)) and late.deadline and now >= late.deadline:
+                self.time_out(late, now)  # too late, even if the timer has not fired yet
+            return f"ignored: {e}"
         self._apply(record, decision, now, "signal")
         return f"call {signal.call_id!r} {record.state} by {record.by}"
 
-    def check(self, decision: Decision, now: datetime) -> ApprovalRecord:
-        """Raise ``ValueError`` with the reason when an update's decision cannot be taken."""
+    def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
+        """The pending record the decision is for; ``ValueError`` with the reason when it cannot be taken.
+
+        Changes nothing: the ``decide`` update's validator calls it.
+        """
         record = self.records.get(decision.call_id)
         if record is None:
             waiting = ", ".join(r.call_id for r in self.pending) or "none"
@@ -66,6 +75,12 @@ class Approvals:
             raise ValueError(f"call {decision.call_id!r} was already {record.state} by {record.by}")
         if record.deadline is not None and now >= record.deadline:
             raise ValueError(f"call {decision.call_id!r} is past its approval deadline")
+        digest = decision.arguments_digest
+        if digest is not None and digest != record.arguments_digest:
+            raise ValueError(
+                f"call {decision.call_id!r} has arguments digest {record.arguments_digest}, not {digest}:"
+                " look at its arguments again (pending_approvals)"
+            )
         return record
 
     def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
@@ -74,13 +89,22 @@ class Approvals:
         return record
 
     def time_out(self, record: ApprovalRecord, now: datetime) -> None:
+        self._close(record, "timed_out", "approval timed out", now, "deadline")
+
+    def cancel_pending(self, reason: str, now: datetime) -> None:
+        """The conversation was cancelled: nobody will decide these any more."""
+        for record in self.pending:
+            self._close(record, "cancelled", reason, now, "cancellation")
+
+    @staticmethod
+    def _close(record: ApprovalRecord, state: str, reason: str, now: datetime, via: str) -> None:
         if record.state != "pending":
             return
-        record.state = "timed_out"
+        record.state = state  # type: ignore[assignment]
         record.by = "system"
-        record.reason = "approval timed out"
+        record.reason = reason
         record.decided_at = now
-        record.via = "deadline"
+        record.via = via  # type: ignore[assignment]
 
     @staticmethod
     def _apply(record: ApprovalRecord, decision: Decision, now: datetime, via: str) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, computed_field, model_validator
 from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.workflow import ActivityCancellationType
 
 from workflows.messages import Message, ModelRequest, ModelSettings, ToolCall, ToolDefinition, Usage
 
@@ -23,11 +26,15 @@ StopReason = Literal[
     "token_budget_exhausted",
     "cost_budget_exhausted",
     "blocked_by_hook",
+    "cancelled",
 ]
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
-MAX_PROMPT_CHARS = 200_000
-"""Prompts above this are refused at start: they would crowd Temporal's 2 MB payload limit."""
+MAX_PROMPT_CHARS = 1_000_000
+"""Prompts above this are refused at start (from 128 KiB on, payloads go to the payload store)."""
+
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
+"""Follow-up messages above this (UTF-8 bytes) are refused unless the agent sets ``max_message_bytes``."""
 
 MAX_WAIT_SECONDS = 366 * 24 * 3600.0
 """Upper bound of every configurable timeout and deadline (a year); "none" is the way to wait forever."""
@@ -67,6 +74,13 @@ class CallPolicy(BaseModel):
             "start_to_close_timeout": timedelta(seconds=self.timeout_seconds),
             "heartbeat_timeout": (
                 timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
+            ),
+            # A heartbeating call hears a cancellation and aborts (its HTTP request with it): wait for
+            # that, so a cancelled conversation closes with nothing still running.
+            "cancellation_type": (
+                ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                if self.heartbeat_seconds
+                else ActivityCancellationType.TRY_CANCEL
             ),
             "retry_policy": RetryPolicy(
                 initial_interval=timedelta(seconds=self.initial_retry_seconds),
@@ -272,6 +286,8 @@ class AgentSpec(BaseModel):
     """Tokens (input + output, all model calls) the conversation may use; checked before each call."""
     cost_budget: float | None = Field(default=None, gt=0)
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
+    """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:
@@ -433,11 +449,16 @@ class ToolCallRecord(BaseModel):
 
 
 class ApprovalSignal(BaseModel):
-    """Input of the ``approve`` / ``reject`` signals: ``{"call_id": "...", "by": "...", "reason": "..."}``."""
+    """Input of the ``approve`` / ``reject`` signals: ``{"call_id": "...", "by": "...", "reason": "..."}``.
+
+    With ``arguments_digest`` (as ``pending_approvals`` shows it) the decision applies only if the
+    pending call's arguments are exactly the ones the person saw.
+    """
 
     call_id: str = Field(min_length=1)
     by: str = "unknown"
     reason: str = ""
+    arguments_digest: str | None = None
 
 
 class Decision(ApprovalSignal):
@@ -446,7 +467,13 @@ class Decision(ApprovalSignal):
     approve: bool
 
 
-ApprovalState = Literal["pending", "approved", "rejected", "timed_out"]
+ApprovalState = Literal["pending", "approved", "rejected", "timed_out", "cancelled"]
+
+
+def arguments_digest(arguments: dict[str, Any]) -> str:
+    """A short fingerprint of a tool call's arguments: what a person saw is what gets approved."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 class ApprovalRecord(BaseModel):
@@ -461,11 +488,19 @@ class ApprovalRecord(BaseModel):
     by: str | None = None
     reason: str | None = None
     decided_at: datetime | None = None
-    via: Literal["signal", "update", "deadline"] | None = None
+    via: Literal["signal", "update", "deadline", "cancellation"] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def arguments_digest(self) -> str:
+        return arguments_digest(self.arguments)
 
 
 class MessageInput(BaseModel):
-    """Input of the ``send_message`` update and the ``post_message`` signal: ``{"text": "..."}``."""
+    """Input of the ``send_message`` update and the ``post_message`` signal: ``{"text": "..."}``.
+
+    The agent's ``max_message_bytes`` bounds it further, in the workflow.
+    """
 
     text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
 

@@ -20,6 +20,7 @@ from connection import start_embedded_server
 from tests.conftest import conversation, scripted_agent, step
 from worker import build_worker
 from workflows.agent import AgentWorkflow
+from workflows.messages import ScriptStep
 from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -67,6 +68,14 @@ SHAPES: dict[str, ConversationInput] = {
             ],
         )
     ),
+    # An approve signal for call_1_0 arrives with the start, before the call exists: it is dropped
+    # (decisions bind to pending calls), and the call times out after 1 s.
+    "approval_bound": conversation(
+        scripted_agent(step("", WRITE), step("{last_result}"), tools=["write_file"]),
+        approval=ApprovalPolicy(tool_deadlines={"write_file": 1.0}),
+    ),
+    # Cancelled a second into a slow model call, which hears it and stops.
+    "cancelled": conversation(scripted_agent(ScriptStep(text="slow", delay_seconds=30))),
     # The first run ends by continuing as new after one model call.
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
@@ -75,7 +84,9 @@ SHAPES: dict[str, ConversationInput] = {
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
     "follow_ups": ("post_message", MessageInput(text="second")),
+    "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
+CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
 
 
 async def record(names: list[str]) -> None:
@@ -95,6 +106,9 @@ async def record(names: list[str]) -> None:
                         start_signal=signal,
                         start_signal_args=[payload] if payload else [],
                     )
+                    if name in CANCEL_AFTER:
+                        await asyncio.sleep(CANCEL_AFTER[name])
+                        await handle.cancel(reason="recorded cancellation")
                     await handle.result()  # follows continue-as-new to the end
                     first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
                     history = await first_run.fetch_history()

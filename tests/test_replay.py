@@ -17,6 +17,8 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 def test_histories_are_checked_in() -> None:
     assert [p.stem for p in HISTORIES] == [
         "approval",
+        "approval_bound",
+        "cancelled",
         "continue_as_new",
         "demo",
         "follow_ups",

@@ -7,8 +7,11 @@ over HTTP, so adapters, SDK parsing and error handling are all exercised.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +34,10 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     at: float
+    ended: threading.Event = field(default_factory=threading.Event)
+    """Set once the server is done with the request: the reply sent, or the client gone."""
+    disconnected: bool = False
+    """The client hung up before the whole reply was sent."""
 
 
 class FakeProvider:
@@ -44,23 +51,33 @@ class FakeProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                received = Received(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
+                )
                 with fake._lock:
-                    fake.received.append(
-                        Received(
-                            self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
-                        )
-                    )
+                    fake.received.append(received)
                     reply = fake.replies.pop(0) if fake.replies else Reply(500, _error("no reply queued"))
+                try:
+                    received.disconnected = not self._send(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    received.disconnected = True
+                finally:
+                    received.ended.set()
+
+            def _send(self, reply: Reply) -> bool:
+                """Send ``reply``; False as soon as the client hangs up."""
                 if reply.events is not None:
                     self.send_response(reply.status)
                     self.send_header("content-type", "text/event-stream")
                     self.end_headers()
                     for event in reply.events:
-                        time.sleep(reply.delay)
+                        if not self._pause(reply.delay):
+                            return False
                         self.wfile.write(event.encode())
                         self.wfile.flush()
-                    return
-                time.sleep(reply.delay)
+                    return True
+                if not self._pause(reply.delay):
+                    return False
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
@@ -69,6 +86,20 @@ class FakeProvider:
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
+                return True
+
+            def _pause(self, seconds: float) -> bool:
+                """Wait ``seconds`` watching the connection; False if the client hangs up meanwhile."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    if select.select([self.connection], [], [], left)[0]:
+                        try:
+                            if not self.connection.recv(1, socket.MSG_PEEK):
+                                return False
+                        except OSError:
+                            return False
+                        time.sleep(left)  # bytes we do not expect: just wait
+                return True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -100,6 +131,80 @@ def _error(message: str) -> dict[str, Any]:
 
 def error_reply(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status, _error(message), headers or {})
+
+
+def anthropic_error_reply(
+    status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> Reply:
+    """An error as the Messages API sends it, request id and all."""
+    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011CfakeFAKE"}
+    return Reply(status, body, {"request-id": "req_011CfakeFAKE"} | (headers or {}))
+
+
+def anthropic_error_event(kind: str, message: str) -> str:
+    """The error event the Messages API sends inside a stream that began with HTTP 200."""
+    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011CfakeFAKE"}
+    return f"event: error\ndata: {json.dumps(body)}\n\n"
+
+
+def openai_error_event(kind: str, message: str) -> str:
+    """The error chunk the Chat Completions API sends inside a stream that began with HTTP 200."""
+    return (
+        f"data: {json.dumps({'error': {'message': message, 'type': kind, 'param': None, 'code': None}})}\n\n"
+    )
+
+
+def broken_off(reply: Reply, error_event: str, after: int = 2) -> Reply:
+    """``reply``'s stream, broken off after ``after`` events by ``error_event``."""
+    assert reply.events is not None
+    return Reply(events=[*reply.events[:after], error_event], delay=reply.delay)
+
+
+Arguments = dict[str, Any] | str
+"""A tool call's arguments: an object, or JSON text exactly as the model wrote it (malformed, cut)."""
+
+
+def openai_completion(
+    text: str = "", calls: Sequence[tuple[str, str, Arguments]] = (), finish: str = "stop"
+) -> dict[str, Any]:
+    """A ChatCompletion with ``text`` and tool ``calls`` (id, name, arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": a if isinstance(a, str) else json.dumps(a)},
+            }
+            for id, name, a in calls
+        ]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1761234567,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
+
+
+def anthropic_message(
+    text: str = "", calls: Sequence[tuple[str, str, Arguments]] = (), stop_reason: str = "end_turn"
+) -> dict[str, Any]:
+    """A Message with ``text`` and tool_use ``calls`` (id, name, input); an input given as text
+    is streamed as such, and sent whole as a string (as a lenient compatible server might)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": id, "name": name, "input": a} for id, name, a in calls]
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5-20251001",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }
 
 
 def _pieces(text: str, size: int = 4) -> list[str]:
@@ -168,8 +273,17 @@ def anthropic_stream(message: dict[str, Any], delay: float = 0.0) -> Reply:
             events.append(
                 event({"type": "content_block_start", "index": index, "content_block": block | {"input": {}}})
             )
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-            events.append(event({"type": "content_block_delta", "index": index, "delta": delta}))
+            arguments = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            events += [
+                event(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    }
+                )
+                for piece in _pieces(arguments, 8)
+            ]
         events.append(event({"type": "content_block_stop", "index": index}))
     final = {"stop_reason": message["stop_reason"], "stop_sequence": None}
     events.append(

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
-from activities.errors import provider_error, retry_after
+from activities.errors import provider_error, retry_after, status_error, stream_error
 from activities.providers import anthropic_messages, openai_chat
+from activities.providers._response import CUT_OFF, ResponseBuilder
+from tests.fake_provider import Reply, anthropic_message, anthropic_stream, openai_completion, openai_stream
 from workflows.messages import (
     AssistantMessage,
     ModelRequest,
@@ -261,3 +265,146 @@ def test_rate_limit_error_carries_the_providers_delay() -> None:
     error = provider_error("openai", "slow down", status=429, headers={"retry-after": "3"})
     assert error.next_retry_delay == timedelta(seconds=3)
     assert error.non_retryable is False
+
+
+def _events(reply: Reply) -> list[dict]:
+    """The JSON data of a fake stream's server-sent events."""
+    assert reply.events is not None
+    data = [
+        line.removeprefix("data: ")
+        for e in reply.events
+        for line in e.splitlines()
+        if line.startswith("data: ")
+    ]
+    return [json.loads(d) for d in data if d != "[DONE]"]
+
+
+def _streamed(add: Callable[[ResponseBuilder, dict], None], reply: Reply, provider: str) -> ModelResponse:
+    builder = ResponseBuilder(provider)
+    for event in _events(reply):
+        add(builder, event)
+    return builder.build()
+
+
+@pytest.mark.parametrize("name", ["openai_tool_calls_response.json", "openai_text_response.json"])
+def test_openai_stream_gives_the_same_response_as_the_whole_answer(name: str) -> None:
+    whole = _load(name)
+    assert _streamed(openai_chat.add_chunk, openai_stream(whole), "openai") == openai_chat.from_wire(whole)
+
+
+@pytest.mark.parametrize("name", ["anthropic_tool_use_response.json", "anthropic_text_response.json"])
+def test_anthropic_stream_gives_the_same_response_as_the_whole_answer(name: str) -> None:
+    whole = _load(name)
+    streamed = _streamed(anthropic_messages.add_event, anthropic_stream(whole), "anthropic")
+    assert streamed == anthropic_messages.from_wire(whole)
+
+
+CUT = ToolCall(id="c1", name="add", arguments_error=CUT_OFF, raw_arguments='{"a": 1, "b": 23')
+
+
+@pytest.mark.parametrize(
+    ("provider", "response"),
+    [
+        ("openai", openai_completion("", [("c1", "add", '{"a": 1, "b": 23')], "length")),
+        ("anthropic", anthropic_message("", [("c1", "add", '{"a": 1, "b": 23')], "max_tokens")),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_call_cut_at_max_tokens_is_flagged_not_completed(provider: str, response: dict, stream: bool) -> None:
+    if provider == "openai":
+        neutral = (
+            _streamed(openai_chat.add_chunk, openai_stream(response), provider)
+            if stream
+            else openai_chat.from_wire(response)
+        )
+    else:
+        neutral = (
+            _streamed(anthropic_messages.add_event, anthropic_stream(response), provider)
+            if stream
+            else anthropic_messages.from_wire(response)
+        )
+    assert (neutral.finish_reason, neutral.message.tool_calls) == ("length", [CUT])
+
+
+def test_cut_call_whose_input_parsed_still_does_not_run() -> None:
+    """Whole, Anthropic sends the input parsed so far: valid JSON, but not what the model meant."""
+    response = anthropic_messages.from_wire(
+        anthropic_message("", [("c0", "sqrt", {"x": 4}), ("c1", "add", {"a": 1, "b": 23})], "max_tokens")
+    )
+    assert response.message.tool_calls == [
+        ToolCall(id="c0", name="sqrt", arguments={"x": 4}),
+        CUT.model_copy(update={"raw_arguments": '{"a": 1, "b": 23}'}),
+    ]
+
+
+def test_calls_before_text_cut_at_max_tokens_are_complete() -> None:
+    response = anthropic_messages.from_wire(
+        {
+            **anthropic_message("", [("c1", "add", {"a": 1, "b": 2})], "max_tokens"),
+            "content": [
+                {"type": "tool_use", "id": "c1", "name": "add", "input": {"a": 1, "b": 2}},
+                {"type": "text", "text": "And then"},
+            ],
+        }
+    )
+    assert response.message.tool_calls == [ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})]
+
+
+def test_stream_that_ends_before_its_final_event_is_retried() -> None:
+    reply = anthropic_stream(anthropic_message("12 + 30 = 42."))
+    builder = ResponseBuilder("anthropic")
+    for event in _events(reply)[:3]:
+        anthropic_messages.add_event(builder, event)
+    with pytest.raises(ApplicationError) as info:
+        builder.build()
+    assert (info.value.type, info.value.non_retryable) == ("ProviderUnavailable", False)
+    assert info.value.message == "anthropic: the stream ended before the answer was complete"
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "kind", "retryable"),
+    [
+        (
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            "anthropic stream failed with overloaded_error: Overloaded",
+            "ProviderHTTP529",
+            True,
+        ),
+        ({"error": {"type": "api_error", "message": "x"}}, None, "ProviderHTTP500", True),
+        ({"error": {"type": "rate_limit_error", "message": "x"}}, None, "ProviderHTTP429", True),
+        ({"error": {"type": "invalid_request_error", "message": "x"}}, None, "ProviderHTTP400", False),
+        ({"error": {"type": "authentication_error", "message": "x"}}, None, "ProviderHTTP401", False),
+        ({"error": {"type": "permission_error", "message": "x"}}, None, "ProviderHTTP403", False),
+        ({"type": "server_error", "message": "x", "code": None}, None, "ProviderHTTP500", True),
+        ({"type": "tokens", "code": "rate_limit_exceeded", "message": "x"}, None, "ProviderHTTP429", True),
+        (
+            {"type": "invalid_request_error", "code": "invalid_api_key", "message": "x"},
+            None,
+            "ProviderHTTP401",
+            False,
+        ),
+        ({"type": "brand_new_error", "message": "x"}, None, "ProviderHTTP500", True),
+        (
+            "not even json",
+            "anthropic stream failed with an unnamed error: no message",
+            "ProviderHTTP500",
+            True,
+        ),
+    ],
+)
+def test_error_event_in_a_stream_is_classified_like_its_http_status(
+    body: object, message: str | None, kind: str, retryable: bool
+) -> None:
+    error = stream_error("anthropic", body)
+    assert (error.type, error.non_retryable) == (kind, not retryable)
+    if message is not None:
+        assert error.message == message
+
+
+def test_status_below_400_is_an_error_event_inside_a_stream() -> None:
+    body = {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
+    error = status_error("anthropic", 200, body, "raw", {})
+    assert (error.message, error.type) == (
+        "anthropic stream failed with api_error: Internal server error",
+        "ProviderHTTP500",
+    )

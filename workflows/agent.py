@@ -365,7 +365,7 @@ class AgentWorkflow:
                 self._s.messages.append(
                     AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
                 )
-                self._finish_turn("blocked_by_hook", None)
+                self._finish_turn("blocked_by_hook")
                 return
             if decision.action == "rewrite" and decision.text is not None:
                 text = decision.text
@@ -432,17 +432,18 @@ class AgentWorkflow:
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
             else:
-                self._finish_turn("completed", response)
+                self._finish_turn("completed")
             return
         if spec.on_limit == "fail":
             raise ApplicationError(_limit_text(limit, agent), type=_limit_type(limit), non_retryable=True)
         # A final-answer call only for the iteration limit: a spent budget or call allowance
         # is spent, and one more call would go past it.
         if spec.on_limit == "stop" or limit != "max_iterations_reached":
-            self._finish_turn(limit, None)
+            self._finish_turn(limit)
             return
         self._status.detail = f"{_limit_text(limit, agent)}, asking for a final answer"
-        self._finish_turn(limit, await self._call_model(agent, allow_tool_calls=False))
+        await self._call_model(agent, allow_tool_calls=False)
+        self._finish_turn(limit)
 
     def _limit(self, turn: TurnState, agent: ResolvedAgent) -> StopReason | None:
         """Checked before each model call, from recorded usage only: replay decides the same."""
@@ -458,7 +459,7 @@ class AgentWorkflow:
             return "max_iterations_reached"
         return None
 
-    def _finish_turn(self, reason: StopReason, last: ModelResponse | None) -> None:
+    def _finish_turn(self, reason: StopReason) -> None:
         turn = self._s.turn
         assert turn is not None
         text = self._last_text()
@@ -471,7 +472,7 @@ class AgentWorkflow:
                 text=text,
                 stop_reason=reason,
                 iterations=turn.iterations,
-                truncated=last is not None and last.finish_reason == "length",
+                truncated=turn.truncated,
             )
         )
         self._s.turn = None
@@ -517,6 +518,8 @@ class AgentWorkflow:
         message = response.message
         message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
         self._s.messages.append(message)
+        if self._s.turn is not None and response.finish_reason == "length":
+            self._s.turn.truncated = True
         self._s.usage += response.usage
         self._s.model_calls += 1
         self._run_model_calls += 1
@@ -747,7 +750,7 @@ class AgentWorkflow:
                     )
             tools = {tool.definition.name: tool for tool in self._s.agent.tools} if self._s.agent else {}
             self._record_outcomes(turn, tools)
-            self._finish_turn("cancelled", None)
+            self._finish_turn("cancelled")
         for message in self._s.queue:
             self._s.replies.append(
                 Reply(

@@ -30,9 +30,10 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     arguments_error: str | None = None
-    """Set when the model's arguments were not a JSON object; ``raw_arguments`` keeps them."""
+    """Set when the arguments cannot be used (not a JSON object, or cut off at ``max_tokens``):
+    the call never runs, and this goes back to the model. ``raw_arguments`` keeps them."""
     raw_arguments: str | None = None
-    """The arguments exactly as the model sent them, when they could not be parsed."""
+    """The arguments exactly as the model sent them, when they cannot be used."""
 
     @classmethod
     def from_json(cls, id: str, name: str, raw: str) -> ToolCall:

@@ -528,6 +528,8 @@ class TurnState(BaseModel):
     calls: list[ToolCall] = Field(default_factory=list)
     """Tool calls of the latest model response that still need outcomes."""
     outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)
+    truncated: bool = False
+    """A model response of this turn was cut at max_tokens (a cut tool call included)."""
 
 
 class ConversationState(BaseModel):

@@ -7,8 +7,10 @@ import os
 from typing import Any, assert_never
 
 import anthropic
+import httpx2
 
-from activities.errors import body_message, provider_error
+from activities.errors import provider_error, status_error
+from activities.providers._response import ResponseBuilder, collect
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -17,7 +19,6 @@ from workflows.messages import (
     ModelResponse,
     OnText,
     SystemMessage,
-    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -50,25 +51,17 @@ class AnthropicMessagesModel:
     ) -> ModelResponse:
         try:
             if request.settings.stream:
-                async with self._client.messages.stream(**to_wire(request), timeout=timeout) as stream:
-                    text = ""
-                    async for delta in stream.text_stream:
-                        text += delta
-                        if on_text:
-                            on_text(text)
-                    message = await stream.get_final_message()
-            else:
-                message = await self._client.messages.create(**to_wire(request), timeout=timeout)
-        except anthropic.APIStatusError as e:
-            raise provider_error(
-                self.name,
-                body_message(e.body, e.message),
-                status=e.status_code,
-                headers=dict(e.response.headers),
-            ) from e
+                stream = await self._client.messages.create(**to_wire(request), stream=True, timeout=timeout)
+                return await collect(stream, add_event, ResponseBuilder(self.name, on_text))
+            message = await self._client.messages.create(**to_wire(request), timeout=timeout)
+        except anthropic.APIStatusError as e:  # also an error event inside the stream (status 200)
+            raise status_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
         except anthropic.APIConnectionError as e:  # includes APITimeoutError
             raise provider_error(self.name, str(e)) from e
-        return from_wire(message.model_dump(mode="json"))
+        except httpx2.TransportError as e:  # the SDK does not wrap a stream's read errors
+            raise provider_error(self.name, f"{type(e).__name__} while reading the stream") from e
+        # No warnings: a lenient compatible server may send a tool input as text (from_wire takes it).
+        return from_wire(message.model_dump(mode="json", warnings=False))
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:
@@ -125,29 +118,67 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 def from_wire(message: dict[str, Any]) -> ModelResponse:
     """A neutral response from a Message as JSON; unknown content blocks raise, never vanish."""
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in message.get("content") or []:
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(block["text"])
-        elif kind == "tool_use":
+    builder = ResponseBuilder(AnthropicMessagesModel.name)
+    add_event(builder, {"type": "message_start", "message": message})
+    for index, block in enumerate(message.get("content") or []):
+        add_event(builder, {"type": "content_block_start", "index": index, "content_block": block})
+    builder.finish = _FINISH.get(message.get("stop_reason") or "", "other")
+    return builder.build()
+
+
+def add_event(builder: ResponseBuilder, event: dict[str, Any]) -> None:
+    """Add one streamed event (a whole Message is a start event plus one start event per block)."""
+    match event.get("type"):
+        case "message_start":
+            message = event["message"]
+            builder.model = message.get("model") or ""
+            builder.usage = _usage(message.get("usage") or {}, builder.usage)
+        case "content_block_start":
+            _block(builder, event["index"], event["content_block"])
+        case "content_block_delta":
+            delta = event["delta"]
+            match delta.get("type"):
+                case "text_delta":
+                    builder.text(delta["text"])
+                case "input_json_delta":
+                    builder.call(event["index"], arguments=delta["partial_json"])
+                case "thinking_delta" | "signature_delta" | "citations_delta":
+                    pass  # thinking is not requested; citations annotate text already taken
+                case other:
+                    raise ValueError(f"unsupported anthropic stream delta type {other!r}")
+        case "message_delta":
+            if reason := (event.get("delta") or {}).get("stop_reason"):
+                builder.finish = _FINISH.get(reason, "other")
+            builder.usage = _usage(event.get("usage") or {}, builder.usage)
+        case _:
+            pass  # content_block_stop, message_stop, and event types added later carry no content
+
+
+def _block(builder: ResponseBuilder, index: int, block: dict[str, Any]) -> None:
+    match block.get("type"):
+        case "text":
+            builder.text(block.get("text") or "")
+        case "tool_use":
+            # Whole, the input is parsed already (a compatible server may send it as text);
+            # streamed, it starts empty and arrives as JSON text in input_json_delta events.
             arguments = block.get("input")
-            if isinstance(arguments, dict):
-                calls.append(ToolCall(id=block["id"], name=block["name"], arguments=arguments))
-            else:
-                calls.append(ToolCall.from_json(block["id"], block["name"], json.dumps(arguments)))
-        elif kind in ("thinking", "redacted_thinking"):
-            continue  # not requested; never sent back
-        else:
+            text = (
+                arguments
+                if isinstance(arguments, str)
+                else ""
+                if arguments in (None, {})
+                else json.dumps(arguments)
+            )
+            builder.call(index, id=block["id"], name=block["name"], arguments=text)
+        case "thinking" | "redacted_thinking":
+            pass  # not requested; never sent back
+        case kind:
             raise ValueError(f"unsupported anthropic content block type {kind!r}")
-    usage = message.get("usage") or {}
-    return ModelResponse(
-        message=AssistantMessage(text="".join(texts), tool_calls=calls),
-        usage=Usage(
-            input_tokens=usage.get("input_tokens") or 0,
-            output_tokens=usage.get("output_tokens") or 0,
-        ),
-        finish_reason=_FINISH.get(message.get("stop_reason") or "", "other"),
-        model=message.get("model") or "",
+
+
+def _usage(usage: dict[str, Any], before: Usage) -> Usage:
+    """Usage of message_start, then updated by message_delta (whose counts are totals so far)."""
+    return Usage(
+        input_tokens=usage.get("input_tokens") or before.input_tokens,
+        output_tokens=usage.get("output_tokens") or before.output_tokens,
     )

@@ -8,7 +8,8 @@ from typing import Any, assert_never
 
 import openai
 
-from activities.errors import body_message, provider_error
+from activities.errors import provider_error, status_error, stream_error
+from activities.providers._response import ResponseBuilder, collect
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -17,7 +18,6 @@ from workflows.messages import (
     ModelResponse,
     OnText,
     SystemMessage,
-    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -52,50 +52,18 @@ class OpenAIChatModel:
         wire = to_wire(request, max_tokens_key="max_completion_tokens" if self._official else "max_tokens")
         try:
             if request.settings.stream:
-                return from_wire(await self._streamed(wire, timeout, on_text))
+                stream = await self._client.chat.completions.create(
+                    **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
+                )
+                return await collect(stream, add_chunk, ResponseBuilder(self.name, on_text))
             completion = await self._client.chat.completions.create(**wire, timeout=timeout)
         except openai.APIStatusError as e:
-            raise provider_error(
-                self.name,
-                body_message(e.body, e.message),
-                status=e.status_code,
-                headers=dict(e.response.headers),
-            ) from e
+            raise status_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
         except openai.APIConnectionError as e:  # includes APITimeoutError
             raise provider_error(self.name, str(e)) from e
+        except openai.APIError as e:  # an error event inside the stream; its body is the inner error
+            raise stream_error(self.name, e.body) from e
         return from_wire(completion.model_dump(mode="json"))
-
-    async def _streamed(self, wire: dict[str, Any], timeout: float, on_text: OnText | None) -> dict[str, Any]:
-        """Accumulate a streamed answer into the shape of a ChatCompletion."""
-        stream = await self._client.chat.completions.create(
-            **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
-        )
-        text, model, finish, usage = "", "", None, None
-        calls: dict[int, dict[str, Any]] = {}
-        async for chunk in stream:
-            model = chunk.model or model
-            usage = chunk.usage.model_dump() if chunk.usage else usage
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    text += delta.content
-                    if on_text:
-                        on_text(text)
-                for part in delta.tool_calls or []:
-                    call = calls.setdefault(
-                        part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-                    )
-                    call["id"] = part.id or call["id"]
-                    if part.function:
-                        call["function"]["name"] += part.function.name or ""
-                        call["function"]["arguments"] += part.function.arguments or ""
-                finish = choice.finish_reason or finish
-        message = {
-            "role": "assistant",
-            "content": text or None,
-            "tool_calls": [calls[i] for i in sorted(calls)],
-        }
-        return {"model": model, "choices": [{"message": message, "finish_reason": finish}], "usage": usage}
 
 
 def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dict[str, Any]:
@@ -164,24 +132,31 @@ def from_wire(completion: dict[str, Any]) -> ModelResponse:
     choices = completion.get("choices") or []
     if not choices:
         raise ValueError("openai response has no choices")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    text = message.get("refusal") or message.get("content") or ""
-    calls = [_tool_call(c) for c in message.get("tool_calls") or []]
-    usage = completion.get("usage") or {}
-    return ModelResponse(
-        message=AssistantMessage(text=text, tool_calls=calls),
-        usage=Usage(
-            input_tokens=usage.get("prompt_tokens") or 0,
-            output_tokens=usage.get("completion_tokens") or 0,
-        ),
-        finish_reason=_FINISH.get(choice.get("finish_reason") or "", "other"),
-        model=completion.get("model") or "",
-    )
+    builder = ResponseBuilder(OpenAIChatModel.name)
+    add_chunk(builder, completion | {"choices": [choices[0] | {"delta": choices[0].get("message") or {}}]})
+    builder.finish = builder.finish or "other"
+    return builder.build()
 
 
-def _tool_call(call: dict[str, Any]) -> ToolCall:
-    if call.get("type", "function") != "function":
-        raise ValueError(f"unsupported openai tool call type {call.get('type')!r}")
-    function = call["function"]
-    return ToolCall.from_json(call.get("id") or "", function["name"], function.get("arguments") or "")
+def add_chunk(builder: ResponseBuilder, chunk: dict[str, Any]) -> None:
+    """Add one streamed ChatCompletionChunk (a whole answer is one chunk with everything in it)."""
+    builder.model = chunk.get("model") or builder.model
+    if usage := chunk.get("usage"):
+        builder.usage = Usage(
+            input_tokens=usage.get("prompt_tokens") or 0, output_tokens=usage.get("completion_tokens") or 0
+        )
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        builder.text(delta.get("refusal") or delta.get("content") or "")
+        for position, part in enumerate(delta.get("tool_calls") or []):
+            if part.get("type", "function") not in ("function", None):
+                raise ValueError(f"unsupported openai tool call type {part.get('type')!r}")
+            function = part.get("function") or {}
+            builder.call(
+                part.get("index", position),
+                id=part.get("id"),
+                name=function.get("name"),
+                arguments=function.get("arguments") or "",
+            )
+        if reason := choice.get("finish_reason"):
+            builder.finish = _FINISH.get(reason, "other")

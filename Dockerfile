@@ -19,8 +19,10 @@ COPY . .
 # imports the workflow module afresh for each conversation it loads.
 RUN python -m compileall -q workflows activities *.py
 
-# Conversation, payload and idempotency stores and tool workspaces live under /data (mount a volume
-# there; a named volume starts with the ownership below). Worker and starter share the payload store.
+# Without AGENT_DATABASE_URL, the conversation, payload and idempotency stores and the tool workspaces
+# live under /data (mount a volume there; a named volume starts with the ownership below), and worker
+# and starter share the payload store. With it (as in docker-compose.yml) they all live in PostgreSQL,
+# shared by workers on any host, and /data stays empty.
 # data/ and workspace/ link there too, so a store whose variable is unset still lands on the volume.
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin agent \
     && mkdir -p /data/workspace \

@@ -16,13 +16,13 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, ExternalStorage
+from temporalio.converter import DataConverter, ExternalStorage, StorageDriver
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.store import SQLitePayloadDriver
+from activities.state import StoreSettings
 from codec import codec_from_env
 from workflows.models import AGENT_NAME, AGENT_STATUS
 
@@ -50,13 +50,14 @@ PAYLOAD_THRESHOLD = 128 * 1024
 """Payloads from this size on go to the payload store; history keeps a reference."""
 
 
-def data_converter() -> DataConverter:
+def data_converter(payload_driver: StorageDriver | None = None) -> DataConverter:
     """Pydantic models on the wire; large payloads kept out of history in the payload store.
 
-    Worker, starter and demo must share the store (``AGENT_PAYLOAD_STORE``) to read them.
+    Worker, starter and demo must share the store to read them: one PostgreSQL database
+    (``AGENT_DATABASE_URL``), or else a SQLite file on this host (``AGENT_PAYLOAD_STORE``).
     """
-    path = Path(os.environ.get("AGENT_PAYLOAD_STORE", str(DATA_DIR / "payloads.db")))
-    storage = ExternalStorage(drivers=[SQLitePayloadDriver(path)], payload_size_threshold=PAYLOAD_THRESHOLD)
+    driver = payload_driver or StoreSettings.from_env().payload_driver()
+    storage = ExternalStorage(drivers=[driver], payload_size_threshold=PAYLOAD_THRESHOLD)
     return dataclasses.replace(
         pydantic_data_converter, external_storage=storage, payload_codec=codec_from_env()
     )

@@ -27,6 +27,7 @@ from temporalio.worker import Worker
 from activities.agent import AgentActivities, ModelProvider, WorkerRole, import_providers
 from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, AgentFileError, load_agents, load_prices
 from activities.hooks import HookRegistry, default_hooks
+from activities.state import StoreSettings
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from connection import (
@@ -63,6 +64,7 @@ def build_worker(
     activities_per_second: float | None = None,
     allow_inline_mcp: bool | None = None,
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
+    stores: StoreSettings | None = None,
 ) -> Worker:
     """The one worker setup used by ``worker.py``, the demo and the tests.
 
@@ -72,6 +74,8 @@ def build_worker(
     is a task-queue-wide limit that Temporal enforces across every worker of the queue.
     ``allow_inline_mcp`` (default: ``AGENT_ALLOW_INLINE_MCP=1``) lets inline agents name MCP
     servers the worker's agent files do not: commands run on this host, so it is off by default.
+    ``stores`` (default: from the environment) says where the state beside Temporal lives;
+    ``store`` and ``workspace_root`` replace parts of it.
 
     Raises ``AgentFileError`` naming the file and field when an agent file is bad.
     """
@@ -88,6 +92,7 @@ def build_worker(
         allow_inline_mcp=(
             os.environ.get("AGENT_ALLOW_INLINE_MCP") == "1" if allow_inline_mcp is None else allow_inline_mcp
         ),
+        stores=stores,
     )
     workflows = [AgentWorkflow] if role in ("all", "workflows") else []
     _compile_bytecode(workflows)
@@ -132,12 +137,21 @@ async def run(args: argparse.Namespace) -> int:
         registry = default_registry()
         load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
         load_prices(DEFAULT_PRICES)
+        stores = StoreSettings.from_env()  # and on a bad AGENT_DATABASE_URL
         data_converter()  # and on a bad AGENT_ENCRYPTION_KEY
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
+    try:
+        await stores.open()
+    except RuntimeError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
     server = None
     address = connect_config()["target_host"]
+    print(stores.describe(), flush=True)
+    if warning := stores.several_hosts_warning(address):
+        print(warning, file=sys.stderr, flush=True)
     if not reachable(address) and not address_is_explicit():
         print(
             f"No Temporal server at {address}: starting the embedded dev server "
@@ -165,6 +179,7 @@ async def run(args: argparse.Namespace) -> int:
         role=args.role,
         activities_per_second=args.rate_limit,
         max_cached_workflows=args.max_cached_workflows,
+        stores=stores,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

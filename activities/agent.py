@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import os
-import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,10 +14,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentFileError, check_agent
 from activities.hooks import HookRegistry, default_hooks
-from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from activities.idempotency import IdempotencyStore
 from activities.mcp import MCPPool
-from activities.store import ConversationStore, SQLiteConversationStore
+from activities.state import StoreSettings
+from activities.store import ConversationStore
 from activities.tools import ToolRegistry
+from activities.tools.workspace import LocalWorkspaces, Workspaces
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse, OnText
 from workflows.models import (
     AgentRef,
@@ -67,18 +67,6 @@ def import_providers() -> None:
         provider_class(name)
 
 
-def default_workspace_root() -> Path:
-    return Path(os.environ.get("AGENT_WORKSPACE", "workspace")).resolve()
-
-
-def default_store() -> ConversationStore:
-    return SQLiteConversationStore(Path(os.environ.get("AGENT_STORE", "data/conversations.db")))
-
-
-def default_idempotency_store() -> IdempotencyStore:
-    return SQLiteIdempotencyStore(Path(os.environ.get("AGENT_IDEMPOTENCY_STORE", "data/idempotency.db")))
-
-
 class AgentActivities:
     """Holds what the worker built once at start: tools, agents, provider clients."""
 
@@ -88,24 +76,31 @@ class AgentActivities:
         agents: dict[str, AgentSpec],
         *,
         workspace_root: Path | None = None,
+        workspaces: Workspaces | None = None,
         providers: dict[str, ModelProvider] | None = None,
         store: ConversationStore | None = None,
         hooks: HookRegistry | None = None,
         idempotency: IdempotencyStore | None = None,
         prices: dict[str, Price] | None = None,
         allow_inline_mcp: bool = False,
+        stores: StoreSettings | None = None,
     ) -> None:
+        """Stores not given are built from ``stores`` (default: the environment); a ``workspace_root``
+        means local folders there."""
         self.mcp = MCPPool(
             (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
         )
         """Connections to MCP servers; the worker stops them when it stops (``mcp.lifetime``)."""
         self._prices = prices or {}
         self._registry = registry
-        self._idempotency = idempotency or default_idempotency_store()
+        stores = stores or StoreSettings.from_env()
+        self._idempotency = idempotency or stores.idempotency_store()
         self._hooks = hooks or default_hooks()
         self._agents = agents
-        self._workspace_root = workspace_root or default_workspace_root()
-        self._store = store or default_store()
+        self._workspaces = workspaces or (
+            LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
+        )
+        self._store = store or stores.conversation_store()
         self._providers: dict[str, ModelProvider] = dict(providers or {})
 
     @activity.defn(name="resolve_agent")
@@ -180,7 +175,7 @@ class AgentActivities:
 
     @activity.defn(name="run_tool")
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
-        workspace = self._workspace_root / _safe_name(invocation.conversation_id)
+        workspace = self._workspaces.open(_conversation_key(invocation))
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
         activity.logger.info("running tool %s", invocation.name, extra=log)
         async with _heartbeating():
@@ -241,8 +236,15 @@ def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
     return outcome.model_copy(update={"content": outcome.content[:limit] + note})
 
 
-def _safe_name(conversation_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", conversation_id).lstrip(".") or "_"
+def _conversation_key(invocation: ToolInvocation) -> str:
+    """``<workflow id>/<first run id>``, the key the workflow gives the conversation store: a new
+    conversation reusing a finished id gets a key (and workspace) of its own. The idempotency key
+    is ``<conversation key>/<call id>``, and a run id holds no '/'."""
+    prefix = invocation.conversation_id + "/"
+    if not invocation.idempotency_key.startswith(prefix):
+        return invocation.idempotency_key.rpartition("/")[0] or invocation.idempotency_key
+    run_id = invocation.idempotency_key.removeprefix(prefix).partition("/")[0]
+    return prefix + run_id
 
 
 @asynccontextmanager

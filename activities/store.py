@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import TypeAdapter
 from temporalio.api.common.v1 import Payload
@@ -29,7 +30,16 @@ from temporalio.converter import (
 
 from workflows.messages import Message
 
-_MESSAGE = TypeAdapter(Message)
+MESSAGE = TypeAdapter(Message)
+
+
+def masked(url: str) -> str:
+    """A database URL with its password replaced by ``***``, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 class SQLiteFile:
@@ -80,7 +90,7 @@ class SQLiteConversationStore:
         )
 
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
-        rows = [(key, start + i, _MESSAGE.dump_json(m).decode()) for i, m in enumerate(messages)]
+        rows = [(key, start + i, MESSAGE.dump_json(m).decode()) for i, m in enumerate(messages)]
         await self._file.write("INSERT OR REPLACE INTO messages VALUES (?, ?, ?)", rows)
 
     async def load(self, key: str, count: int) -> list[Message] | None:
@@ -90,14 +100,14 @@ class SQLiteConversationStore:
         )
         if len(rows) < count:
             return None
-        return [_MESSAGE.validate_json(body) for (body,) in rows]
+        return [MESSAGE.validate_json(body) for (body,) in rows]
 
 
 class SQLitePayloadDriver(StorageDriver):
     """Keeps payloads too large for history (a long transcript carried to the next run, a big
     result) in a SQLite file; history holds a content-addressed reference.
 
-    For a cluster, use a shared driver instead (Temporal's S3 or GCS driver) in ``data_converter``.
+    Workers on several hosts use ``PostgresPayloadDriver`` instead (``AGENT_DATABASE_URL``).
     """
 
     def __init__(self, path: Path) -> None:

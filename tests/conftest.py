@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry
+from activities.tools.workspace import folder_name
 from connection import (
     EmbeddedServer,
     data_converter,
@@ -22,6 +23,7 @@ from connection import (
     start_embedded_server,
     time_skipping_server,
 )
+from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
@@ -79,6 +81,12 @@ class Env:
 
     async def run(self, conversation: ConversationInput) -> ConversationResult:
         return await (await self.start(conversation)).result()
+
+
+def workspace_of(root: Path, handle: WorkflowHandle) -> Path:
+    """The conversation's workspace folder under ``root``: keyed by workflow id and first run id."""
+    assert handle.first_execution_run_id, "needs the handle start_workflow returned"
+    return root / folder_name(f"{handle.id}/{handle.first_execution_run_id}")
 
 
 @pytest.fixture

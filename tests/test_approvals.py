@@ -23,6 +23,7 @@ from tests.conftest import (
     scripted_agent,
     step,
     wait_for_pending,
+    workspace_of,
 )
 from worker import build_worker
 from workflows.agent import AgentWorkflow
@@ -39,7 +40,7 @@ def _writer(*first_turn: tuple[str, dict], **kwargs):
 
 
 def _written(env: Env, handle: WorkflowHandle) -> Path:
-    return env.workspace / handle.id / "out.txt"
+    return workspace_of(env.workspace, handle) / "out.txt"
 
 
 async def test_approved_call_runs_and_the_decision_is_audited(env: Env) -> None:
@@ -79,21 +80,6 @@ async def test_rejected_call_never_runs_and_the_model_is_told_who_and_why(env: E
     assert not _written(env, handle).exists()
     assert "run_tool" not in await activity_types(handle)
     assert (result.approvals[0].state, result.approvals[0].via) == ("rejected", "signal")
-
-
-async def test_signal_sent_before_the_wait_still_counts(env: Env) -> None:
-    handle = await env.client.start_workflow(
-        AgentWorkflow.run,
-        conversation(_writer()),
-        id=f"early-{uuid.uuid4().hex[:6]}",
-        task_queue=env.task_queue,
-        start_signal="approve",
-        start_signal_args=[ApprovalSignal(call_id="call_1_0", by="early-bird")],
-    )
-    result = await handle.result()
-
-    assert result.final_text == "Wrote 2 bytes to out.txt."
-    assert (result.approvals[0].state, result.approvals[0].by) == ("approved", "early-bird")
 
 
 async def test_unknown_and_duplicate_decisions_change_nothing(env: Env) -> None:
@@ -153,8 +139,9 @@ async def test_malformed_signal_is_dropped_and_the_conversation_goes_on(env: Env
 async def test_malformed_update_is_rejected_and_nothing_changes(env: Env) -> None:
     handle = await env.start(conversation(_writer()))
     await wait_for_pending(handle)
-    with pytest.raises(WorkflowUpdateFailedError):
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
         await handle.execute_update("decide", {"call_id": "call_1_0"})  # no "approve"
+    assert refused.value.cause.message == "decide: approve: Field required"
     assert len(await handle.query(AgentWorkflow.pending_approvals)) == 1
     await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0"))
     assert (await handle.result()).approvals[0].by == "unknown"
@@ -195,12 +182,12 @@ async def test_policy_lists_and_conversation_override(env: Env) -> None:
 
 
 async def test_decision_after_a_worker_restart_still_works(client: Client, tmp_path: Path) -> None:
-    task_queue = f"restart-{uuid.uuid4().hex[:6]}"
+    task_queue = f"restart-{uuid.uuid4().hex}"
     async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
         handle = await client.start_workflow(
             AgentWorkflow.run,
             conversation(_writer()),
-            id=f"restart-{uuid.uuid4().hex[:6]}",
+            id=f"restart-{uuid.uuid4().hex}",
             task_queue=task_queue,
         )
         await wait_for_pending(handle)
@@ -211,7 +198,7 @@ async def test_decision_after_a_worker_restart_still_works(client: Client, tmp_p
         )
         result = await handle.result()
     assert result.final_text == "Wrote 2 bytes to out.txt."
-    assert (tmp_path / handle.id / "out.txt").read_text() == "hi"
+    assert (workspace_of(tmp_path, handle) / "out.txt").read_text() == "hi"
 
 
 async def _find(client: Client, query: str, timeout: float = 15.0) -> list[str]:
@@ -256,35 +243,57 @@ async def test_approval_sent_with_the_temporal_cli(env: Env, server: EmbeddedSer
 async def test_deadline_rejects_the_call_when_nobody_answers(
     time_skipping: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    client = time_skipping.client
-    async with build_worker(client, task_queue="deadline", workspace_root=tmp_path):
-        result = await client.execute_workflow(
-            AgentWorkflow.run,
-            conversation(_writer()),
-            id=f"deadline-{uuid.uuid4().hex[:6]}",
-            task_queue="deadline",
+    client, queue = time_skipping.client, f"deadline-{uuid.uuid4().hex}"
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(_writer()), id=f"deadline-{uuid.uuid4().hex}", task_queue=queue
         )
-    assert result.final_text == "Tool call 'write_file' was rejected by system: approval timed out"
+        result = await handle.result()
+    rejected = "Tool call 'write_file' was rejected by system: approval timed out"
+    assert result.final_text == rejected
+    assert [(c.call_id, c.content, c.is_error) for c in result.tool_calls] == [("call_1_0", rejected, True)]
     [audit] = result.approvals
-    assert (audit.state, audit.via) == ("timed_out", "deadline")
+    assert (audit.call_id, audit.state, audit.by, audit.via) == (
+        "call_1_0",
+        "timed_out",
+        "system",
+        "deadline",
+    )
     assert audit.deadline - audit.requested_at == timedelta(hours=24)
-    assert audit.deadline <= audit.decided_at < audit.deadline + timedelta(seconds=1)
-    assert not (tmp_path / "deadline").exists()
+    assert audit.deadline <= audit.decided_at
+    assert await _timers(handle) == [(timedelta(hours=24), True)]  # the deadline's timer, and it fired
+    assert "run_tool" not in await activity_types(handle)
+    assert list(tmp_path.rglob("out.txt")) == []  # in no conversation's workspace
 
 
 async def test_per_tool_deadline_applies(time_skipping: WorkflowEnvironment, tmp_path: Path) -> None:
-    client = time_skipping.client
+    client, queue = time_skipping.client, f"deadline-{uuid.uuid4().hex}"
     policy = ApprovalPolicy(tool_deadlines={"write_file": 90.0})
-    async with build_worker(client, task_queue="deadline", workspace_root=tmp_path):
-        result = await client.execute_workflow(
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
+        handle = await client.start_workflow(
             AgentWorkflow.run,
             conversation(_writer(), approval=policy),
-            id=f"deadline-{uuid.uuid4().hex[:6]}",
-            task_queue="deadline",
+            id=f"deadline-{uuid.uuid4().hex}",
+            task_queue=queue,
         )
+        result = await handle.result()
     [audit] = result.approvals
     assert (audit.state, audit.deadline - audit.requested_at) == ("timed_out", timedelta(seconds=90))
-    assert audit.deadline <= audit.decided_at < audit.deadline + timedelta(seconds=1)
+    assert audit.deadline <= audit.decided_at
+    assert await _timers(handle) == [(timedelta(seconds=90), True)]
+    assert "run_tool" not in await activity_types(handle)
+
+
+async def _timers(handle: WorkflowHandle) -> list[tuple[timedelta, bool]]:
+    """Each timer the conversation started: its duration, and whether it fired."""
+    started: dict[int, timedelta] = {}
+    fired: set[int] = set()
+    async for e in handle.fetch_history_events():
+        if e.HasField("timer_started_event_attributes"):
+            started[e.event_id] = e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        elif e.HasField("timer_fired_event_attributes"):
+            fired.add(e.timer_fired_event_attributes.started_event_id)
+    return [(duration, event_id in fired) for event_id, duration in started.items()]
 
 
 def test_a_decision_at_or_after_the_deadline_times_the_call_out() -> None:
@@ -299,7 +308,7 @@ def test_a_decision_at_or_after_the_deadline_times_the_call_out() -> None:
     outcome = approvals.on_signal(
         ApprovalSignal(call_id="c1", by="late"), approve=True, now=now + timedelta(seconds=60)
     )
-    assert outcome == "ignored decision for call 'c1': past its approval deadline"
+    assert outcome == "ignored: call 'c1' is past its approval deadline"
     assert (record.state, record.by, record.reason) == ("timed_out", "system", "approval timed out")
     # The timer firing afterwards changes nothing.
     approvals.time_out(record, now + timedelta(seconds=61))

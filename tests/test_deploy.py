@@ -20,7 +20,8 @@ import pytest
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.envconfig import ClientConfig
 
-from connection import SEARCH_ATTRIBUTES
+from activities.state import StoreSettings
+from connection import SEARCH_ATTRIBUTES, temporal_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -223,7 +224,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def names_the_code_reads_from_the_environment() -> set[str]:
     pattern = re.compile(
-        r"""os\.(?:environ\.get|getenv)\(\s*["'](\w+)["']"""
+        r"""(?:os\.)?(?:environ\.get|getenv)\(\s*["'](\w+)["']"""
         r"""|os\.environ\[\s*["'](\w+)["']\s*\](?!\s*=[^=])"""
         r"""|["'](\w+)["']\s+(?:not\s+)?in\s+os\.environ"""
     )
@@ -373,10 +374,11 @@ def test_docker_compose_config_accepts_the_file_and_lists_its_services_and_volum
         "postgresql",
         "temporal",
         "temporal-admin-tools",
+        "temporal-schema",
         "temporal-ui",
         "worker",
     ]
-    assert sorted(run("config", "--volumes").stdout.split()) == ["agent-data", "postgres-data"]
+    assert sorted(run("config", "--volumes").stdout.split()) == ["postgres-data"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -387,28 +389,31 @@ def test_compose_runs_postgres_temporal_ui_admin_tools_worker_and_codec_server(c
     assert list(compose) == ["services", "volumes"]
     assert list(compose["services"]) == [
         "postgresql",
+        "temporal-schema",
         "temporal",
         "temporal-ui",
         "temporal-admin-tools",
         "worker",
         "codec-server",
     ]
-    assert compose["volumes"] == {"postgres-data": None, "agent-data": None}
+    assert compose["volumes"] == {"postgres-data": None}
 
 
 def test_every_image_is_pinned_to_a_version_tag(compose: dict) -> None:
     images = {name: service["image"] for name, service in compose["services"].items() if "image" in service}
     assert images == {
         "postgresql": "postgres:16.4",
-        "temporal": "temporalio/auto-setup:1.27.2",
-        "temporal-ui": "temporalio/ui:2.34.0",
-        "temporal-admin-tools": "temporalio/admin-tools:1.27.2-tctl-1.18.2-cli-1.3.0",
+        "temporal-schema": "temporalio/admin-tools:1.32.0",
+        "temporal": "temporalio/server:1.32.0",
+        "temporal-ui": "temporalio/ui:2.54.1",
+        "temporal-admin-tools": "temporalio/admin-tools:1.32.0",
     }
     for image in images.values():
         tag = image.rpartition("/")[2].partition(":")[2]
         assert tag and tag != "latest" and "$" not in image, image
     # The admin tools come from the same server release as the server.
-    assert images["temporal-admin-tools"].split(":")[1].split("-")[0] == images["temporal"].split(":")[1]
+    assert images["temporal-admin-tools"].split(":")[1] == images["temporal"].split(":")[1]
+    assert images["temporal-schema"] == images["temporal-admin-tools"]
     # Only the worker and the codec server are built; they have no image of their own to pin.
     assert [name for name, service in compose["services"].items() if "image" not in service] == [
         "worker",
@@ -416,10 +421,25 @@ def test_every_image_is_pinned_to_a_version_tag(compose: dict) -> None:
     ]
 
 
-def test_temporal_persists_in_postgres_once_postgres_is_healthy(compose: dict) -> None:
+def test_compose_runs_the_server_and_ui_lines_of_the_embedded_dev_server_and_no_auto_setup(
+    compose: dict,
+) -> None:
+    """temporalio/auto-setup is no longer built: the server image, with admin-tools for the schema."""
+    version = subprocess.run([temporal_cli(), "--version"], capture_output=True, text=True, timeout=30).stdout
+    embedded = re.search(r"Server (\d+\.\d+)\.\d+, UI (\d+\.\d+)\.\d+", version)
+    assert embedded, version
+    images = [service.get("image", "") for service in compose["services"].values()]
+    assert not [image for image in images if "auto-setup" in image]
+    server = compose["services"]["temporal"]["image"].partition(":")[2]
+    ui = compose["services"]["temporal-ui"]["image"].partition(":")[2]
+    assert (server.rpartition(".")[0], ui.rpartition(".")[0]) == embedded.groups()
+
+
+def test_temporal_persists_in_postgres_once_its_schema_is_set_up(compose: dict) -> None:
     services = compose["services"]
     temporal = services["temporal"]
-    assert temporal["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
+    assert temporal["depends_on"] == {"temporal-schema": {"condition": "service_completed_successfully"}}
+    assert temporal["healthcheck"]["test"] == ["CMD", "nc", "-z", "localhost", "7233"]
     environment = {name: interpolate(str(value), {}) for name, value in temporal["environment"].items()}
     assert environment == {
         "DB": "postgres12",
@@ -427,8 +447,7 @@ def test_temporal_persists_in_postgres_once_postgres_is_healthy(compose: dict) -
         "POSTGRES_SEEDS": "postgresql",
         "POSTGRES_USER": "temporal",
         "POSTGRES_PWD": "temporal",
-        "DEFAULT_NAMESPACE": "default",
-        "SKIP_ADD_CUSTOM_SEARCH_ATTRIBUTES": "true",
+        "BIND_ON_IP": "0.0.0.0",
     }
     postgres = services["postgresql"]
     assert postgres["healthcheck"]["test"] == ["CMD-SHELL", "pg_isready -U temporal"]
@@ -474,11 +493,7 @@ def test_worker_environment_resolves_to_the_compose_network_and_the_data_volume(
         "TEMPORAL_ADDRESS": "temporal:7233",
         "TEMPORAL_NAMESPACE": "default",
         "AGENT_TASK_QUEUE": "agents",
-        "AGENT_DATA_DIR": "/data",
-        "AGENT_STORE": "/data/conversations.db",
-        "AGENT_PAYLOAD_STORE": "/data/payloads.db",
-        "AGENT_IDEMPOTENCY_STORE": "/data/idempotency.db",
-        "AGENT_WORKSPACE": "/data/workspace",
+        "AGENT_DATABASE_URL": "postgresql://temporal:temporal@postgresql:5432/agents",
         "OPENAI_API_KEY": None,
         "OPENAI_BASE_URL": None,
         "ANTHROPIC_API_KEY": None,
@@ -490,22 +505,18 @@ def test_worker_environment_resolves_to_the_compose_network_and_the_data_volume(
     assert (resolved["TEMPORAL_NAMESPACE"], resolved["AGENT_TASK_QUEUE"]) == ("prod", "agents-prod")
 
 
-def test_worker_data_paths_are_on_the_named_volume(compose: dict, worker: dict) -> None:
-    assert worker["volumes"] == ["agent-data:/data"]
-    assert "agent-data" in compose["volumes"]
-    paths = {
-        name: value
-        for name, value in worker_environment(worker, host={}).items()
-        if name.startswith("AGENT_") and (name.endswith(("_STORE", "_DIR")) or name == "AGENT_WORKSPACE")
-    }
-    assert sorted(paths) == [
-        "AGENT_DATA_DIR",
-        "AGENT_IDEMPOTENCY_STORE",
-        "AGENT_PAYLOAD_STORE",
-        "AGENT_STORE",
-        "AGENT_WORKSPACE",
+def test_worker_keeps_its_state_in_the_agents_database_not_on_a_volume(compose: dict, worker: dict) -> None:
+    assert "volumes" not in worker
+    environment = worker_environment(worker, host={"POSTGRES_PASSWORD": "s3"})
+    assert not [
+        name for name in environment if name.endswith(("_STORE", "_DIR")) or name == "AGENT_WORKSPACE"
     ]
-    assert all(value == "/data" or value.startswith("/data/") for value in paths.values()), paths
+    settings = StoreSettings.from_env({k: v for k, v in environment.items() if v is not None})
+    assert settings.shared
+    assert settings.database_url == "postgresql://temporal:s3@postgresql:5432/agents"
+    # The compose setup creates that database; the workers create its tables.
+    script = interpolate(compose["services"]["temporal-schema"]["command"][0], {})
+    assert "for db in temporal temporal_visibility agents; do" in script
 
 
 def test_provider_keys_are_passed_through_from_the_host_never_written_in_the_file(worker: dict) -> None:
@@ -516,7 +527,7 @@ def test_provider_keys_are_passed_through_from_the_host_never_written_in_the_fil
 def test_every_variable_the_worker_sets_is_read_by_the_code_or_by_temporal_envconfig(worker: dict) -> None:
     set_by_compose = set(worker["environment"])
     read_by_code = names_the_code_reads_from_the_environment()
-    assert {"TEMPORAL_ADDRESS", "AGENT_TASK_QUEUE", "AGENT_STORE", "AGENT_WORKSPACE"} <= read_by_code
+    assert {"TEMPORAL_ADDRESS", "AGENT_TASK_QUEUE", "AGENT_DATABASE_URL", "AGENT_STORE"} <= read_by_code
     temporal_names = {name for name in set_by_compose if name.startswith("TEMPORAL_")}
     read_by_envconfig = names_temporal_envconfig_reads(temporal_names)
     assert read_by_envconfig == {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"}
@@ -534,11 +545,15 @@ def test_namespace_is_the_same_for_server_admin_tools_and_worker(compose: dict) 
     services = compose["services"]
     for host in ({}, {"TEMPORAL_NAMESPACE": "prod"}):
         namespaces = {
-            interpolate(services["temporal"]["environment"]["DEFAULT_NAMESPACE"], host),
             interpolate(services["temporal-admin-tools"]["environment"]["TEMPORAL_NAMESPACE"], host),
             interpolate(services["worker"]["environment"]["TEMPORAL_NAMESPACE"], host),
         }
         assert namespaces == {host.get("TEMPORAL_NAMESPACE", "default")}
+    # The server image creates no namespace: admin-tools does, unless it exists.
+    assert (
+        'namespace describe --namespace "$TEMPORAL_NAMESPACE" >/dev/null 2>&1 || '
+        'temporal operator namespace create --namespace "$TEMPORAL_NAMESPACE"'
+    ) in admin_tools_script(compose)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -581,22 +596,44 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
 
 def test_admin_tools_is_a_one_shot_against_the_compose_server(compose: dict) -> None:
     service = compose["services"]["temporal-admin-tools"]
-    assert service["depends_on"] == ["temporal"]
+    assert service["depends_on"] == {"temporal": {"condition": "service_healthy"}}
     assert service["restart"] == "on-failure"
     environment = {name: interpolate(str(value), {}) for name, value in service["environment"].items()}
     assert environment == {"TEMPORAL_ADDRESS": "temporal:7233", "TEMPORAL_NAMESPACE": "default"}
     script = admin_tools_script(compose)
-    assert script.startswith('until attrs=$(temporal operator search-attribute list --namespace "$TEMPORAL_')
+    assert script.startswith("until temporal operator cluster health; do")
     assert "sleep infinity" not in script
+
+
+def test_schema_one_shot_creates_and_upgrades_both_temporal_databases_after_postgres_is_healthy(
+    compose: dict,
+) -> None:
+    service = compose["services"]["temporal-schema"]
+    assert service["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
+    assert (service["entrypoint"], service["restart"]) == (["/bin/sh", "-ec"], "on-failure")
+    assert interpolate(service["environment"]["SQL_PASSWORD"], {"POSTGRES_PASSWORD": "s3"}) == "s3"
+    script = interpolate(service["command"][0], {})
+    for database, schema in (("temporal", "temporal"), ("temporal_visibility", "visibility")):
+        assert f"sql --db {database} setup-schema -v 0.0\n" in script
+        assert (
+            f"sql --db {database} update-schema -d /etc/temporal/schema/postgresql/v12/{schema}/versioned"
+            in script
+        )
+    # A database that exists is not an error: the one-shot may run again on the same volume.
+    assert 'sql --db "$db" create || echo "database $db exists"' in script
 
 
 def test_admin_tools_script_is_valid_shell() -> None:
     sh = shutil.which("sh")
     if sh is None:
         pytest.skip("no sh")
-    script = admin_tools_script(load_yaml_subset(COMPOSE_FILE.read_text()))
-    checked = subprocess.run([sh, "-n", "-c", script], capture_output=True, text=True, timeout=30)
-    assert (checked.returncode, checked.stderr) == (0, "")
+    compose = load_yaml_subset(COMPOSE_FILE.read_text())
+    for script in (
+        admin_tools_script(compose),
+        interpolate(compose["services"]["temporal-schema"]["command"][0], {}),
+    ):
+        checked = subprocess.run([sh, "-n", "-c", script], capture_output=True, text=True, timeout=30)
+        assert (checked.returncode, checked.stderr) == (0, "")
 
 
 # ---------------------------------------------------------------------------------------------------

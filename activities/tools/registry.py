@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from temporalio.exceptions import TemporalError
 
 from activities.idempotency import IdempotencyStore, run_once
+from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
 from workflows.messages import ToolDefinition
 from workflows.models import CallPolicy, ToolInvocation, ToolOutcome, ToolSpec
 
@@ -28,8 +29,8 @@ class ToolContext:
     call_id: str
     idempotency_key: str
     """Stable across retries and crashes: hand it to external systems to make effects once-only."""
-    workspace: Path
-    """This conversation's own folder for file tools."""
+    workspace: Workspace
+    """This conversation's own files (a local folder, or shared by every host: see ``Workspace``)."""
     store: IdempotencyStore | None = None
 
     async def once(self, step: str, fn: Callable[[], Any]) -> Any:
@@ -142,10 +143,11 @@ class ToolRegistry:
         return sorted(self._tools)
 
     async def run(
-        self, invocation: ToolInvocation, workspace: Path, store: IdempotencyStore | None = None
+        self, invocation: ToolInvocation, workspace: Workspace | Path, store: IdempotencyStore | None = None
     ) -> ToolOutcome:
         """Run one call. Bad arguments and tool exceptions become error outcomes for the model;
-        Temporal's own errors (e.g. a tool raising ``ApplicationError`` to ask for a retry) propagate."""
+        Temporal's own errors (e.g. a tool raising ``ApplicationError`` to ask for a retry) propagate.
+        A ``Path`` is a local workspace folder."""
         t = self._tools.get(invocation.name)
         if t is None:
             return ToolOutcome(content=f"Unknown tool '{invocation.name}'.", is_error=True)
@@ -159,7 +161,7 @@ class ToolRegistry:
                 conversation_id=invocation.conversation_id,
                 call_id=invocation.call_id,
                 idempotency_key=invocation.idempotency_key,
-                workspace=workspace,
+                workspace=LocalWorkspace(workspace) if isinstance(workspace, Path) else workspace,
                 store=store,
             )
         try:
@@ -169,7 +171,7 @@ class ToolRegistry:
                 value = await asyncio.to_thread(t.function, **kwargs)
         except TemporalError:
             raise
-        except ToolError as e:
+        except (ToolError, WorkspaceError) as e:
             return ToolOutcome(content=str(e), is_error=True)
         except Exception as e:
             return ToolOutcome(content=f"{type(e).__name__}: {e}", is_error=True)

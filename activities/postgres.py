@@ -1,0 +1,368 @@
+"""State beside Temporal on PostgreSQL (``AGENT_DATABASE_URL``), shared by every worker host and the starter.
+
+Temporal lets any worker on any host run any step of a conversation; what the steps keep
+beside Temporal must then be one truth for all of them: the conversation store, the
+idempotency store, large payloads and the file tools' workspaces. Each lives in one table.
+
+Every statement is idempotent (a retry writes the same rows again), so a dropped connection
+is retried a few times inside the call, then raised as a retryable ``ApplicationError``: the
+activity is retried by Temporal, it never fails the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import asyncpg
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+from temporalio.exceptions import ApplicationError
+
+from activities.store import MESSAGE, masked
+from activities.tools.workspace import WorkspaceError, folder_name, relative
+from workflows.messages import Message
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE agent_messages (conversation text NOT NULL, position integer NOT NULL,"
+        " body text NOT NULL, PRIMARY KEY (conversation, position))",
+        "CREATE TABLE agent_results (key text PRIMARY KEY, value text NOT NULL)",
+        "CREATE TABLE agent_payloads (key text PRIMARY KEY, data bytea NOT NULL)",
+        "CREATE TABLE agent_files (workspace text NOT NULL, path text NOT NULL, data bytea NOT NULL,"
+        " PRIMARY KEY (workspace, path))",
+    ],
+}
+_SCHEMA_LOCK = 7_233_001
+"""Advisory lock id: workers starting together create the tables one at a time."""
+
+TRANSIENT = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,  # shutdown, restart, "starting up"
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.InterfaceError,  # "connection is closed"
+    asyncpg.exceptions.InternalClientError,  # a connection whose protocol broke mid-operation
+)
+"""Errors a later attempt may not meet: the server restarting, a connection dropped."""
+
+ACTIVITY_PATIENCE = 5.0
+"""Seconds a store call in an activity retries a lost connection before failing the attempt."""
+PAYLOAD_PATIENCE = 60.0
+"""Seconds the payload driver retries: it runs inside workflow tasks, which must not fail."""
+
+
+class Database:
+    """One connection pool per process (and event loop), shared by every store; the tables are created
+    on first use, idempotently."""
+
+    def __init__(self, url: str, *, max_connections: int = 10, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self._max = max_connections
+        self._connect_timeout = connect_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Future[asyncpg.Pool] | None = None
+
+    def __str__(self) -> str:
+        return f"PostgreSQL {masked(self.url)}"
+
+    async def open(self) -> None:
+        """Connect and create or upgrade the tables; raises ``RuntimeError`` naming the (masked) URL."""
+        try:
+            await self._pool()
+        except SchemaError:
+            raise
+        except Exception as e:  # asyncpg's connection errors share no base class with OSError's
+            raise RuntimeError(f"cannot reach the database at {masked(self.url)}: {_brief(e)}") from e
+
+    async def close(self) -> None:
+        opening, self._opening = self._opening, None
+        if opening is not None and opening.done() and not _failed(opening):
+            await opening.result().close()
+
+    async def run(self, op: Callable[[asyncpg.Connection], Awaitable[T]], patience: float) -> T:
+        """``op`` on a pooled connection, retried on a lost connection for up to ``patience`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        delay = 0.05
+        while True:
+            try:
+                pool = await self._pool()
+                async with pool.acquire() as connection:
+                    return await op(connection)
+            except TRANSIENT as e:
+                if loop.time() + delay > deadline:
+                    raise ApplicationError(
+                        f"database {masked(self.url)} unavailable: {_brief(e)}", type="DatabaseUnavailable"
+                    ) from e
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _pool(self) -> asyncpg.Pool:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a pool belongs to the loop that made it
+            self._loop, self._opening = loop, None
+        if self._opening is None or (self._opening.done() and _failed(self._opening)):
+            self._opening = asyncio.ensure_future(self._create())
+        return await asyncio.shield(self._opening)
+
+    async def _create(self) -> asyncpg.Pool:
+        pool = await asyncpg.create_pool(
+            self.url, min_size=1, max_size=self._max, timeout=self._connect_timeout, command_timeout=30
+        )
+        try:
+            async with pool.acquire() as connection:
+                await _migrate(connection, self.url)
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
+
+
+class SchemaError(RuntimeError):
+    """The database was set up by a newer version of this project."""
+
+
+async def _migrate(connection: asyncpg.Connection, url: str) -> None:
+    async with connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+        await connection.execute("CREATE TABLE IF NOT EXISTS agent_schema (version integer PRIMARY KEY)")
+        current = await connection.fetchval("SELECT coalesce(max(version), 0) FROM agent_schema")
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the database at {masked(url)} has schema version {current}; this worker knows up to "
+                f"{SCHEMA_VERSION}: upgrade the worker"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version]:
+                await connection.execute(statement)
+            await connection.execute("INSERT INTO agent_schema (version) VALUES ($1)", version)
+
+
+_DATABASES: dict[str, Database] = {}
+
+
+def database(url: str) -> Database:
+    """The process's ``Database`` for ``url``: stores and payload driver share its pool."""
+    if url not in _DATABASES:
+        _DATABASES[url] = Database(url)
+    return _DATABASES[url]
+
+
+class PostgresConversationStore:
+    """Every conversation's messages by position; any host reads what another wrote."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __str__(self) -> str:
+        return str(self._db)
+
+    async def save(self, key: str, start: int, messages: list[Message]) -> None:
+        if not messages:
+            return
+        bodies = [MESSAGE.dump_json(m).decode() for m in messages]
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO agent_messages (conversation, position, body)"
+                " SELECT $1, $2 + n - 1, body FROM unnest($3::text[]) WITH ORDINALITY AS t(body, n)"
+                " ON CONFLICT (conversation, position) DO UPDATE SET body = EXCLUDED.body",
+                key,
+                start,
+                bodies,
+            ),
+            ACTIVITY_PATIENCE,
+        )
+
+    async def load(self, key: str, count: int) -> list[Message] | None:
+        rows = await self._db.run(
+            lambda c: c.fetch(
+                "SELECT body FROM agent_messages WHERE conversation = $1 AND position < $2 ORDER BY position",
+                key,
+                count,
+            ),
+            ACTIVITY_PATIENCE,
+        )
+        if len(rows) < count:
+            return None
+        return [MESSAGE.validate_json(row[0]) for row in rows]
+
+
+class PostgresIdempotencyStore:
+    """``ctx.once`` results by key: a retry on another host finds the first host's result."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __str__(self) -> str:
+        return str(self._db)
+
+    async def get(self, key: str) -> str | None:
+        return await self._db.run(
+            lambda c: c.fetchval("SELECT value FROM agent_results WHERE key = $1", key), ACTIVITY_PATIENCE
+        )
+
+    async def put(self, key: str, value: str) -> None:
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO agent_results (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                key,
+                value,
+            ),
+            ACTIVITY_PATIENCE,
+        )
+
+
+class PostgresPayloadDriver(StorageDriver):
+    """Payloads too large for history, content-addressed, readable by every worker and the starter."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def name(self) -> str:
+        return "agent-postgres"
+
+    def __str__(self) -> str:
+        return str(self._db)
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        blobs = [p.SerializeToString() for p in payloads]
+        keys = [hashlib.sha256(data).hexdigest() for data in blobs]
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO agent_payloads (key, data) SELECT * FROM unnest($1::text[], $2::bytea[])"
+                " ON CONFLICT (key) DO NOTHING",
+                keys,
+                blobs,
+            ),
+            PAYLOAD_PATIENCE,
+        )
+        return [StorageDriverClaim(claim_data={"key": key}) for key in keys]
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        keys = [claim.claim_data["key"] for claim in claims]
+        rows = await self._db.run(
+            lambda c: c.fetch("SELECT key, data FROM agent_payloads WHERE key = ANY($1::text[])", keys),
+            PAYLOAD_PATIENCE,
+        )
+        found = {row[0]: row[1] for row in rows}
+        missing = [key for key in keys if key not in found]
+        if missing:
+            raise RuntimeError(
+                f"payload store {self.name()} lacks {len(missing)} payload(s), e.g. {missing[0]}"
+            )
+        return [Payload.FromString(found[key]) for key in keys]
+
+
+class PostgresWorkspace:
+    """A conversation's files as rows (path, bytes); folders are the paths' prefixes."""
+
+    def __init__(self, db: Database, key: str) -> None:
+        self._db = db
+        self._key = key
+        self.name = folder_name(key)
+
+    async def read(self, path: str) -> bytes:
+        rel = relative(path)
+        data = None
+        if rel:
+            data = await self._db.run(
+                lambda c: c.fetchval(
+                    "SELECT data FROM agent_files WHERE workspace = $1 AND path = $2", self._key, rel
+                ),
+                ACTIVITY_PATIENCE,
+            )
+        if data is None:
+            raise WorkspaceError(f"No file {path!r} in the workspace.")
+        return data
+
+    async def list(self, path: str) -> list[str]:
+        rel = relative(path)
+        prefix = f"{rel}/" if rel else ""
+        paths = await self._paths(rel, [], prefix)
+        if rel in paths:
+            raise WorkspaceError(f"{path!r} is not a folder.")
+        names = set()
+        for found in paths:
+            head, sep, _ = found.removeprefix(prefix).partition("/")
+            names.add(head + sep)
+        return sorted(names)
+
+    async def write(self, path: str, data: bytes) -> None:
+        rel = relative(path)
+        if not rel:
+            raise WorkspaceError(f"{path!r} is a folder.")
+        parts = rel.split("/")
+        parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        clash = await self._paths(None, parents, f"{rel}/", limit=1)
+        if clash and clash[0] in parents:
+            raise WorkspaceError(f"Cannot write {path!r}: a folder on its path is a file.")
+        if clash:
+            raise WorkspaceError(f"{path!r} is a folder.")
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO agent_files (workspace, path, data) VALUES ($1, $2, $3)"
+                " ON CONFLICT (workspace, path) DO UPDATE SET data = EXCLUDED.data",
+                self._key,
+                rel,
+                data,
+            ),
+            ACTIVITY_PATIENCE,
+        )
+
+    async def _paths(
+        self, exact: str | None, among: list[str], prefix: str, limit: int | None = None
+    ) -> list[str]:
+        """Paths equal to ``exact``, in ``among``, or under ``prefix`` ("" for all)."""
+        rows = await self._db.run(
+            lambda c: c.fetch(
+                "SELECT path FROM agent_files WHERE workspace = $1"
+                " AND (path = $2 OR path = ANY($3::text[]) OR starts_with(path, $4))"
+                " ORDER BY path LIMIT $5",
+                self._key,
+                exact,
+                among,
+                prefix,
+                limit,
+            ),
+            ACTIVITY_PATIENCE,
+        )
+        return [row[0] for row in rows]
+
+
+class PostgresWorkspaces:
+    """Every conversation's files in one table, so a turn on any host sees the files of the last."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __str__(self) -> str:
+        return str(self._db)
+
+    def open(self, conversation_key: str) -> PostgresWorkspace:
+        return PostgresWorkspace(self._db, conversation_key)
+
+
+def _failed(future: asyncio.Future) -> bool:
+    return future.cancelled() or future.exception() is not None
+
+
+def _brief(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

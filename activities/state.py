@@ -1,0 +1,128 @@
+"""Where the state beside Temporal lives: files on this host (the default), or one PostgreSQL
+database (``AGENT_DATABASE_URL``) that every worker host and the starter share.
+
+Temporal runs any step of a conversation on any worker. The conversation store, the
+idempotency store, large payloads and the file tools' workspaces must then be one truth for
+all the workers: local files are, only while every worker runs on the same machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from temporalio.converter import StorageDriver
+
+from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from activities.store import ConversationStore, SQLiteConversationStore, SQLitePayloadDriver, masked
+from activities.tools.workspace import LocalWorkspaces, Workspaces
+
+DATABASE_URL = "AGENT_DATABASE_URL"
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Read once from the environment by worker, starter and codec server."""
+
+    database_url: str | None
+    """A ``postgresql://`` URL: every store on that database. None: files on this host."""
+    conversations: Path
+    """SQLite file of the conversation store (``AGENT_STORE``)."""
+    idempotency: Path
+    """SQLite file of ``ctx.once`` results (``AGENT_IDEMPOTENCY_STORE``)."""
+    payloads: Path
+    """SQLite file of large payloads (``AGENT_PAYLOAD_STORE``, default under ``AGENT_DATA_DIR``)."""
+    workspace: Path
+    """Folder of the file tools' workspaces (``AGENT_WORKSPACE``)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> StoreSettings:
+        """Raises ``ValueError`` (one line) when ``AGENT_DATABASE_URL`` is not a PostgreSQL URL."""
+        url = environ.get("AGENT_DATABASE_URL", "").strip() or None
+        if url is not None and urlsplit(url).scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"{DATABASE_URL} must be a postgresql:// URL, not {masked(url)!r}")
+        data = Path(environ.get("AGENT_DATA_DIR", "data"))
+        return cls(
+            database_url=url,
+            conversations=Path(environ.get("AGENT_STORE", "data/conversations.db")),
+            idempotency=Path(environ.get("AGENT_IDEMPOTENCY_STORE", "data/idempotency.db")),
+            payloads=Path(environ.get("AGENT_PAYLOAD_STORE", str(data / "payloads.db"))),
+            workspace=Path(environ.get("AGENT_WORKSPACE", "workspace")).resolve(),
+        )
+
+    @property
+    def shared(self) -> bool:
+        """Can workers on several hosts share these stores?"""
+        return self.database_url is not None
+
+    def conversation_store(self) -> ConversationStore:
+        if self.database_url:
+            from activities.postgres import PostgresConversationStore, database
+
+            return PostgresConversationStore(database(self.database_url))
+        return SQLiteConversationStore(self.conversations)
+
+    def idempotency_store(self) -> IdempotencyStore:
+        if self.database_url:
+            from activities.postgres import PostgresIdempotencyStore, database
+
+            return PostgresIdempotencyStore(database(self.database_url))
+        return SQLiteIdempotencyStore(self.idempotency)
+
+    def workspaces(self) -> Workspaces:
+        if self.database_url:
+            from activities.postgres import PostgresWorkspaces, database
+
+            return PostgresWorkspaces(database(self.database_url))
+        return LocalWorkspaces(self.workspace)
+
+    def payload_driver(self) -> StorageDriver:
+        if self.database_url:
+            from activities.postgres import PostgresPayloadDriver, database
+
+            return PostgresPayloadDriver(database(self.database_url))
+        return SQLitePayloadDriver(self.payloads)
+
+    async def open(self) -> None:
+        """Reach the database and create its tables (worker start); ``RuntimeError`` in one line if not."""
+        if self.database_url:
+            from activities.postgres import database
+
+            await database(self.database_url).open()
+
+    def describe(self) -> str:
+        """What the worker prints at start: which store is where."""
+        if self.database_url:
+            return (
+                f"Stores: conversations, idempotency, payloads and workspaces on PostgreSQL "
+                f"{masked(self.database_url)} (shared by every host)."
+            )
+        return (
+            f"Stores on this host: conversations {self.conversations}, idempotency {self.idempotency}, "
+            f"payloads {self.payloads}, workspaces {self.workspace}."
+        )
+
+    def several_hosts_warning(self, temporal_address: str) -> str | None:
+        """A warning when the stores are this host's files but Temporal is elsewhere: other workers
+        of the task queue, on other hosts, would not see them."""
+        if self.shared or is_this_host(temporal_address.rpartition(":")[0] or temporal_address):
+            return None
+        return (
+            f"Warning: Temporal at {temporal_address} is not on this machine, but the stores are this "
+            f"host's files: workers on several hosts need {DATABASE_URL} (a postgresql:// URL) to share "
+            "conversations, payloads, idempotency results and workspaces."
+        )
+
+
+def is_this_host(host: str) -> bool:
+    """Loopback addresses and this machine's own name (no DNS lookup)."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback or host == "0.0.0.0"
+    except ValueError:
+        return host.lower() in ("localhost", socket.gethostname().lower())

@@ -1,0 +1,56 @@
+"""A worker process as on a host of its own: its own data folder (the working directory), and only
+``AGENT_DATABASE_URL`` in common with the other hosts. The fault worker's tools, plus one with a large output.
+
+cd HOSTDIR && TEMPORAL_ADDRESS=... AGENT_TASK_QUEUE=... AGENT_DATABASE_URL=... FAULT_EFFECTS=... \
+    PYTHONPATH=REPO python -m tests.host_worker
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from temporalio.client import Client
+
+from activities.state import StoreSettings
+from activities.tools import default_registry, tool
+from connection import data_converter
+from tests.fault_worker import charge, slow_step
+from worker import build_worker
+
+
+@tool
+def emit(chars: int, seed: int) -> str:
+    """Return a long text (a large tool output).
+
+    Args:
+        chars: Length of the text.
+        seed: Makes each text different.
+    """
+    return big_text(chars, seed)
+
+
+def big_text(chars: int, seed: int) -> str:
+    unit = f"[{seed}:{chars}]"
+    return (unit * (chars // len(unit) + 1))[:chars]
+
+
+async def main() -> None:
+    stores = StoreSettings.from_env()
+    await stores.open()
+    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter())
+    worker = build_worker(
+        client,
+        task_queue=os.environ["AGENT_TASK_QUEUE"],
+        registry=default_registry(slow_step, charge, emit),
+        stores=stores,
+    )
+    async with worker:
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.exit(0)

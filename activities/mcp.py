@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
@@ -146,8 +147,12 @@ class MCPPool:
     async def _with_client(
         self, server: MCPServerConfig, doing: str, use: Callable[[Client], Awaitable[_T]]
     ) -> _T:
-        """``use(client)``; a connection found dead is replaced once at once (a stdio server that
-        died since the last call), then a failure is left to Temporal's retry policy."""
+        """``use(client)``, sent at most once per attempt: a call that failed on its way may have run
+        (it may even have killed its server), and sending it again here would run it more often than
+        its ``max_attempts``. Only a session that provably never saw the call is replaced at once: a
+        stdio server that exited since the last call (see ``_open``), or an HTTP server that answers
+        404 to a session it no longer knows. Other failures drop the connection and are left to
+        Temporal's retry policy; its next attempt connects afresh."""
         self.check_allowed(server)
         for attempt in (1, 2):
             connection = await self._open(server)
@@ -164,18 +169,27 @@ class MCPPool:
             except _TRANSPORT_ERRORS as e:
                 failure = e
             await self._drop(connection)
-            if attempt == 2:
+            if attempt == 2 or not connection.forgot_session:
                 raise connection.failure(doing, failure)
-            activity.logger.warning("MCP server %r: %s; connecting again", server.name, _describe(failure))
+            activity.logger.warning(
+                "MCP server %r no longer knows the session; connecting again", server.name
+            )
         raise AssertionError("unreachable")
 
     async def _open(self, server: MCPServerConfig) -> _Connection:
+        """The open connection, or a new one; one found ended (its server exited) is closed."""
         key = _key(server)
         async with self._lock:
             connection = self._connections.get(key)
-            if connection is None or not connection.alive:
-                connection = self._connections[key] = _Connection(server, self._environ)
-            return connection
+            if connection is not None and connection.alive:
+                return connection
+            self._connections[key] = fresh = _Connection(server, self._environ)
+        if connection is not None:
+            activity.logger.warning(
+                "MCP server %r exited since its last call; starting it again", server.name
+            )
+            await connection.close()
+        return fresh
 
     async def _drop(self, connection: _Connection) -> None:
         """Forget a broken connection (not a fresh one another call opened meanwhile) and close it."""
@@ -195,6 +209,8 @@ class _Connection:
         """The HTTP client of a streamable-HTTP server: the SDK leaves a client it was given open."""
         self._http_status: int | None = None
         self._client: Client | None = None
+        self._ended = False
+        """The server's side of the session closed (a stdio server exited): nothing sent now arrives."""
         self._error: BaseException | None = None
         self._opened = asyncio.Event()
         self._stop = asyncio.Event()
@@ -203,7 +219,13 @@ class _Connection:
 
     @property
     def alive(self) -> bool:
-        return not self._task.done()
+        return not self._task.done() and not self._ended
+
+    @property
+    def forgot_session(self) -> bool:
+        """After a call on the open session failed: the HTTP server answered 404, MCP's word for a
+        session it no longer knows (say, it restarted), so it ran nothing."""
+        return self._http_status == 404
 
     async def ready(self, timeout: float) -> Client:
         """The open client; a server still starting keeps starting for the next attempt."""
@@ -249,7 +271,7 @@ class _Connection:
 
     async def _hold(self, transport: Any) -> None:
         try:
-            async with Client(transport, cache=None) as client:
+            async with Client(_noting_the_end(transport, self._note_end), cache=None) as client:
                 self._client = client
                 self._opened.set()
                 await self._stop.wait()
@@ -262,6 +284,9 @@ class _Connection:
             self._opened.set()
             if self._http is not None:
                 await self._http.aclose()
+
+    def _note_end(self) -> None:
+        self._ended = True
 
     def _transport(self, environ: Mapping[str, str]) -> Any:
         server = self.server
@@ -281,12 +306,57 @@ class _Connection:
             http.event_hooks["response"].append(remember_status)
             return streamable_http_client(server.url, http_client=http)
         assert server.command is not None
-        return StdioServerParameters(
-            command=_executable(server.command),
-            args=[fill(a) for a in server.args],
-            env={k: fill(v) for k, v in server.env.items()} or None,
-            cwd=server.cwd,
+        return stdio_client(
+            StdioServerParameters(
+                command=_executable(server.command),
+                args=[fill(a) for a in server.args],
+                env={k: fill(v) for k, v in server.env.items()} or None,
+                cwd=server.cwd,
+            )
         )
+
+
+@asynccontextmanager
+async def _noting_the_end(transport: Any, on_end: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """The transport, with ``on_end()`` called when its read side ends (a stdio server exited)."""
+    async with transport as (read, write):
+        yield _EndNoted(read, on_end), write
+
+
+class _EndNoted:
+    """A transport's read stream that reports its end, so a dead session is known before a call."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _EndNoted:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _EndNoted:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # e.g. ``last_context``, which the SDK reads if present
+        return getattr(self._inner, name)
 
 
 def _fill(value: str, environ: Mapping[str, str], server: MCPServerConfig) -> str:

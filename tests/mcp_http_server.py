@@ -1,11 +1,14 @@
 """A streamable-HTTP MCP server for the tests, built with the ``mcp`` SDK.
 
-``python -m tests.mcp_http_server PORT VARIANT TOKEN``: variant ``v1`` offers ``echo`` and
-``fail``; ``v2`` adds ``reverse``. Requests without ``Authorization: Bearer TOKEN`` get 401.
+``python -m tests.mcp_http_server PORT VARIANT TOKEN [legacy]``: variant ``v1`` offers ``echo``
+and ``fail``; ``v2`` adds ``reverse``. Requests without ``Authorization: Bearer TOKEN`` get 401.
+``legacy`` refuses the modern ``server/discover`` probe, so clients open a session with the
+handshake of older servers; a restarted server answers 404 to such a session.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import uvicorn
@@ -14,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 
-def app(variant: str, token: str):
+def app(variant: str, token: str, legacy: bool = False):
     server = MCPServer("test-http")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -44,6 +47,33 @@ def app(variant: str, token: str):
             await send({"type": "http.response.start", "status": 401, "headers": []})
             await send({"type": "http.response.body", "body": b"unauthorized"})
             return
+        if legacy and scope["type"] == "http" and scope["method"] == "POST":
+            body = b""
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            request = json.loads(body)
+            if isinstance(request, dict) and request.get("method") == "server/discover":
+                error = {"code": -32601, "message": "Method not found"}
+                answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": error}).encode()
+                headers = [(b"content-type", b"application/json")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": answer})
+                return
+
+            replayed = False
+
+            async def replay():  # the body once, then whatever follows (a disconnect)
+                nonlocal replayed
+                if replayed:
+                    return await receive()
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await inner(scope, replay, send)
+            return
         await inner(scope, receive, send)
 
     return guarded
@@ -51,4 +81,5 @@ def app(variant: str, token: str):
 
 if __name__ == "__main__":
     port, variant, token = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    uvicorn.run(app(variant, token), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    legacy = sys.argv[4:] == ["legacy"]
+    uvicorn.run(app(variant, token, legacy), host="127.0.0.1", port=port, log_level="warning", lifespan="on")

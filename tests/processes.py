@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,9 +28,8 @@ class WorkerProcess:
         )
         self.proc: subprocess.Popen[str] | None = None
 
-    def start(self, **env: str) -> float:
-        """Spawn and wait until it polls; returns the spawn time."""
-        spawned = time.time()
+    def start(self, **env: str) -> None:
+        """Spawn and wait until it polls."""
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fault_worker"],
             cwd=REPO,
@@ -45,9 +43,10 @@ class WorkerProcess:
         if not ready.wait(60):
             self.kill()
             raise AssertionError("the worker process did not start")
-        return spawned
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.store import SQLiteConversationStore
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
+from connection import SEARCH_ATTRIBUTES, data_converter, dev_server_flags, temporal_cli
 from tests.conftest import (
     Env,
     activity_types,
@@ -25,7 +27,14 @@ from tests.conftest import (
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage, UserMessage
-from workflows.models import ApprovalSignal, MessageInput
+from workflows.models import (
+    ApprovalSignal,
+    ConversationInput,
+    ConversationState,
+    Decision,
+    MessageInput,
+    ModelCallInput,
+)
 
 
 async def _wait_for_state(handle, state: str, timeout: float = 10.0) -> None:
@@ -135,41 +144,106 @@ async def test_iteration_limit_applies_per_message_and_model_calls_per_conversat
     assert result.model_calls == 5
 
 
-async def test_continue_as_new_carries_pending_approval_and_queued_message(env: Env) -> None:
+SUGGEST_AT = 40
+"""History events from which the server below suggests continue-as-new (Temporal's default: 4096).
+A run waiting for its approval has some 25; each message posted meanwhile adds 4."""
+
+
+@pytest.fixture
+async def suggesting_server() -> AsyncIterator[Client]:
+    """A dev server of its own that suggests continue-as-new early, so a run waiting for a person
+    rolls over on Temporal's own suggestion within the test."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=data_converter(),
+        ip="127.0.0.1",
+        ui=False,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_existing_path=temporal_cli(),
+        dev_server_extra_args=[
+            *dev_server_flags(),
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
+        ],
+    )
+    yield env.client
+    await env.shutdown()
+
+
+async def _carried_state(client: Client, workflow_id: str, run_id: str) -> ConversationState:
+    """The state a run handed to the next one: its continue-as-new event's input, decoded."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    [event] = [
+        e for e in history.events if e.HasField("workflow_execution_continued_as_new_event_attributes")
+    ]
+    payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
+    [carried] = await client.data_converter.decode(payloads, [ConversationInput])
+    assert carried.state is not None
+    return carried.state
+
+
+async def test_continue_as_new_carries_pending_approval_and_queued_message(
+    suggesting_server: Client, tmp_path: Path
+) -> None:
+    client, queue = suggesting_server, f"rollover-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(
-        step("", ("add", {"a": 1, "b": 2})),
         step("", ("write_file", {"path": "x.txt", "content": "x"})),
         step("done: {last_result}"),
-        step("and {user}"),
-        tools=["add", "write_file"],
-        continue_as_new_after=2,
+        *[step("and {user}") for _ in range(8)],
+        tools=["write_file"],
     )
-    handle = await env.start(conversation(agent, "first"))
-    first_run = handle.result_run_id
-    # After two model calls the run waits for a person and is due to continue as new.
-    for _ in range(200):
-        described = await env.client.get_workflow_handle(handle.id).describe()
-        if described.run_id != first_run:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the conversation never continued as new")
-    latest = env.client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
-    [pending] = await wait_for_pending(latest)
-    assert (pending.call_id, pending.tool) == ("call_2_0", "write_file")
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(agent, "first"),
+            id=f"rollover-{uuid.uuid4().hex}",
+            task_queue=queue,
+        )
+        first_run = handle.first_execution_run_id
+        [requested] = await wait_for_pending(handle)
+        # Messages posted while the first run waits for a person grow its history until
+        # Temporal suggests a new run; it hands over the pending approval and the queue.
+        latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
+        sent: list[str] = []
+        while (await latest.describe()).run_id == first_run:
+            assert len(sent) < 8, "Temporal never suggested continuing as new"
+            sent.append(f"message {len(sent) + 2}")
+            await latest.signal(AgentWorkflow.post_message, MessageInput(text=sent[-1]))
+            await _until_queued(latest, len(sent))
+        second_run = (await latest.describe()).run_id
 
-    await latest.signal(AgentWorkflow.post_message, MessageInput(text="second"))
-    await latest.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_2_0", by="alice"))
-    result = await latest.result()
+        carried = await _carried_state(client, handle.id, first_run)
+        assert carried.approvals == [requested]
+        assert (requested.call_id, requested.tool, requested.state) == ("call_1_0", "write_file", "pending")
+        assert [m.text for m in carried.queue] == sent
+        assert "run_tool" not in await activity_types(handle)  # nothing ran in the first run
+        assert list(tmp_path.rglob("x.txt")) == []
 
+        # The second run answers the decision on the call the first run asked about.
+        assert await wait_for_pending(latest) == [requested]
+        decided = await latest.execute_update(
+            AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
+        )
+        result = await latest.result()
+        history = await latest.query(AgentWorkflow.history)
+
+    assert (decided.state, decided.by, decided.via) == ("approved", "alice", "update")
     assert result.runs >= 2
-    assert [r.text for r in result.replies] == ["done: Wrote 1 bytes to x.txt.", "and second"]
-    assert [m.kind for m in result.messages] == [
-        "user", "assistant", "tool_result", "assistant", "tool_result", "assistant", "user", "assistant",
-    ]  # fmt: skip
-    assert (result.approvals[0].state, result.approvals[0].by) == ("approved", "alice")
-    history = await latest.query(AgentWorkflow.history)
+    second = client.get_workflow_handle(handle.id, run_id=second_run)
+    assert (await activity_types(second))[:2] == ["run_tool", "call_model"]  # the approved call ran there
+    assert [(c.call_id, c.content) for c in result.tool_calls] == [("call_1_0", "Wrote 1 bytes to x.txt.")]
+    assert [path.read_text() for path in tmp_path.rglob("x.txt")] == ["x"]
+    assert [r.text for r in result.replies] == ["done: Wrote 1 bytes to x.txt.", *[f"and {m}" for m in sent]]
+    assert [(a.call_id, a.state, a.by) for a in result.approvals] == [("call_1_0", "approved", "alice")]
     assert history.messages == result.messages
+
+
+async def _until_queued(handle: WorkflowHandle, count: int) -> None:
+    """Wait until the conversation (whichever run) holds ``count`` queued messages."""
+    for _ in range(400):
+        if (await handle.query(AgentWorkflow.status)).queued_messages == count:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"never {count} queued messages")
 
 
 async def test_truncates_an_oversized_tool_output(env: Env) -> None:
@@ -190,7 +264,7 @@ async def test_truncates_an_oversized_tool_output(env: Env) -> None:
         handle = await env.client.start_workflow(
             AgentWorkflow.run,
             conversation(agent),
-            id=f"big-{uuid.uuid4().hex[:6]}",
+            id=f"big-{uuid.uuid4().hex}",
             task_queue="big-" + env.task_queue,
         )
         result = await handle.result()
@@ -219,19 +293,24 @@ class TestSlowTools:
     def registry(self) -> ToolRegistry:
         return default_registry(slow)
 
-    async def test_cancelling_during_a_slow_tool_stops_it_and_keeps_the_conversation(self, env: Env) -> None:
+    @pytest.fixture(autouse=True)
+    def _fresh_slow_tool(self) -> Iterator[None]:
         started.clear()
+        cancelled.clear()
+        yield
+        started.clear()
+        cancelled.clear()
+
+    async def test_cancelling_during_a_slow_tool_stops_it_and_keeps_the_conversation(self, env: Env) -> None:
         handle = await env.start(conversation(scripted_agent(step("working", ("slow", {})), tools=["slow"])))
         await asyncio.wait_for(started.wait(), 10)
         await handle.cancel(reason="operator changed their mind")
         result = await handle.result()
 
         assert (result.closed_by, result.detail) == ("cancelled", "cancelled: operator changed their mind")
-        assert [m.kind for m in result.messages] == ["user", "assistant"]
-        for _ in range(100):  # the tool hears of it at its next heartbeat
-            if cancelled:
-                break
-            await asyncio.sleep(0.1)
+        assert [m.kind for m in result.messages] == ["user", "assistant", "tool_result"]
+        assert result.messages[-1].content == "Tool call 'slow' was cancelled with the conversation."
+        # The conversation waited for the tool to hear of it (at its next heartbeat) and stop.
         assert cancelled == ["call_1_0"]
         assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in await event_types(handle)
         assert (await handle.query(AgentWorkflow.status)).state == "cancelled"
@@ -239,24 +318,50 @@ class TestSlowTools:
 
 async def test_a_lost_conversation_store_is_refilled_from_the_workflow(env: Env, tmp_path: Path) -> None:
     agent = scripted_agent(
-        step("", ("add", {"a": 1, "b": 2})), step("", ("add", {"a": 3, "b": 4})), step("{last_result}")
+        step("", ("write_file", {"path": "x.txt", "content": "x"})),
+        step("{last_result}"),
+        tools=["write_file"],
     )
     queue = "gap-" + env.task_queue
-    async with build_worker(env.client, task_queue=queue, store=SQLiteConversationStore(tmp_path / "a.db")):
+    async with build_worker(
+        env.client,
+        task_queue=queue,
+        store=SQLiteConversationStore(tmp_path / "a.db"),
+        workspace_root=tmp_path,
+    ):
         handle = await env.client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, approval=None),
-            id=f"gap-{uuid.uuid4().hex[:6]}",
-            task_queue=queue,
+            AgentWorkflow.run, conversation(agent), id=f"gap-{uuid.uuid4().hex}", task_queue=queue
         )
-        for _ in range(200):
-            if "run_tool" in await activity_types(handle):
-                break
-            await asyncio.sleep(0.02)
+        await wait_for_pending(handle)  # nothing in flight: the first worker may go
     # A worker with an empty store (say, on another machine) takes over.
-    async with build_worker(env.client, task_queue=queue, store=SQLiteConversationStore(tmp_path / "b.db")):
+    refilled = SQLiteConversationStore(tmp_path / "b.db")
+    async with build_worker(env.client, task_queue=queue, store=refilled, workspace_root=tmp_path):
+        await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0"))
         result = await handle.result()
-    assert result.final_text == "7"
+
+    assert result.final_text == "Wrote 1 bytes to x.txt."
+    # The second model call found no earlier messages in the new store, failed once without a retry,
+    # and was sent again with the whole transcript.
+    assert await _model_calls(handle) == [(0, None), (1, "ConversationStoreGap"), (0, None)]
+    key = f"{handle.id}/{handle.first_execution_run_id}"
+    assert await refilled.load(key, 3) == result.messages[:3]
+
+
+async def _model_calls(handle: WorkflowHandle) -> list[tuple[int, str | None]]:
+    """Each ``call_model``: how many messages it took as stored, and its failure type if it failed."""
+    converter = data_converter()
+    calls: dict[int, list] = {}
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = e.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name == "call_model":
+                [sent] = await converter.decode(scheduled.input.payloads, [ModelCallInput])
+                calls[e.event_id] = [sent.stored, None]
+        elif e.HasField("activity_task_failed_event_attributes"):
+            failed = e.activity_task_failed_event_attributes
+            if failed.scheduled_event_id in calls:
+                calls[failed.scheduled_event_id][1] = failed.failure.application_failure_info.type
+    return [tuple(call) for call in calls.values()]
 
 
 async def test_idle_chat_completes_after_the_idle_timeout(
@@ -264,8 +369,9 @@ async def test_idle_chat_completes_after_the_idle_timeout(
 ) -> None:
     client = time_skipping.client
     agent = scripted_agent(step("hello"), chat=True, idle_timeout_seconds=3600)
-    async with build_worker(client, task_queue="idle", workspace_root=tmp_path):
+    queue = f"idle-{uuid.uuid4().hex}"
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
         result = await client.execute_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"idle-{uuid.uuid4().hex[:6]}", task_queue="idle"
+            AgentWorkflow.run, conversation(agent), id=f"idle-{uuid.uuid4().hex}", task_queue=queue
         )
     assert (result.closed_by, result.final_text) == ("idle_timeout", "hello")

@@ -583,12 +583,40 @@ def test_compose_codec_server_runs_codec_py_on_the_port_the_web_ui_calls() -> No
     services = load_yaml_subset(COMPOSE_FILE.read_text())["services"]
     service = services["codec-server"]
     assert service["build"] == services["worker"]["build"]
-    assert service["command"] == ["python", "codec.py", "serve", "--host", "0.0.0.0", "--port", "8081"]
     assert service["ports"] == ["127.0.0.1:8081:8081"]
-    assert service["environment"] == {"AGENT_ENCRYPTION_KEY": None, "AGENT_CODEC_TOKEN": None}
     assert services["temporal-ui"]["environment"]["TEMPORAL_CODEC_ENDPOINT"] == "http://localhost:8081"
     assert services["worker"]["environment"]["AGENT_ENCRYPTION_KEY"] is None
-    source = (ROOT / "codec.py").read_text()
-    assert (
-        'os.environ.get("AGENT_ENCRYPTION_KEY"' in source and 'os.environ.get("AGENT_CODEC_TOKEN")' in source
-    )
+    command = service["command"]
+    assert command == ["python", "codec.py", "serve", "--host", "0.0.0.0", "--port", "8081"]
+    # The service's command as compose runs it (here on a free loopback port), given what compose
+    # passes through from the host's environment: the key the workers encrypt with, and the token.
+    passed = {
+        name: {"AGENT_ENCRYPTION_KEY": f"k:{B64_A}", "AGENT_CODEC_TOKEN": TOKEN}[name]
+        for name in service["environment"]
+    }
+    port = _free_port()
+    args = [*command[2:3], "--host", "127.0.0.1", "--port", str(port)]
+    process = codec_cli(*args, env=passed)
+    try:
+        banner = process.stdout.readline()
+        assert banner == (
+            f"Codec server on http://127.0.0.1:{port} (keys: k; origins: http://localhost:8233; "
+            "token required). Ctrl-C to stop.\n"
+        )
+        sealed = asyncio.run(EncryptionCodec({"k": KEY_A}).encode([payload("from a worker")]))
+        status, _, body = call(f"http://127.0.0.1:{port}/decode", as_json(sealed), headers=AUTH)
+        assert (status, from_json(body)) == (200, [payload("from a worker")])
+        assert call(f"http://127.0.0.1:{port}/decode", as_json(sealed))[0] == 401
+        preflight = {"Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"}
+        status, headers, _ = call(f"http://127.0.0.1:{port}/decode", method="OPTIONS", headers=preflight)
+        assert (status, headers["Access-Control-Allow-Origin"]) == (200, "http://localhost:8233")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,7 +1,6 @@
 """Crash tests against real processes: SIGKILLed workers, a SIGKILLed dev server, a soak.
 
-Each test prints the recovery figures it measured (run with ``-s`` to see them);
-the README's Guarantees section quotes them.
+They assert what survives, never how fast: recovery times are measured by ``bench/run.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ import asyncio
 import random
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -32,16 +30,18 @@ from tests.conftest import conversation, scripted_agent, step, wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep
-from workflows.models import ApprovalPolicy, ApprovalSignal, Decision
+from workflows.models import ApprovalPolicy, ApprovalSignal, Decision, ToolInvocation
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)
+POLLS = 1200
+"""Polls, 50 ms apart, before a wait gives up (a minute, more on a loaded machine)."""
 
 
 @pytest.fixture
 def workers(server: EmbeddedServer, tmp_path: Path) -> Iterator[tuple[WorkerProcess, Path]]:
     effects = tmp_path / "effects.txt"
-    process = WorkerProcess(server.address, f"faults-{uuid.uuid4().hex[:8]}", effects)
+    process = WorkerProcess(server.address, f"faults-{uuid.uuid4().hex}", effects)
     yield process, effects
     process.kill()
 
@@ -50,22 +50,21 @@ async def _start(client: Client, worker: WorkerProcess, agent, **kwargs) -> Work
     return await client.start_workflow(
         AgentWorkflow.run,
         conversation(agent, **kwargs),
-        id=f"fault-{uuid.uuid4().hex[:8]}",
+        id=f"fault-{uuid.uuid4().hex}",
         task_queue=worker._env["AGENT_TASK_QUEUE"],
     )
 
 
-async def _running_activity(handle: WorkflowHandle, name: str, attempt: int = 1, timeout: float = 60):
-    """The pending activity ``name`` once an attempt >= ``attempt`` has started."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+async def _running_activity(handle: WorkflowHandle, name: str, attempt: int = 1) -> None:
+    """Wait until an attempt >= ``attempt`` of the activity ``name`` has started."""
+    for _ in range(POLLS):
         for pending in (await handle.describe()).raw_description.pending_activities:
             if (
                 pending.activity_type.name == name
                 and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
                 and pending.attempt >= attempt
             ):
-                return pending
+                return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{name} attempt {attempt} never started")
 
@@ -90,30 +89,30 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
     await _running_activity(handle, "call_model")  # the first, quick call may still be running
     await _running_activity_after_tool(handle)
     worker.kill()
-    spawned = worker.start()
-    retry = await _running_activity(handle, "call_model", attempt=2)
-    recovery = retry.last_started_time.ToDatetime().timestamp() - spawned
+    worker.start()
+    await _running_activity(handle, "call_model", attempt=2)  # retried on the replacement
 
     assert (await handle.result()).final_text == "The answer is 42."
+    assert await _scheduled(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
     await _no_task_failures(handle)
-    print(f"\nrecovery after kill during model call: {recovery:.2f}s")
-    assert recovery < 10
 
 
 async def _running_activity_after_tool(handle: WorkflowHandle) -> None:
     """Wait for the second model call (the slow one) to be running."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        names = [
-            e.activity_task_scheduled_event_attributes.activity_type.name
-            async for e in handle.fetch_history_events()
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        ]
-        if names.count("call_model") == 2:
+    for _ in range(POLLS):
+        if (await _scheduled(handle)).count("call_model") == 2:
             await _running_activity(handle, "call_model")
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the second model call never started")
+
+
+async def _scheduled(handle: WorkflowHandle) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
 
 
 async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None:
@@ -125,14 +124,12 @@ async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None
     handle = await _start(client, worker, agent)
     await _running_activity(handle, "run_tool")
     worker.kill()
-    spawned = worker.start()
-    retry = await _running_activity(handle, "run_tool", attempt=2)
-    recovery = retry.last_started_time.ToDatetime().timestamp() - spawned
+    worker.start()
+    await _running_activity(handle, "run_tool", attempt=2)
 
     assert (await handle.result()).final_text == "slept 4s"
+    assert await _scheduled(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
     await _no_task_failures(handle)
-    print(f"\nrecovery after kill during slow tool: {recovery:.2f}s")
-    assert recovery < 10
 
 
 async def test_worker_killed_while_waiting_for_approval(client: Client, workers) -> None:
@@ -143,13 +140,14 @@ async def test_worker_killed_while_waiting_for_approval(client: Client, workers)
     handle = await _start(client, worker, agent)
     await wait_for_pending(handle)
     worker.kill()
-    spawned = worker.start()
-    await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice"))
-    recovery = time.time() - spawned
+    worker.start()
+    record = await handle.execute_update(
+        AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
+    )
 
+    assert (record.state, record.by) == ("approved", "alice")
     assert (await handle.result()).final_text == "Wrote 1 bytes to a.txt."
-    print(f"\ndecision taken {recovery:.2f}s after the replacement worker spawned")
-    assert recovery < 10
+    await _no_task_failures(handle)
 
 
 async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Client, workers) -> None:
@@ -157,47 +155,97 @@ async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Clie
     worker.start(FAULT_AFTER_EFFECT="20")
     agent = scripted_agent(step("", ("charge", {"amount": 30})), step("{last_result}"), tools=["charge"])
     handle = await _start(client, worker, agent)
-    deadline = time.monotonic() + 30
-    while not (effects.exists() and effects.read_text()):  # the card is charged; the activity is not done
-        assert time.monotonic() < deadline, "the tool never charged"
-        await asyncio.sleep(0.05)
+    await _until_charged(effects, 1)  # the card is charged; the activity is not done
     worker.kill()
     worker.start(FAULT_AFTER_EFFECT="0")
     result = await handle.result()
 
     assert result.final_text == "charged 30 EUR"
     assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 30\n"
-    attempts = [
-        e.activity_task_started_event_attributes.attempt
-        async for e in handle.fetch_history_events()
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-    ]
-    assert max(attempts) >= 2  # the tool really ran twice, and charged once
+    assert (await _last_attempts(handle))["run_tool"] >= 2  # the tool really ran twice, and charged once
+
+
+async def _until_charged(effects: Path, count: int) -> None:
+    for _ in range(POLLS):
+        if effects.exists() and len(effects.read_text().splitlines()) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the tool never charged")
+
+
+async def _last_attempts(handle: WorkflowHandle) -> dict[str, int]:
+    """Each activity type's highest attempt (a started event records the attempt that ended)."""
+    names: dict[int, str] = {}
+    attempts: dict[str, int] = {}
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.HasField("activity_task_started_event_attributes"):
+            started = e.activity_task_started_event_attributes
+            name = names[started.scheduled_event_id]
+            attempts[name] = max(attempts.get(name, 0), started.attempt)
+    return attempts
+
+
+async def _tool_runs(handle: WorkflowHandle) -> dict[str, list[int]]:
+    """Per tool call id: the events of its ``run_tool`` activities (scheduled, completed)."""
+    converter = data_converter()
+    call_of: dict[int, str] = {}
+    events: dict[str, list[int]] = {}
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = e.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name == "run_tool":
+                [invocation] = await converter.decode(scheduled.input.payloads, [ToolInvocation])
+                call_of[e.event_id] = invocation.call_id
+                events.setdefault(invocation.call_id, []).append(e.event_type)
+        elif e.HasField("activity_task_completed_event_attributes"):
+            completed = e.activity_task_completed_event_attributes
+            if completed.scheduled_event_id in call_of:
+                events[call_of[completed.scheduled_event_id]].append(e.event_type)
+    return events
 
 
 async def test_soak_50_conversations_survive_repeated_worker_kills(client: Client, workers) -> None:
-    worker, _ = workers
-    worker.start()
+    worker, effects = workers
+    slow_paperwork = {"FAULT_AFTER_EFFECT": "1"}  # each charge stays in flight 1 s after its effect
+    worker.start(**slow_paperwork)
     rng = random.Random(7)
     agent = scripted_agent(
         ScriptStep.model_validate(
             {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}], "delay_seconds": 0.3}
         ),
-        step("", ("slow_step", {"seconds": 1})),
+        step("", ("charge", {"amount": 5})),
         ScriptStep(text="{last_result} after 3", delay_seconds=0.3),
-        tools=["add", "slow_step"],
+        tools=["add", "charge"],
     )
     handles = await asyncio.gather(*(_start(client, worker, agent) for _ in range(50)))
-    for _ in range(3):
-        await asyncio.sleep(rng.uniform(1.0, 3.0))
+    await _until_charged(effects, 1)  # the first kill lands while charges are in flight
+    for pause in (0, rng.uniform(1.0, 3.0), rng.uniform(1.0, 3.0)):
+        await asyncio.sleep(pause)
         worker.kill()
-        worker.start()
+        worker.start(**slow_paperwork)
     results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=240)
 
-    assert [r.final_text for r in results] == ["slept 1s after 3"] * 50
-    assert len({h.id for h in handles}) == 50
-    for handle in handles:
+    assert [r.final_text for r in results] == ["charged 5 EUR after 3"] * 50
+    # None duplicated: every conversation charged once, however often its charge ran.
+    charged = sorted(line.split()[0] for line in effects.read_text().splitlines())
+    expected = sorted(
+        f"{h.id}/{h.first_execution_run_id}/{r.tool_calls[1].call_id}"
+        for h, r in zip(handles, results, strict=True)
+    )
+    assert charged == expected
+    retried = 0
+    completed = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    scheduled = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    for handle, result in zip(handles, results, strict=True):
+        # Each tool call scheduled once and completed once; the model called three times.
+        assert [c.call_id for c in result.tool_calls] == ["call_1_0", "call_2_0"]
+        assert await _tool_runs(handle) == {c: [scheduled, completed] for c in ("call_1_0", "call_2_0")}
+        assert (await _scheduled(handle)).count("call_model") == 3
         await _no_task_failures(handle)
+        retried += (await _last_attempts(handle))["run_tool"] > 1
+    assert retried >= 1  # the kills did interrupt charges: the test exercised the duplicate risk
 
 
 class DevServerProcess:
@@ -215,13 +263,12 @@ class DevServerProcess:
 
     async def start(self) -> None:
         self.proc = subprocess.Popen(self._command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        for _ in range(300):
             try:
                 client = await Client.connect(self.address)
                 await client.workflow_service.get_system_info(GetSystemInfoRequest())
                 return
-            except Exception:
+            except Exception:  # not listening yet
                 await asyncio.sleep(0.2)
         raise AssertionError("the dev server did not start")
 
@@ -247,7 +294,7 @@ async def dev_server(tmp_path: Path) -> AsyncIterator[DevServerProcess]:
 async def test_dev_server_killed_and_restarted_mid_conversation(
     dev_server: DevServerProcess, tmp_path: Path
 ) -> None:
-    worker = WorkerProcess(dev_server.address, "server-kill", tmp_path / "effects.txt")
+    worker = WorkerProcess(dev_server.address, f"server-kill-{uuid.uuid4().hex}", tmp_path / "effects.txt")
     worker.start()
     try:
         client = await Client.connect(dev_server.address, data_converter=data_converter())

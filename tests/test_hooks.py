@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from temporalio.client import WorkflowFailureError
 
@@ -168,8 +170,15 @@ async def test_rewritten_output_enters_history_once(hook_env: Env) -> None:
     assert b'"hooks":[{"action":"rewrite","reason":"shouted","arguments":null,"content":null' in tool_result
 
 
-async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env) -> None:
+@pytest.fixture
+def seen_prompts() -> Iterator[list[str]]:
+    """What ``count_prompts`` saw during this test only."""
     prompts_seen.clear()
+    yield prompts_seen
+    prompts_seen.clear()
+
+
+async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env, seen_prompts: list[str]) -> None:
     agent = scripted_agent(
         step("", ("add", {"a": 1, "b": 2})),
         step("", ("add", {"a": 3, "b": 4})),
@@ -186,7 +195,7 @@ async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env) -> 
     await handle.signal(AgentWorkflow.end)
     result = await handle.result()
 
-    assert prompts_seen == ["m1:one", "m2:two", "m3:something forbidden"]
+    assert seen_prompts == ["m1:one", "m2:two", "m3:something forbidden"]
     assert (await activity_types(handle)).count("run_hook") == 3
     assert (blocked.stop_reason, blocked.text) == (
         "blocked_by_hook",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
@@ -16,6 +18,7 @@ from tests.conftest import (
     scripted_agent,
     step,
     wait_for_pending,
+    workspace_of,
 )
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
 from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, ToolCallRecord
@@ -138,9 +141,14 @@ async def test_tool_outside_allowlist_is_unknown_even_if_worker_has_it(env: Env)
     agent = scripted_agent(
         step("", ("write_file", {"path": "x", "content": "y"})), step("{last_result}"), tools=["add"]
     )
-    result = await env.run(conversation(agent))
-    assert result.final_text == "Unknown tool 'write_file'. Available tools: add."
-    assert not (env.workspace / "x").exists()
+    # No approval asked for write_file: were the allowlist ignored, the file would be written at once.
+    handle = await env.start(conversation(agent, approval=ApprovalPolicy(auto=["write_file"])))
+    result = await handle.result()
+    unknown = "Unknown tool 'write_file'. Available tools: add."
+    assert result.final_text == unknown
+    assert [(c.name, c.content, c.is_error) for c in result.tool_calls] == [("write_file", unknown, True)]
+    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+    assert list(env.workspace.rglob("x")) == []  # in no conversation's workspace
 
 
 async def test_invalid_arguments_are_reported_to_model(env: Env) -> None:
@@ -258,7 +266,8 @@ async def test_file_tools_work_in_the_conversation_workspace(env: Env) -> None:
         tools=["write_file", "read_file", "list_files"],
     )
     handle = await env.start(
-        conversation(agent, approval=ApprovalPolicy(auto=["write_file"])), workflow_id="files-1"
+        conversation(agent, approval=ApprovalPolicy(auto=["write_file"])),
+        workflow_id=f"files-{uuid.uuid4().hex}",
     )
     result = await handle.result()
 
@@ -268,7 +277,7 @@ async def test_file_tools_work_in_the_conversation_workspace(env: Env) -> None:
         '["a.txt"]',
         "Path '../../etc/passwd' is outside the workspace; use a path relative to it.",
     ]
-    assert (env.workspace / "files-1" / "notes" / "a.txt").read_text() == "hello"
+    assert (workspace_of(env.workspace, handle) / "notes" / "a.txt").read_text() == "hello"
 
 
 async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
@@ -324,7 +333,10 @@ async def test_queries_expose_history_and_status(env: Env) -> None:
 
 async def test_invalid_start_input_fails_the_workflow_with_the_reason(env: Env) -> None:
     handle = await env.client.start_workflow(
-        "AgentWorkflow", {"prompt": "", "agent": "demo"}, id="bad-input", task_queue=env.task_queue
+        "AgentWorkflow",
+        {"prompt": "", "agent": "demo"},
+        id=f"bad-input-{uuid.uuid4().hex}",
+        task_queue=env.task_queue,
     )
     with pytest.raises(WorkflowFailureError) as info:
         await handle.result()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,12 +46,14 @@ class _Lines(logging.Handler):
 def json_lines() -> Iterator[list[dict]]:
     handler = _Lines()
     loggers = [logging.getLogger("temporalio.workflow"), logging.getLogger("temporalio.activity")]
+    levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     yield handler.lines
-    for logger in loggers:
+    for logger, level in zip(loggers, levels, strict=True):
         logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 async def test_log_lines_carry_workflow_run_iteration_and_call_id(env: Env, json_lines: list[dict]) -> None:
@@ -91,8 +94,8 @@ def _free_port() -> int:
 
 
 def test_worker_serves_temporal_metrics_for_prometheus(server: EmbeddedServer) -> None:
-    port = _free_port()
-    env = os.environ | {"TEMPORAL_ADDRESS": server.address, "AGENT_TASK_QUEUE": "metrics-test"}
+    port, queue = _free_port(), f"metrics-{uuid.uuid4().hex}"
+    env = os.environ | {"TEMPORAL_ADDRESS": server.address, "AGENT_TASK_QUEUE": queue}
     proc = subprocess.Popen(
         [sys.executable, "worker.py", "--metrics-port", str(port), "--log-format", "json"],
         cwd=REPO,
@@ -102,21 +105,22 @@ def test_worker_serves_temporal_metrics_for_prometheus(server: EmbeddedServer) -
     )
     try:
         body = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and 'task_queue="metrics-test"' not in body:
+        for _ in range(200):  # until the worker polls (its start-up, more on a loaded machine)
             with contextlib.suppress(OSError):
                 body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            if f'task_queue="{queue}"' in body:
+                break
             time.sleep(0.3)
         assert "# TYPE temporal_" in body
-        assert 'task_queue="metrics-test"' in body
+        assert f'task_queue="{queue}"' in body
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def test_json_formatter_keeps_ids_out_of_the_message() -> None:
-    workflow.logger.workflow_info_on_message = False
-    activity.logger.activity_info_on_message = False
+def test_json_formatter_keeps_ids_out_of_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workflow.logger, "workflow_info_on_message", False)
+    monkeypatch.setattr(activity.logger, "activity_info_on_message", False)
     record = logging.LogRecord("temporalio.workflow", logging.INFO, __file__, 1, "hello %s", ("there",), None)
     record.temporal_workflow = {"workflow_id": "w-1", "run_id": "r-1", "workflow_type": "AgentWorkflow"}
     record.iteration = 3
@@ -142,9 +146,10 @@ async def test_one_trace_per_conversation_spans_model_and_tool_calls(
         interceptors=[TracingInterceptor(provider.get_tracer("test"))],
     )
     agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
-    async with build_worker(client, task_queue="traced", workspace_root=tmp_path):
+    queue = f"traced-{uuid.uuid4().hex}"
+    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
         handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id="traced-1", task_queue="traced"
+            AgentWorkflow.run, conversation(agent), id=f"traced-{uuid.uuid4().hex}", task_queue=queue
         )
         await handle.result()
     spans = exporter.get_finished_spans()

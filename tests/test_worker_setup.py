@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
+import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 import worker
 from activities.agent import PROVIDERS, provider_class
-from connection import dev_server_flags
+from connection import EmbeddedServer, dev_server_flags
+from tests.conftest import conversation, scripted_agent, step, wait_for_pending
 from workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,19 +54,61 @@ def test_workflow_bytecode_is_written_even_when_python_is_told_not_to() -> None:
     assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
 
 
-def test_the_worker_cli_reads_the_cache_size_from_the_environment(monkeypatch) -> None:
-    seen = {}
+@pytest.mark.parametrize(
+    ("flags", "cached", "evicted"),
+    [([], 1, 2), (["--max-cached-workflows", "2"], 2, 1)],
+    ids=["from-the-environment", "the-flag-wins"],
+)
+async def test_the_worker_cli_reads_the_cache_size_from_the_environment(
+    server: EmbeddedServer, flags: list[str], cached: int, evicted: int
+) -> None:
+    """``python worker.py`` with AGENT_MAX_CACHED_WORKFLOWS=1: three conversations parked for
+    approval, and its sticky cache (from its own metrics) holds what the setting says."""
+    queue, port = f"cache-{uuid.uuid4().hex}", _free_port()
+    environment = {
+        "TEMPORAL_ADDRESS": server.address,
+        "AGENT_TASK_QUEUE": queue,
+        "AGENT_MAX_CACHED_WORKFLOWS": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "worker.py", "--metrics-port", str(port), *flags],
+        cwd=ROOT,
+        env=os.environ | environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        agent = scripted_agent(
+            step("", ("write_file", {"path": "a.txt", "content": "a"})), tools=["write_file"]
+        )
+        for _ in range(3):  # one after the other: each parked before the next one arrives
+            handle = await server.client.start_workflow(
+                AgentWorkflow.run, conversation(agent), id=f"cache-{uuid.uuid4().hex}", task_queue=queue
+            )
+            await wait_for_pending(handle, timeout=60)
+        metrics = await asyncio.to_thread(_metrics, port)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    evictions = metrics.get("temporal_sticky_cache_total_forced_eviction", 0)  # absent until one happens
+    assert (metrics["temporal_sticky_cache_size"], evictions) == (cached, evicted)
 
-    async def fake_run(args) -> int:
-        seen["max_cached_workflows"] = args.max_cached_workflows
-        return 0
 
-    monkeypatch.setattr(worker, "run", fake_run)
-    monkeypatch.setenv("AGENT_MAX_CACHED_WORKFLOWS", "75")
-    assert worker.main([]) == 0
-    assert seen == {"max_cached_workflows": 75}
-    assert worker.main(["--max-cached-workflows", "20"]) == 0
-    assert seen == {"max_cached_workflows": 20}
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """The worker's Prometheus metrics without labels (each of ours has one task queue)."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split("{", 1)[0].split(" ")[0], line.rsplit(" ", 1)[1]
+            values[name] = float(value)
+    return values
 
 
 def test_provider_sdks_are_not_imported_before_the_worker_polls() -> None:

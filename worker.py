@@ -112,8 +112,8 @@ def build_worker(
         # Streamed partial answers reach `describe` (and `starter.py watch`) within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
-        # MCP servers this worker started stop with it.
-        plugins=[SimplePlugin("agent-mcp-servers", run_context=activities.mcp.lifetime)],
+        # MCP servers this worker started stop with it, and provider clients close.
+        plugins=[SimplePlugin("agent-activities", run_context=activities.lifetime)],
     )
 
 

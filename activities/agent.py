@@ -46,6 +46,8 @@ class ModelProvider(Protocol):
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse: ...
 
+    async def aclose(self) -> None: ...
+
 
 PROVIDERS: dict[str, str] = {
     "openai": "activities.providers.openai_chat:OpenAIChatModel",
@@ -102,6 +104,18 @@ class AgentActivities:
         )
         self._store = store or stores.conversation_store()
         self._providers: dict[str, ModelProvider] = dict(providers or {})
+        self._created: list[ModelProvider] = []
+        """Providers this object made (and so closes); those passed in belong to the caller."""
+
+    @asynccontextmanager
+    async def lifetime(self) -> AsyncIterator[None]:
+        """Wraps the worker's run: MCP servers stop and provider clients close when it stops."""
+        try:
+            async with self.mcp.lifetime():
+                yield
+        finally:
+            await asyncio.gather(*(p.aclose() for p in self._created))
+            self._created.clear()
 
     @activity.defn(name="resolve_agent")
     async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
@@ -207,6 +221,7 @@ class AgentActivities:
                     f"unknown model provider {name!r}", type="ConfigError", non_retryable=True
                 )
             self._providers[name] = provider_class(name)()
+            self._created.append(self._providers[name])
         return self._providers[name]
 
     def for_role(self, role: WorkerRole) -> list:

@@ -46,6 +46,10 @@ class AnthropicMessagesModel:
             max_retries=0,
         )
 
+    async def aclose(self) -> None:
+        """Close the HTTP client's connections (the worker does so when it stops)."""
+        await self._client.close()
+
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:

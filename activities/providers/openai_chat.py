@@ -46,6 +46,10 @@ class OpenAIChatModel:
         )
         self._official = self._client.base_url.host == "api.openai.com"
 
+    async def aclose(self) -> None:
+        """Close the HTTP client's connections (the worker does so when it stops)."""
+        await self._client.close()
+
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:

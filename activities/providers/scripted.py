@@ -28,6 +28,9 @@ from workflows.messages import (
 class ScriptedModel:
     name = "scripted"
 
+    async def aclose(self) -> None:
+        pass
+
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:

@@ -246,6 +246,9 @@ def test_fault_matrix_table_matches_the_promises() -> None:
     ]
     table = [line for line in TABLE.read_text().splitlines() if line.startswith("|")]
     assert table == rows
+    readme = (TABLE.parent.parent / "README.md").read_text().splitlines()
+    at = readme.index(rows[0])
+    assert readme[at : at + len(rows)] == rows, "README's Guarantees shows the fault matrix as it is"
 
 
 def _agent(provider: Provider, stream: bool, *, timeout: float) -> AgentSpec:

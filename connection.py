@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -199,5 +200,19 @@ async def start_embedded_server(
     return EmbeddedServer(env=env, address=address, ui_url=f"http://localhost:{ui_port}")
 
 
+UI_URL = "AGENT_UI_URL"
+"""Where people open the Web UI, for the links we print (default: the embedded server's)."""
+
+
+def ui_address() -> str:
+    """The Web UI's base address from ``AGENT_UI_URL``; ``ValueError`` when it is no http(s) URL."""
+    address = os.environ.get(UI_URL, "").strip().rstrip("/") or f"http://localhost:{UI_PORT}"
+    parts = urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{UI_URL} must be an http:// or https:// address, not {address!r}")
+    return address
+
+
 def ui_link(workflow_id: str, namespace: str = "default") -> str:
-    return f"http://localhost:{UI_PORT}/namespaces/{namespace}/workflows/{workflow_id}"
+    """The Web UI page of a workflow; the id is quoted, as the UI's own links do (``a/b`` is ``a%2Fb``)."""
+    return f"{ui_address()}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"

@@ -8,25 +8,39 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import sys
+import traceback
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from pydantic import ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.converter import StorageDriver
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
-from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_link
+from codec import ENCODING, ENV_VAR, EncryptionKeyError
+from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_address, ui_link
 from workflows.agent import ROLLING_OVER, AgentWorkflow
+from workflows.inputs import first_error
 from workflows.messages import (
     AssistantMessage,
     Message,
@@ -36,14 +50,20 @@ from workflows.messages import (
     UserMessage,
 )
 from workflows.models import (
+    AGENT_NAME,
+    AGENT_STATUS,
     ApprovalRecord,
     ConversationHistory,
     ConversationInput,
     ConversationResult,
+    ConversationStatus,
     Decision,
     MessageInput,
     Reply,
 )
+
+PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
+"""How long `pending` waits for each conversation's worker to answer."""
 
 
 class CommandError(Exception):
@@ -93,9 +113,10 @@ def format_result(result: ConversationResult) -> str:
 
 
 async def start(client: Client, args: argparse.Namespace) -> None:
+    prompt = _text(args.prompt, args.file, "prompt")
     try:
         conversation = ConversationInput(
-            prompt=args.prompt,
+            prompt=prompt,
             agent=args.agent,
             max_iterations=args.max_iterations,
             on_limit=args.on_limit,
@@ -103,7 +124,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             chat=True if args.chat else None,
         )
     except ValidationError as e:
-        raise CommandError(f"invalid input: {_brief(e)}") from e
+        raise CommandError(f"invalid input: {first_error(e)}") from e
     workflow_id = args.id or f"agent-{args.agent}-{uuid.uuid4().hex[:8]}"
     try:
         handle = await client.start_workflow(
@@ -112,20 +133,43 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             id=workflow_id,
             task_queue=args.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            static_summary=conversation_summary(args.agent, args.prompt),
+            static_summary=conversation_summary(args.agent, prompt),
         )
     except WorkflowAlreadyStartedError as e:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
     print(f"Started {workflow_id}")
-    print(f"Web UI: {ui_link(workflow_id)}")
+    print(f"Web UI: {ui_link(workflow_id, client.namespace)}")
     if args.wait:
         print(format_result(await handle.result()))
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:
     """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
+    text = _text(args.text, args.file, "message")
     handle = client.get_workflow_handle(args.workflow_id)
-    print((await send_message(handle, args.text)).text)
+    print((await send_message(handle, text)).text)
+
+
+def _text(given: str | None, path: str | None, what: str) -> str:
+    """The text given as an argument or read from ``--file`` (``-``: stdin): exactly one of them.
+
+    A file has no size limit of its own; an argument is capped by the OS (128 KiB on Linux).
+    """
+    if given is not None and path is not None:
+        raise CommandError(f"give the {what} as an argument or with --file, not both")
+    if path is None:
+        if given is None:
+            raise CommandError(f"give the {what} as an argument, or with --file PATH (--file - reads stdin)")
+        return given
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise CommandError(f"cannot read --file {path}: {e.strerror or e}") from e
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        source = "stdin" if path == "-" else path
+        raise CommandError(f"--file {source} is not UTF-8 text (byte {e.start})") from e
 
 
 async def send_message(handle: WorkflowHandle, text: str, attempts: int = 50) -> Reply:
@@ -138,12 +182,14 @@ async def send_message(handle: WorkflowHandle, text: str, attempts: int = 50) ->
             if isinstance(cause, ApplicationError) and cause.type == ROLLING_OVER and attempt + 1 < attempts:
                 await asyncio.sleep(0.2)
                 continue
-            raise CommandError(f"not sent: {getattr(cause, 'message', cause)}") from e
+            raise CommandError(f"not sent: {_refusal(e)}") from e
     raise AssertionError("unreachable")
 
 
 async def end(client: Client, args: argparse.Namespace) -> None:
-    await client.get_workflow_handle(args.workflow_id).signal(AgentWorkflow.end)
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to end")
+    await handle.signal(AgentWorkflow.end)
     print(f"{args.workflow_id} will close after its current turn.")
 
 
@@ -152,13 +198,22 @@ async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
     try:
         names = await handle.execute_update(AgentWorkflow.refresh_tools)
     except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not refreshed: {getattr(e.cause, 'message', e.cause)}") from e
+        raise CommandError(f"not refreshed: {_refusal(e)}") from e
     print(f"{args.workflow_id} now offers: {', '.join(names)}")
 
 
 async def cancel(client: Client, args: argparse.Namespace) -> None:
-    await client.get_workflow_handle(args.workflow_id).cancel(reason=args.reason)
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to cancel")
+    await handle.cancel(reason=args.reason)
     print(f"Cancellation requested for {args.workflow_id}.")
+
+
+async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
+    """Refuse when the conversation has closed: Temporal would accept a cancel and do nothing."""
+    described = await handle.describe()
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        raise CommandError(f"{handle.id} is already closed ({_agent_state(described)}); {consequence}")
 
 
 async def chat(client: Client, args: argparse.Namespace) -> None:
@@ -219,6 +274,7 @@ async def _answering_approvals(handle: WorkflowHandle, reply: asyncio.Task[Reply
                 approve=answer in ("y", "yes"),
                 by=getpass.getuser(),
                 reason="answered in chat",
+                arguments_digest=record.arguments_digest,
             )
             await handle.execute_update(AgentWorkflow.decide, decision)
         await asyncio.wait([reply], timeout=0.2)
@@ -229,7 +285,7 @@ def _message(text: str) -> MessageInput:
     try:
         return MessageInput(text=text)
     except ValidationError as e:
-        raise CommandError(f"invalid message: {_brief(e)}") from e
+        raise CommandError(f"invalid message: {first_error(e)}") from e
 
 
 async def result(client: Client, args: argparse.Namespace) -> None:
@@ -238,14 +294,7 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
-    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
-        done = await handle.result()  # no worker needed
-        found = ConversationHistory(
-            messages=done.messages, tool_calls=done.tool_calls, approvals=done.approvals
-        )
-    else:
-        found = await handle.query(AgentWorkflow.history)
+    found = await _conversation(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
     if args.json:
         print(found.model_dump_json(indent=2))
     else:
@@ -255,76 +304,158 @@ async def history(client: Client, args: argparse.Namespace) -> None:
 
 
 async def status(client: Client, args: argparse.Namespace) -> None:
-    handle = client.get_workflow_handle(args.workflow_id)
-    print((await handle.query(AgentWorkflow.status)).model_dump_json(indent=2))
+    """The status query while the conversation runs; once closed, its result and Temporal's record
+    of it say the same without a worker."""
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    described = await handle.describe()
+    if described.status == WorkflowExecutionStatus.RUNNING:
+        found = await handle.query(AgentWorkflow.status)
+    else:
+        found = await _closed_status(handle, described)
+    print(found.model_dump_json(indent=2))
+
+
+async def _closed_status(
+    handle: WorkflowHandle[AgentWorkflow, ConversationResult], described: WorkflowExecutionDescription
+) -> ConversationStatus:
+    agent = described.typed_search_attributes.get(AGENT_NAME) or ""
+    try:
+        done = await handle.result()
+    except WorkflowFailureError as e:  # failed, terminated or timed out: no result to read
+        state = _agent_state(described)
+        return ConversationStatus(
+            state="cancelled" if state == "cancelled" else "failed",
+            agent=agent,
+            detail=f"{state.replace('_', ' ')}: {_failure_message(e)}",
+        )
+    return ConversationStatus(
+        state="cancelled" if done.closed_by == "cancelled" else "completed",
+        agent=agent,
+        iteration=done.iterations,
+        model_calls=done.model_calls,
+        usage=done.usage,
+        cost=done.cost,
+        run=done.runs,
+        detail=done.detail,
+    )
 
 
 async def pending(client: Client, args: argparse.Namespace) -> None:
-    """Every tool call waiting for a person, across all conversations."""
+    """Every tool call waiting for a person, across all conversations.
+
+    Asked of all at once; one whose worker does not answer gets a warning, not the whole list lost.
+    """
     now = datetime.now(UTC)
+    query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
+    waiting = [wf.id async for wf in client.list_workflows(query)]
+    answers = await asyncio.gather(*(_pending_approvals(client, workflow_id) for workflow_id in waiting))
     rows = []
-    async for wf in client.list_workflows(
-        'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
-    ):
-        handle = client.get_workflow_handle(wf.id)
-        for record in await handle.query(AgentWorkflow.pending_approvals):
+    for workflow_id, records in zip(waiting, answers, strict=True):
+        if isinstance(records, str):
+            print(f"warning: {workflow_id}: no answer: {_one_line(records)}", file=sys.stderr)
+            continue
+        for record in records:
             age = _duration(now - record.requested_at)
             deadline = f"{record.deadline:%Y-%m-%d %H:%M:%S}Z" if record.deadline else "none"
-            rows.append((wf.id, record.call_id, record.tool, json.dumps(record.arguments), age, deadline))
+            digest, arguments = record.arguments_digest, json.dumps(record.arguments)
+            rows.append((workflow_id, record.call_id, record.tool, digest, age, deadline, arguments))
     if not rows:
         print("No tool calls wait for approval.")
         return
-    header = ("WORKFLOW ID", "CALL ID", "TOOL", "ARGUMENTS", "AGE", "DEADLINE")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
+    _print_table(("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "ARGUMENTS"), rows)
+
+
+async def _pending_approvals(client: Client, workflow_id: str) -> list[ApprovalRecord] | str:
+    """The conversation's pending approvals, or why it did not say (no worker answered in time)."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        return await handle.query(AgentWorkflow.pending_approvals, rpc_timeout=PENDING_QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError) as e:
+        return e.message
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell; not the last, so that long arguments pad no other line."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:
-        print(
-            "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False))
-            + "  "
-            + row[5]
-        )
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)), row[-1]]))
 
 
 async def decide(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    decision = Decision(
-        call_id=args.call_id, approve=args.command == "approve", by=args.by, reason=args.reason
-    )
+    try:
+        decision = Decision(
+            call_id=args.call_id,
+            approve=args.command == "approve",
+            by=args.by,
+            reason=args.reason,
+            arguments_digest=args.digest,
+        )
+    except ValidationError as e:
+        raise CommandError(f"invalid decision: {first_error(e)}") from e
     try:
         record = await handle.execute_update(AgentWorkflow.decide, decision)
     except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not {args.command.rstrip('e')}ed: {getattr(e.cause, 'message', e.cause)}") from e
+        raise CommandError(f"not {args.command.rstrip('e')}ed: {_refusal(e)}") from e
     print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}")
 
 
 async def watch(client: Client, args: argparse.Namespace) -> None:
     """Follow a conversation live: new messages, approvals awaited and decided, until it ends."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    shown_messages, shown_approvals, last_detail, last_partial = 0, {}, "", ""
+    shown_messages, shown_approvals, last_detail = 0, dict[str, str](), ""
+    typing = _TypingLine()
     while True:
         finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
         found = await _conversation(handle)
         new = format_transcript(found.messages[shown_messages:])
         if new:
+            typing.close()
             print(new)
         shown_messages = len(found.messages)
         for record in found.approvals:
             if shown_approvals.get(record.call_id) != record.state:
                 shown_approvals[record.call_id] = record.state
+                typing.close()
                 print(format_approval(record))
                 if record.state == "pending":
-                    print(f"  approve: python starter.py approve {args.workflow_id} {record.call_id}")
+                    print(
+                        f"  approve: python starter.py approve {args.workflow_id} {record.call_id}"
+                        f" --digest {record.arguments_digest}"
+                    )
         if finished:
+            typing.close()
             print(format_result(await handle.result()))
             return
         status = await handle.query(AgentWorkflow.status)
         if status.detail != last_detail:
             last_detail = status.detail
+            typing.close()
             print(f"... {status.detail}")
-        partial = await partial_answer(client, handle)
-        if partial and partial != last_partial:
-            print(f"agent (typing)> {partial}")
-            last_partial = partial
+        typing.show(await partial_answer(client, handle))
         await asyncio.sleep(args.interval)
+
+
+class _TypingLine:
+    """A streamed answer on one growing line: each poll prints only the text that is new."""
+
+    def __init__(self) -> None:
+        self._shown = ""
+
+    def show(self, partial: str) -> None:
+        if self._shown and partial.startswith(self._shown):
+            print(partial[len(self._shown) :], end="", flush=True)
+        else:  # another model call (or none): a line of its own
+            self.close()
+            if partial:
+                print(f"agent (typing)> {partial}", end="", flush=True)
+        self._shown = partial
+
+    def close(self) -> None:
+        """End the line before anything else is printed."""
+        if self._shown:
+            print()
+            self._shown = ""
 
 
 async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
@@ -340,12 +471,13 @@ async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
 
 
 async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
-    """Messages and audit trail; from the result once completed, so no worker is needed."""
+    """Messages and audit trail; from the result once completed, so no worker is needed.
+
+    Every field of the history is taken from the result's field of the same name: none is dropped.
+    """
     if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
         done = await handle.result()
-        return ConversationHistory(
-            messages=done.messages, tool_calls=done.tool_calls, approvals=done.approvals
-        )
+        return ConversationHistory(**{name: getattr(done, name) for name in ConversationHistory.model_fields})
     return await handle.query(AgentWorkflow.history)
 
 
@@ -359,17 +491,100 @@ def _duration(delta: timedelta) -> str:
 
 
 async def list_conversations(client: Client, args: argparse.Namespace) -> None:
-    found = False
-    async for wf in client.list_workflows("WorkflowType = 'AgentWorkflow'", limit=args.limit):
-        found = True
-        state = wf.status.name.lower() if wf.status else "unknown"
-        print(f"{wf.id}  {state:<11}  {wf.start_time:%Y-%m-%d %H:%M:%S}")
-    if not found:
+    """Newest first; a conversation that continued as new shows once, as its current run."""
+    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+    rows = [
+        (
+            wf.id,
+            _agent_state(wf),
+            wf.typed_search_attributes.get(AGENT_NAME) or "-",
+            f"{wf.start_time:%Y-%m-%d %H:%M:%S}Z",
+        )
+        async for wf in client.list_workflows(query, limit=args.limit)
+    ]
+    if not rows:
         print("No conversations yet.")
+        return
+    _print_table(("WORKFLOW ID", "STATUS", "AGENT", "STARTED"), rows)
 
 
-def _brief(error: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in error.errors())
+def _agent_state(wf: WorkflowExecution) -> str:
+    """What a conversation is doing, or how it ended.
+
+    The AgentStatus search attribute while it runs or once it completed (awaiting_approval, idle,
+    cancelled...); otherwise Temporal's status (failed, terminated, timed_out), which the
+    workflow may not have had the chance to record.
+    """
+    recorded = wf.typed_search_attributes.get(AGENT_STATUS)
+    if recorded and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+        return recorded
+    if wf.status is None:
+        return "unknown"
+    return "cancelled" if wf.status == WorkflowExecutionStatus.CANCELED else wf.status.name.lower()
+
+
+def _failure_message(error: WorkflowFailureError) -> str:
+    """Past the wrappers to the first error that says what went wrong, not the SDK's raw one below it."""
+    cause = error.cause
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(getattr(cause, "message", cause))
+
+
+def _refusal(error: WorkflowUpdateFailedError) -> str:
+    """The worker's reason. The innermost one: the SDK's "Failed decoding arguments" wraps what
+    pydantic found wrong with an input the worker's version of the model refuses."""
+    cause: BaseException = error.cause
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(getattr(cause, "message", cause))
+
+
+_PYDANTIC_REPORT = re.compile(r"(?P<lead>.*?)(?P<count>\d+) validation errors? for \S+")
+
+
+def _one_line(message: str) -> str:
+    """A reason on one line. Pydantic's report of several lines (an older worker sends it for a
+    refused update) becomes its first error, ``field: reason``; other text keeps its first line."""
+    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return message
+    report = _PYDANTIC_REPORT.fullmatch(lines[0])
+    if report is None or len(lines) < 2:
+        return lines[0]
+    if lines[1].startswith(" "):  # no field: the model's own check
+        where, reason = "input", lines[1]
+    else:
+        where, reason = lines[1], lines[2] if len(lines) > 2 else ""
+    reason = reason.strip().split(" [type=")[0]
+    count = int(report["count"])
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    return f"{report['lead']}{where}: {reason}{more}"
+
+
+def _unreadable(error: Exception) -> str | None:
+    """Why what the worker wrote cannot be read here (its key, its payload store), or None."""
+    if isinstance(error, EncryptionKeyError):
+        return f"cannot decrypt: {error}"
+    if isinstance(error, KeyError) and ENCODING.decode() in str(error):
+        return f"cannot decrypt: the conversation is encrypted; set {ENV_VAR} to the worker's keys"
+    if _raised_in_payload_store(error):
+        return f"{error}; use the worker's payload store (AGENT_PAYLOAD_STORE or AGENT_DATABASE_URL)"
+    return None
+
+
+def _raised_in_payload_store(error: BaseException) -> bool:
+    """Did a payload store driver raise it (a payload missing, a database out of reach)?
+
+    The drivers raise plain ``RuntimeError``s; where they were raised says what they are.
+    """
+    frames = traceback.walk_tb(error.__traceback__)
+    return any(isinstance(frame.f_locals.get("self"), StorageDriver) for frame, _ in frames)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {_one_line(message)}", file=sys.stderr)
+    return 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -378,7 +593,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("start", help="start a conversation")
-    s.add_argument("prompt")
+    s.add_argument("prompt", nargs="?", help="the first message (or --file)")
+    s.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
     s.add_argument("--agent", default="demo")
     s.add_argument("--id", help="workflow id (default: generated)")
     s.add_argument("--wait", action="store_true", help="wait and print the final answer")
@@ -390,7 +606,8 @@ def parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("send", help="send a follow-up message and print the reply")
     m.add_argument("workflow_id")
-    m.add_argument("text")
+    m.add_argument("text", nargs="?", help="the message (or --file)")
+    m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
     m.set_defaults(func=send)
 
     c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
@@ -428,6 +645,9 @@ def parser() -> argparse.ArgumentParser:
         d.add_argument("call_id")
         d.add_argument("--by", default=getpass.getuser())
         d.add_argument("--reason", default="")
+        d.add_argument(
+            "--digest", help="the arguments digest `pending` showed: refused if the call's arguments differ"
+        )
         d.set_defaults(func=decide)
 
     pd = sub.add_parser("pending", help="tool calls waiting for approval, across all conversations")
@@ -448,9 +668,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         data_converter()
-    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        ui_address()
+    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY, AGENT_DATABASE_URL or AGENT_UI_URL
+        return _fail(str(e))
     try:
         client = await connect()
     except Exception as e:  # the Rust core's connection errors share no public type
@@ -460,25 +680,28 @@ async def run(argv: Sequence[str] | None = None) -> int:
     try:
         await args.func(client, args)
     except CommandError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return _fail(str(e))
     except WorkflowFailureError as e:
-        cause = e.cause
-        while cause.__cause__ is not None:
-            cause = cause.__cause__
-        print(f"error: conversation failed: {getattr(cause, 'message', cause)}", file=sys.stderr)
-        return 1
+        return _fail(f"conversation failed: {_failure_message(e)}")
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            print(f"error: {getattr(args, 'workflow_id', '')}: {e.message}", file=sys.stderr)
-        else:
-            print(f"error: {e.message}", file=sys.stderr)
-        return 1
+            return _fail(f"{getattr(args, 'workflow_id', '')}: {e.message}")
+        return _fail(e.message)
+    except Exception as e:
+        if (reason := _unreadable(e)) is None:
+            raise
+        return _fail(reason)
     return 0
 
 
 if __name__ == "__main__":
-    code = asyncio.run(run())
+    try:
+        code = asyncio.run(run())
+    except KeyboardInterrupt:  # how `watch` is left
+        code = 130
+    except Exception:  # a bug: its traceback, and still the explicit exit below
+        traceback.print_exc()
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly

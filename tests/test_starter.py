@@ -34,7 +34,17 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
     code, out, _ = await _cli(env, capsys, "pending")
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split() == ["WORKFLOW", "ID", "CALL", "ID", "TOOL", "ARGUMENTS", "AGE", "DEADLINE"]
+    assert header.split() == [
+        "WORKFLOW",
+        "ID",
+        "CALL",
+        "ID",
+        "TOOL",
+        "DIGEST",
+        "AGE",
+        "DEADLINE",
+        "ARGUMENTS",
+    ]
     assert [row.split()[:3] for row in rows if row.startswith("cli-1 ")] == [
         ["cli-1", "call_3_0", "write_file"]
     ]

@@ -28,7 +28,6 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.converter import StorageDriver
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -37,6 +36,7 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.store import PayloadMissingError
 from codec import ENCODING, ENV_VAR, EncryptionKeyError
 from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_address, ui_link
 from workflows.agent import ROLLING_OVER, AgentWorkflow
@@ -568,18 +568,11 @@ def _unreadable(error: Exception) -> str | None:
         return f"cannot decrypt: {error}"
     if isinstance(error, KeyError) and ENCODING.decode() in str(error):
         return f"cannot decrypt: the conversation is encrypted; set {ENV_VAR} to the worker's keys"
-    if _raised_in_payload_store(error):
+    if isinstance(error, PayloadMissingError) or (
+        isinstance(error, ApplicationError) and error.type == "DatabaseUnavailable"
+    ):
         return f"{error}; use the worker's payload store (AGENT_PAYLOAD_STORE or AGENT_DATABASE_URL)"
     return None
-
-
-def _raised_in_payload_store(error: BaseException) -> bool:
-    """Did a payload store driver raise it (a payload missing, a database out of reach)?
-
-    The drivers raise plain ``RuntimeError``s; where they were raised says what they are.
-    """
-    frames = traceback.walk_tb(error.__traceback__)
-    return any(isinstance(frame.f_locals.get("self"), StorageDriver) for frame, _ in frames)
 
 
 def _fail(message: str) -> int:

@@ -26,7 +26,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from activities.store import MESSAGE, masked
+from activities.store import MESSAGE, masked, stored_payloads
 from activities.tools.workspace import WorkspaceError, folder_name, relative
 from workflows.messages import Message
 
@@ -262,13 +262,7 @@ class PostgresPayloadDriver(StorageDriver):
             lambda c: c.fetch("SELECT key, data FROM agent_payloads WHERE key = ANY($1::text[])", keys),
             PAYLOAD_PATIENCE,
         )
-        found = {row[0]: row[1] for row in rows}
-        missing = [key for key in keys if key not in found]
-        if missing:
-            raise RuntimeError(
-                f"payload store {self.name()} lacks {len(missing)} payload(s), e.g. {missing[0]}"
-            )
-        return [Payload.FromString(found[key]) for key in keys]
+        return stored_payloads(self.name(), keys, {row[0]: row[1] for row in rows})
 
 
 class PostgresWorkspace:

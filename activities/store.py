@@ -103,6 +103,17 @@ class SQLiteConversationStore:
         return [MESSAGE.validate_json(body) for (body,) in rows]
 
 
+class PayloadMissingError(RuntimeError):
+    """History refers to a payload this payload store does not hold (another machine's store?)."""
+
+
+def stored_payloads(store: str, keys: Sequence[str], found: dict[str, bytes]) -> list[Payload]:
+    """The payloads for ``keys`` in order, from what a store found; every one must be there."""
+    if missing := [key for key in keys if key not in found]:
+        raise PayloadMissingError(f"payload store {store} lacks {len(missing)} payload(s), e.g. {missing[0]}")
+    return [Payload.FromString(found[key]) for key in keys]
+
+
 class SQLitePayloadDriver(StorageDriver):
     """Keeps payloads too large for history (a long transcript carried to the next run, a big
     result) in a SQLite file; history holds a content-addressed reference.
@@ -133,9 +144,4 @@ class SQLitePayloadDriver(StorageDriver):
         keys = [claim.claim_data["key"] for claim in claims]
         marks = ",".join("?" * len(keys))
         found = dict(await self._file.read(f"SELECT key, data FROM payloads WHERE key IN ({marks})", keys))
-        missing = [key for key in keys if key not in found]
-        if missing:
-            raise RuntimeError(
-                f"payload store {self.name()} lacks {len(missing)} payload(s), e.g. {missing[0]}"
-            )
-        return [Payload.FromString(found[key]) for key in keys]
+        return stored_payloads(self.name(), keys, found)

@@ -309,9 +309,9 @@ class Procs:
         self._fake: subprocess.Popen | None = None
         self._workers: list[Worker] = []
 
-    def start_fake(self) -> str:
+    def start_fake(self, delay_ms: float = 0) -> str:
         self._fake = subprocess.Popen(
-            [sys.executable, "-m", "bench.fake_model", "--port", "0"],
+            [sys.executable, "-m", "bench.fake_model", "--port", "0", "--delay-ms", str(delay_ms)],
             cwd=self.code,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -333,7 +333,8 @@ class Procs:
         with urllib.request.urlopen(f"{self.fake_url}/stats", timeout=10) as response:
             return int(json.load(response)["requests"])
 
-    def spawn_worker(self, task_queue: str) -> Worker:
+    def spawn_worker(self, task_queue: str, module: str = "bench.worker_proc") -> Worker:
+        """``python -m <module> --task-queue <task_queue>`` (a ``bench.serve`` worker) from the copy."""
         env = dict(os.environ)
         env.update(
             TEMPORAL_ADDRESS=self.address,
@@ -351,7 +352,7 @@ class Procs:
         with log.open("wb") as out:
             spawned, spawned_wall = time.monotonic(), time.time()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.worker_proc", "--task-queue", task_queue],
+                [sys.executable, "-m", module, "--task-queue", task_queue],
                 cwd=self.code,
                 env=env,
                 stdout=out,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib.util
 import os
@@ -47,6 +48,16 @@ MAX_CACHED_WORKFLOWS = 200
 """Conversations a worker keeps in memory between their steps. One parked for approval costs
 ~150 KiB while cached; an evicted one is replayed from history when it next has work. Keep it
 above the number of conversations running at once (each eviction costs a replay)."""
+
+
+WORKFLOW_THREADS = 2
+"""Threads that run workflow tasks. Workflow code holds the GIL while it runs, so more threads only
+take turns with the event loop that runs the activities: with one per cached conversation (the
+SDK's default), a busy worker's heartbeats arrived late and model calls were retried (paid twice)."""
+STICKY_SECONDS = 5.0
+"""How long a conversation's next workflow task waits for the worker that has it cached before it
+goes to any worker (a full replay). 1 s turned every queueing delay of a busy worker into a timeout
+and a replay; after a crash, conversations the dead worker had cached move within this time."""
 
 
 def build_worker(
@@ -103,11 +114,13 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=workflows,
+        workflow_task_executor=concurrent.futures.ThreadPoolExecutor(
+            max_workers=WORKFLOW_THREADS, thread_name_prefix="workflow-task"
+        ),
         max_cached_workflows=max_cached_workflows,
         activities=activities.for_role(role),
         max_task_queue_activities_per_second=activities_per_second,
-        # After a crash, the replacement picks up cached workflows without waiting 10 s.
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=STICKY_SECONDS),
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Streamed partial answers reach `describe` (and `starter.py watch`) within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=1),

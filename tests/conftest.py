@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -127,11 +128,14 @@ def conversation(agent: AgentSpec, prompt: str = "go", **kwargs) -> Conversation
 
 
 async def activity_types(handle: WorkflowHandle) -> list[str]:
-    """Activity names in the order they were scheduled, from the workflow's history."""
+    """Activity names in the order they were scheduled (local ones by their markers), from history."""
     names = []
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            [data] = event.marker_recorded_event_attributes.details["data"].payloads
+            names.append(json.loads(data.data)["activity_type"])
     return names
 
 

@@ -76,6 +76,8 @@ SHAPES: dict[str, ConversationInput] = {
     ),
     # Cancelled a second into a slow model call, which hears it and stops.
     "cancelled": conversation(scripted_agent(ScriptStep(text="slow", delay_seconds=30))),
+    # The agent resolved by a local activity, AgentName and AgentStatus in one upsert ("agent-lean-start").
+    "lean_start": conversation(scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"))),
     # The first run ends by continuing as new after one model call.
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)

@@ -93,7 +93,7 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
     await _running_activity(handle, "call_model", attempt=2)  # retried on the replacement
 
     assert (await handle.result()).final_text == "The answer is 42."
-    assert await _scheduled(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+    assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
     await _no_task_failures(handle)
 
 
@@ -128,7 +128,7 @@ async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None
     await _running_activity(handle, "run_tool", attempt=2)
 
     assert (await handle.result()).final_text == "slept 4s"
-    assert await _scheduled(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+    assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
     await _no_task_failures(handle)
 
 

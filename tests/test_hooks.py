@@ -218,8 +218,10 @@ async def test_agent_naming_an_unknown_or_misplaced_hook_fails_clearly(hook_env:
     agent = scripted_agent(step("hi"), hooks=HookConfig(pre_tool_use=["redact_secrets"]))
     with pytest.raises(WorkflowFailureError) as info:
         await hook_env.run(conversation(agent))
-    assert info.value.cause.cause.message == (
-        "inline agent 'test-agent': field 'hooks.pre_tool_use': hook 'redact_secrets' is a post_tool_use hook"
+    assert (info.value.cause.type, info.value.cause.message) == (
+        "ConfigError",
+        "inline agent 'test-agent': field 'hooks.pre_tool_use':"
+        " hook 'redact_secrets' is a post_tool_use hook",
     )
 
 

@@ -65,11 +65,11 @@ async def test_parallel_tool_calls_run_concurrently_and_return_in_model_order(en
     # All three were scheduled in one workflow task, before any of them completed.
     events = await event_types(handle)
     scheduled = [i for i, e in enumerate(events) if e == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    first_tool_completed = [
+    first_tool_completed = [  # after the model call's
         i for i, e in enumerate(events) if e == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-    ][2]
-    assert scheduled[2:5] == [scheduled[2], scheduled[2] + 1, scheduled[2] + 2]
-    assert scheduled[4] < first_tool_completed
+    ][1]
+    assert scheduled[1:4] == [scheduled[1], scheduled[1] + 1, scheduled[1] + 2]
+    assert scheduled[3] < first_tool_completed
 
 
 def _looping_agent(**kwargs):
@@ -285,19 +285,20 @@ async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
     with pytest.raises(WorkflowFailureError) as info:
         await handle.result()
 
-    assert info.value.cause.cause.message == (
-        "unknown agent 'nope'; this worker knows: calculator-anthropic, calculator-openai, clock, demo"
+    assert (info.value.cause.type, info.value.cause.message) == (
+        "ConfigError",
+        "unknown agent 'nope'; this worker knows: calculator-anthropic, calculator-openai, clock, demo",
     )
     events = await event_types(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
-    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) == 1
+    assert await activity_types(handle) == ["resolve_agent"]  # once: not retried
 
 
 async def test_inline_agent_with_unknown_tool_fails_clearly(env: Env) -> None:
     handle = await env.start(conversation(scripted_agent(step("hi"), tools=["add", "teleport"])))
     with pytest.raises(WorkflowFailureError) as info:
         await handle.result()
-    assert info.value.cause.cause.message.startswith(
+    assert info.value.cause.message.startswith(
         "inline agent 'test-agent': field 'tools': unknown tool(s) teleport; the worker has: add, divide"
     )
 

@@ -153,7 +153,6 @@ async def test_time_server_over_stdio_answers_in_the_asked_timezone(env: Env) ->
         "call_model",
     ]
     assert await _summaries(handle) == [
-        "resolve agent test-agent",
         "list tools of MCP server time",
         "model scripted:script",
         "mcp time: get_current_time",
@@ -336,9 +335,10 @@ async def test_a_worker_refuses_inline_servers_unless_allowed(client: Client, tm
         )
         with pytest.raises(WorkflowFailureError) as info:
             await handle.result()
-    assert info.value.cause.cause.message == (
+    assert (info.value.cause.type, info.value.cause.message) == (
+        "MCPServerNotAllowed",
         "MCP server 'time' is not one this worker runs: define it in an agent file of the worker,"
-        " or start the worker with AGENT_ALLOW_INLINE_MCP=1"
+        " or start the worker with AGENT_ALLOW_INLINE_MCP=1",
     )
 
 
@@ -449,7 +449,6 @@ async def test_a_call_that_kills_its_server_runs_at_most_max_attempts_times(env:
     assert [line.split()[1] for line in lines] == ["once"] * 3  # one run per attempt, not two
     assert len({line.split()[0] for line in lines}) == 3  # each attempt on a server started afresh
     assert await _last_attempts(handle) == {
-        "resolve_agent": 1,
         "list_mcp_tools": 1,
         "call_model": 1,
         "run_tool": 3,

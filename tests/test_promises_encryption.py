@@ -242,7 +242,7 @@ async def test_a_worker_missing_a_key_loses_nothing_once_the_key_is_there(
         async for e in plain.get_workflow_handle(handle.id).fetch_history_events()
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert names == ["resolve_agent", "call_model", "run_tool", "call_model"]
+    assert names == ["call_model", "run_tool", "call_model"]
     assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 7\n"
 
 

@@ -22,6 +22,7 @@ def test_histories_are_checked_in() -> None:
         "continue_as_new",
         "demo",
         "follow_ups",
+        "lean_start",
         "limit_final_answer",
         "mcp_time",
         "tool_errors",

@@ -69,6 +69,10 @@ CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 RUN_HOOK = "run_hook"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
+LEAN_START_PATCH = "agent-lean-start"
+"""The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
+(none when the start already set them): a workflow task and seven events less per conversation.
+Runs that started before it keep the resolve activity and one upsert each."""
 BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
 STORE_GAP = "ConversationStoreGap"
 ROLLING_OVER = "ContinuingAsNew"
@@ -99,6 +103,7 @@ class AgentWorkflow:
         self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
         self._status = ConversationStatus(state="starting", run=self._s.runs)
         self._search_status = ""
+        self._lean = False
         self._run_model_calls = 0
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
@@ -112,13 +117,22 @@ class AgentWorkflow:
             raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         input = self._input
         try:
+            self._lean = workflow.patched(LEAN_START_PATCH)
+            known = workflow.info().typed_search_attributes  # set by the starter, or the previous run
+            if self._lean:
+                self._search_status = known.get(AGENT_STATUS) or "running"
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
             self._status.agent, self._status.max_iterations = agent.spec.name, agent.spec.max_iterations
             self._status.model_calls, self._status.usage = self._s.model_calls, self._s.usage
             self._status.cost = self._cost(agent)
-            if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            if self._lean:
+                if known.get(AGENT_NAME) != agent.spec.name or known.get(AGENT_STATUS) is None:
+                    workflow.upsert_search_attributes(
+                        [AGENT_NAME.value_set(agent.spec.name), AGENT_STATUS.value_set(self._search_status)]
+                    )
+            elif workflow.patched(SEARCH_ATTRIBUTES_PATCH):
                 workflow.upsert_search_attributes([AGENT_NAME.value_set(agent.spec.name)])
             while True:
                 if self._continue_as_new_due():
@@ -256,15 +270,22 @@ class AgentWorkflow:
 
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
         self._set_state("starting", "resolving the agent")
-        resolved = await _execute(
-            RESOLVE_AGENT,
-            AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
-            result_type=ResolvedAgent,
+        options: dict[str, Any] = {
+            "result_type": ResolvedAgent,
             # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=5),
-            summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
-        )
+            "start_to_close_timeout": timedelta(seconds=10),
+            "retry_policy": RetryPolicy(maximum_attempts=5),
+            "summary": f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
+        }
+        ref = AgentRef(name=input.agent, spec=input.agent_spec, model=input.model)
+        if self._lean:  # in the workflow task itself: no round trip through the server
+            try:
+                resolved = await _execute(RESOLVE_AGENT, ref, local=True, **options)
+            except ActivityError as err:  # the worker's own words (an unknown agent, a bad inline one)
+                kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
+                raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
+        else:
+            resolved = await _execute(RESOLVE_AGENT, ref, **options)
         resolved.spec = input.agent_for_conversation(resolved.spec)
         if resolved.spec.mcp_servers:
             self._set_state("starting", "listing the tools of the MCP servers")
@@ -773,7 +794,7 @@ class AgentWorkflow:
             self._status.detail = detail
             workflow.set_current_details(detail)
         searchable = "running" if state in ("starting", "calling_model", "running_tools") else state
-        if searchable != self._search_status and workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+        if searchable != self._search_status and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
             workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
             self._search_status = searchable
 
@@ -801,11 +822,12 @@ class AgentWorkflow:
         )
 
 
-async def _execute(activity: str, arg: Any, **options: Any) -> Any:
-    """``workflow.execute_activity``, where a call cancelled with the conversation raises
-    ``asyncio.CancelledError``: the conversation's cancellation, not a failed call."""
+async def _execute(activity: str, arg: Any, *, local: bool = False, **options: Any) -> Any:
+    """``workflow.execute_activity`` (or ``execute_local_activity``), where a call cancelled with the
+    conversation raises ``asyncio.CancelledError``: the conversation's cancellation, not a failed call."""
+    execute = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        return await workflow.execute_activity(activity, arg, **options)
+        return await execute(activity, arg, **options)
     except ActivityError as err:
         if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
             raise asyncio.CancelledError(workflow.cancellation_reason()) from err

@@ -91,12 +91,18 @@ async def approve_like_an_operator(handle: WorkflowHandle, *, wait_for_person: b
             if record.call_id in decided:
                 continue
             decided.add(record.call_id)
-            payload = {"call_id": record.call_id, "by": "demo-operator", "reason": "approved by make demo"}
+            payload = {
+                "call_id": record.call_id,
+                "by": "demo-operator",
+                "reason": "approved by make demo",
+                "arguments_digest": record.arguments_digest,  # approves exactly what was shown
+            }
             call = f"{record.tool}({json.dumps(record.arguments)})"
             signal = f"--workflow-id {handle.id} --name approve --input '{json.dumps(payload)}'"
             print(f"The agent wants to run {call} and waits for a person.")
             print(f"An operator approves it with the temporal CLI:\n  temporal workflow signal {signal}")
-            print(f"or with: python starter.py approve {handle.id} {record.call_id}")
+            digest = record.arguments_digest
+            print(f"or with: python starter.py approve {handle.id} {record.call_id} --digest {digest}")
             if wait_for_person:
                 print("Waiting for your decision (--manual)...\n")
                 continue

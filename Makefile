@@ -18,8 +18,17 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(PY) demo.py $(ARGS)
 
+# The suite under coverage (worker and starter subprocesses included); fails under the gates below.
+COVERAGE_MIN ?= 90
+COVERAGE_MIN_ENTRY ?= 85
 test: setup
-	$(PY) -m pytest $(ARGS)
+	@rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage $(PY) -m coverage run -m pytest $(ARGS)
+	@$(PY) -m coverage combine -q
+	$(PY) -m coverage report --fail-under=$(COVERAGE_MIN)
+	@for f in starter.py demo.py; do \
+		$(PY) -m coverage report --include=$$f --fail-under=$(COVERAGE_MIN_ENTRY) >/dev/null \
+		|| { echo "coverage of $$f is under $(COVERAGE_MIN_ENTRY)%"; exit 2; }; done
 
 worker: setup
 	$(PY) worker.py $(ARGS)

@@ -101,7 +101,12 @@ class AgentWorkflow:
         self._input = input
         self._s = input.state or ConversationState()
         self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
-        self._status = ConversationStatus(state="starting", run=self._s.runs)
+        self._status = ConversationStatus(  # what a continued run carries shows at once
+            state="starting",
+            run=self._s.runs,
+            queued_messages=len(self._s.queue),
+            pending_approvals=len(self._approvals.pending),
+        )
         self._search_status = ""
         self._lean = False
         self._run_model_calls = 0

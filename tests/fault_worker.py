@@ -36,6 +36,8 @@ async def charge(amount: float, ctx: ToolContext) -> str:
         amount: Euros.
     """
     receipt = await ctx.once("charge", lambda: _charge(ctx.idempotency_key, amount))
+    with Path(os.environ["FAULT_EFFECTS"] + ".recorded").open("a") as recorded:  # once() stored it
+        recorded.write(f"{ctx.idempotency_key}\n")
     await asyncio.sleep(float(os.environ.get("FAULT_AFTER_EFFECT", "0")))
     return receipt
 

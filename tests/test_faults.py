@@ -222,21 +222,31 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
         tools=["add", "charge"],
     )
     handles = await asyncio.gather(*(_start(client, worker, agent) for _ in range(50)))
-    await _until_charged(effects, 1)  # the first kill lands while charges are in flight
+    recorded = effects.with_name(effects.name + ".recorded")
+    await _until_charged(recorded, 1)  # the first kill lands while charges are in flight
+    in_the_gap: set[str] = set()
     for pause in (0, rng.uniform(1.0, 3.0), rng.uniform(1.0, 3.0)):
         await asyncio.sleep(pause)
         worker.kill()
+        # A kill between a charge and once() recording it is the gap no store closes (README):
+        # such a charge may happen again. Which ones, read from the files the dead worker left.
+        done = set(recorded.read_text().split()) if recorded.exists() else set()
+        in_the_gap |= {line.split()[0] for line in effects.read_text().splitlines()} - done
         worker.start(**slow_paperwork)
     results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=240)
 
     assert [r.final_text for r in results] == ["charged 5 EUR after 3"] * 50
-    # None duplicated: every conversation charged once, however often its charge ran.
-    charged = sorted(line.split()[0] for line in effects.read_text().splitlines())
+    # None duplicated: every conversation charged once, however often its charge ran (twice only
+    # for a charge a kill caught before once() recorded it).
+    charged = [line.split()[0] for line in effects.read_text().splitlines()]
     expected = sorted(
         f"{h.id}/{h.first_execution_run_id}/{r.tool_calls[1].call_id}"
         for h, r in zip(handles, results, strict=True)
     )
-    assert charged == expected
+    assert sorted(set(charged)) == expected
+    twice = {key for key in expected if charged.count(key) > 1}
+    assert twice - in_the_gap == set()
+    assert all(charged.count(key) <= 2 for key in in_the_gap)
     retried = 0
     completed = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
     scheduled = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED

@@ -139,6 +139,20 @@ async def activity_types(handle: WorkflowHandle) -> list[str]:
     return names
 
 
+async def last_attempts(handle: WorkflowHandle) -> dict[str, int]:
+    """Each activity type's highest attempt (a started event records the attempt that ended)."""
+    names: dict[int, str] = {}
+    attempts: dict[str, int] = {}
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.HasField("activity_task_started_event_attributes"):
+            started = e.activity_task_started_event_attributes
+            name = names[started.scheduled_event_id]
+            attempts[name] = max(attempts.get(name, 0), started.attempt)
+    return attempts
+
+
 async def event_types(handle: WorkflowHandle) -> list[int]:
     return [event.event_type async for event in handle.fetch_history_events()]
 

@@ -26,7 +26,7 @@ from connection import (
     dev_server_flags,
     temporal_cli,
 )
-from tests.conftest import conversation, scripted_agent, step, wait_for_pending
+from tests.conftest import conversation, last_attempts, scripted_agent, step, wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep
@@ -164,7 +164,7 @@ async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Clie
 
     assert result.final_text == "charged 30 EUR"
     assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 30\n"
-    assert (await _last_attempts(handle))["run_tool"] >= 2  # the tool really ran twice, and charged once
+    assert (await last_attempts(handle))["run_tool"] >= 2  # the tool really ran twice, and charged once
 
 
 async def _until_charged(effects: Path, count: int) -> None:
@@ -173,20 +173,6 @@ async def _until_charged(effects: Path, count: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the tool never charged")
-
-
-async def _last_attempts(handle: WorkflowHandle) -> dict[str, int]:
-    """Each activity type's highest attempt (a started event records the attempt that ended)."""
-    names: dict[int, str] = {}
-    attempts: dict[str, int] = {}
-    async for e in handle.fetch_history_events():
-        if e.HasField("activity_task_scheduled_event_attributes"):
-            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
-        elif e.HasField("activity_task_started_event_attributes"):
-            started = e.activity_task_started_event_attributes
-            name = names[started.scheduled_event_id]
-            attempts[name] = max(attempts.get(name, 0), started.attempt)
-    return attempts
 
 
 async def _tool_runs(handle: WorkflowHandle) -> dict[str, list[int]]:
@@ -256,7 +242,7 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
         assert await _tool_runs(handle) == {c: [scheduled, completed] for c in ("call_1_0", "call_2_0")}
         assert (await _scheduled(handle)).count("call_model") == 3
         await _no_task_failures(handle)
-        retried += (await _last_attempts(handle))["run_tool"] > 1
+        retried += (await last_attempts(handle))["run_tool"] > 1
     assert retried >= 1  # the kills did interrupt charges: the test exercised the duplicate risk
 
 

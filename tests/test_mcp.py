@@ -22,7 +22,15 @@ from temporalio.worker import Replayer
 import starter
 from activities.mcp import MCPPool, _fill
 from connection import EmbeddedServer, data_converter
-from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
+from tests.conftest import (
+    Env,
+    activity_types,
+    conversation,
+    last_attempts,
+    scripted_agent,
+    step,
+    wait_for_pending,
+)
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, CallPolicy, ConversationInput, MCPServerConfig, MessageInput
@@ -414,20 +422,6 @@ async def test_an_http_server_that_forgot_the_session_gets_a_new_one_within_the_
         await pool.close()
 
 
-async def _last_attempts(handle) -> dict[str, int]:
-    """Each activity type's highest attempt, from the history (a started event records the last one)."""
-    names: dict[int, str] = {}
-    attempts: dict[str, int] = {}
-    async for e in handle.fetch_history_events():
-        if e.HasField("activity_task_scheduled_event_attributes"):
-            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
-        elif e.HasField("activity_task_started_event_attributes"):
-            started = e.activity_task_started_event_attributes
-            name = names[started.scheduled_event_id]
-            attempts[name] = max(attempts.get(name, 0), started.attempt)
-    return attempts
-
-
 async def test_a_call_that_kills_its_server_runs_at_most_max_attempts_times(env: Env, tmp_path: Path) -> None:
     runs = tmp_path / "runs.txt"
     server = _stdio_server(
@@ -448,7 +442,7 @@ async def test_a_call_that_kills_its_server_runs_at_most_max_attempts_times(env:
     lines = runs.read_text().splitlines()
     assert [line.split()[1] for line in lines] == ["once"] * 3  # one run per attempt, not two
     assert len({line.split()[0] for line in lines}) == 3  # each attempt on a server started afresh
-    assert await _last_attempts(handle) == {
+    assert await last_attempts(handle) == {
         "list_mcp_tools": 1,
         "call_model": 1,
         "run_tool": 3,

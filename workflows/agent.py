@@ -275,22 +275,22 @@ class AgentWorkflow:
 
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
         self._set_state("starting", "resolving the agent")
-        options: dict[str, Any] = {
-            "result_type": ResolvedAgent,
-            # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
-            "start_to_close_timeout": timedelta(seconds=10),
-            "retry_policy": RetryPolicy(maximum_attempts=5),
-            "summary": f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
-        }
-        ref = AgentRef(name=input.agent, spec=input.agent_spec, model=input.model)
-        if self._lean:  # in the workflow task itself: no round trip through the server
-            try:
-                resolved = await _execute(RESOLVE_AGENT, ref, local=True, **options)
-            except ActivityError as err:  # the worker's own words (an unknown agent, a bad inline one)
-                kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
-                raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
-        else:
-            resolved = await _execute(RESOLVE_AGENT, ref, **options)
+        try:
+            resolved = await _execute(
+                RESOLVE_AGENT,
+                AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
+                local=self._lean,  # in the workflow task itself: no round trip through the server
+                result_type=ResolvedAgent,
+                # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
+            )
+        except ActivityError as err:  # the worker's own words (an unknown agent, a bad inline one)
+            if not self._lean:
+                raise  # runs from before the patch failed with the activity's error as it was
+            kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
+            raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
         resolved.spec = input.agent_for_conversation(resolved.spec)
         if resolved.spec.mcp_servers:
             self._set_state("starting", "listing the tools of the MCP servers")
@@ -611,10 +611,11 @@ class AgentWorkflow:
 
         await asyncio.gather(*(settle(c) for c in turn.calls if c.id not in turn.outcomes))
         if len(turn.outcomes) == len(turn.calls):
-            self._record_outcomes(turn, tools)
+            self._record_outcomes(turn)
 
-    def _record_outcomes(self, turn: TurnState, tools: dict[str, ToolSpec]) -> None:
+    def _record_outcomes(self, turn: TurnState) -> None:
         """Every call of the turn with its outcome, into the transcript and the audit trail."""
+        tools = {tool.definition.name: tool for tool in self._s.agent.tools} if self._s.agent else {}
         for call in turn.calls:
             outcome = turn.outcomes[call.id]
             tool = tools.get(call.name)
@@ -774,8 +775,7 @@ class AgentWorkflow:
                     turn.outcomes[call.id] = ToolOutcome(
                         content=f"Tool call '{call.name}' was cancelled with the conversation.", is_error=True
                     )
-            tools = {tool.definition.name: tool for tool in self._s.agent.tools} if self._s.agent else {}
-            self._record_outcomes(turn, tools)
+            self._record_outcomes(turn)
             self._finish_turn("cancelled")
         for message in self._s.queue:
             self._s.replies.append(

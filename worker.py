@@ -17,7 +17,7 @@ import py_compile
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -110,13 +110,22 @@ def build_worker(
     if role in ("all", "models"):
         # The provider SDKs import while the worker starts polling (they take ~2 s together).
         threading.Thread(target=import_providers, name="import-providers", daemon=True).start()
+    executor = concurrent.futures.ThreadPoolExecutor(WORKFLOW_THREADS, thread_name_prefix="workflow-task")
+
+    @contextlib.asynccontextmanager
+    async def lifetime() -> AsyncIterator[None]:
+        """Wraps the worker's run: its activities' resources, and its workflow threads, end with it."""
+        try:
+            async with activities.lifetime():
+                yield
+        finally:
+            executor.shutdown(wait=False)
+
     return Worker(
         client,
         task_queue=task_queue,
         workflows=workflows,
-        workflow_task_executor=concurrent.futures.ThreadPoolExecutor(
-            max_workers=WORKFLOW_THREADS, thread_name_prefix="workflow-task"
-        ),
+        workflow_task_executor=executor,
         max_cached_workflows=max_cached_workflows,
         activities=activities.for_role(role),
         max_task_queue_activities_per_second=activities_per_second,
@@ -126,7 +135,7 @@ def build_worker(
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
         # MCP servers this worker started stop with it, and provider clients close.
-        plugins=[SimplePlugin("agent-activities", run_context=activities.lifetime)],
+        plugins=[SimplePlugin("agent-activities", run_context=lifetime)],
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import socket
@@ -11,13 +10,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
+from pydantic_core import to_json
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client, Interceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, ExternalStorage, StorageDriver
+from temporalio.client import Client, Interceptor, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    ExternalStorage,
+    JSONPlainPayloadConverter,
+    StorageDriver,
+)
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
@@ -25,7 +35,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.state import StoreSettings
 from codec import codec_from_env
-from workflows.models import AGENT_NAME, AGENT_STATUS
+from workflows.agent import AgentWorkflow
+from workflows.models import AGENT_NAME, AGENT_STATUS, ConversationInput, ConversationResult
 
 TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
 DEFAULT_ADDRESS = "localhost:7233"
@@ -51,6 +62,27 @@ PAYLOAD_THRESHOLD = 128 * 1024
 """Payloads from this size on go to the payload store; history keeps a reference."""
 
 
+class _CompactJSON(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON without the fields that are null: a null field takes its default (every
+    nullable field's default is None) when read back. Nulls inside free-form values (tool
+    arguments, results) are kept. About a quarter of a conversation's history bytes."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": b"json/plain"}, data=to_json(value, exclude_none=True))
+
+
+class _PayloadConverter(CompositePayloadConverter):
+    """Temporal's default converters with ``_CompactJSON`` for JSON (as ``PydanticPayloadConverter``)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                _CompactJSON() if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
 def data_converter(payload_driver: StorageDriver | None = None) -> DataConverter:
     """Pydantic models on the wire; large payloads kept out of history in the payload store.
 
@@ -59,8 +91,34 @@ def data_converter(payload_driver: StorageDriver | None = None) -> DataConverter
     """
     driver = payload_driver or StoreSettings.from_env().payload_driver()
     storage = ExternalStorage(drivers=[driver], payload_size_threshold=PAYLOAD_THRESHOLD)
-    return dataclasses.replace(
-        pydantic_data_converter, external_storage=storage, payload_codec=codec_from_env()
+    return DataConverter(
+        payload_converter_class=_PayloadConverter, external_storage=storage, payload_codec=codec_from_env()
+    )
+
+
+def conversation_summary(agent: str, prompt: str) -> str:
+    """The one line the Web UI shows for a conversation."""
+    short = " ".join(prompt.split())
+    return f"{agent}: {short[:120]}{'…' if len(short) > 120 else ''}"
+
+
+async def start_conversation(
+    client: Client, conversation: ConversationInput, *, id: str, task_queue: str = TASK_QUEUE, **options: Any
+) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
+    """Start a conversation with its Web UI summary, and AgentName and AgentStatus set at the start
+    (the workflow then writes no search attribute until its status changes). ``options`` go to
+    ``Client.start_workflow``."""
+    agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
+    return await client.start_workflow(
+        AgentWorkflow.run,
+        conversation,
+        id=id,
+        task_queue=task_queue,
+        static_summary=conversation_summary(agent, conversation.prompt),
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(AGENT_NAME, agent), SearchAttributePair(AGENT_STATUS, "running")]
+        ),
+        **options,
     )
 
 

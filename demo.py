@@ -24,10 +24,11 @@ from connection import (
     connect_config,
     ensure_search_attributes,
     reachable,
+    start_conversation,
     start_embedded_server,
     ui_link,
 )
-from starter import conversation_summary, format_approval, format_result, format_transcript
+from starter import format_approval, format_result, format_transcript
 from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, ConversationInput
@@ -50,12 +51,11 @@ async def run(args: argparse.Namespace) -> int:
     workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
     async with build_worker(client, task_queue=args.task_queue):
         print(f"Worker running on task queue '{args.task_queue}'. Starting conversation {workflow_id}.\n")
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
+        handle = await start_conversation(
+            client,
             ConversationInput(prompt=args.prompt, agent=args.agent),
             id=workflow_id,
             task_queue=args.task_queue,
-            static_summary=conversation_summary(args.agent, args.prompt),
         )
         await approve_like_an_operator(handle, wait_for_person=args.manual)
         result = await handle.result()

@@ -38,7 +38,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store import PayloadMissingError
 from codec import ENCODING, ENV_VAR, EncryptionKeyError
-from connection import TASK_QUEUE, connect, connect_config, data_converter, ui_address, ui_link
+from connection import (
+    TASK_QUEUE,
+    connect,
+    connect_config,
+    data_converter,
+    start_conversation,
+    ui_address,
+    ui_link,
+)
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.inputs import first_error
 from workflows.messages import (
@@ -68,12 +76,6 @@ PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
 
 class CommandError(Exception):
     """Printed as one line, exit code 1."""
-
-
-def conversation_summary(agent: str, prompt: str) -> str:
-    """The one line the Web UI shows for a conversation."""
-    short = " ".join(prompt.split())
-    return f"{agent}: {short[:120]}{'…' if len(short) > 120 else ''}"
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -127,13 +129,12 @@ async def start(client: Client, args: argparse.Namespace) -> None:
         raise CommandError(f"invalid input: {first_error(e)}") from e
     workflow_id = args.id or f"agent-{args.agent}-{uuid.uuid4().hex[:8]}"
     try:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
+        handle = await start_conversation(
+            client,
             conversation,
             id=workflow_id,
             task_queue=args.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            static_summary=conversation_summary(args.agent, prompt),
         )
     except WorkflowAlreadyStartedError as e:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
@@ -229,12 +230,11 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
     else:
         first = _message(await asyncio.to_thread(input, "you> "))
         workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
+        handle = await start_conversation(
+            client,
             ConversationInput(prompt=first.text, agent=args.agent, chat=True),
             id=workflow_id,
             task_queue=args.task_queue,
-            static_summary=conversation_summary(args.agent, first.text),
         )
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
     while True:

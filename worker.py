@@ -92,9 +92,10 @@ def build_worker(
     """
     registry = registry or default_registry()
     hooks = hooks or default_hooks()
+    agents = load_agents(agents_dir, registry, hooks)
     activities = AgentActivities(
         registry,
-        load_agents(agents_dir, registry, hooks),
+        agents,
         workspace_root=workspace_root,
         providers=providers,
         store=store,
@@ -108,8 +109,10 @@ def build_worker(
     workflows = [AgentWorkflow] if role in ("all", "workflows") else []
     _compile_bytecode(workflows)
     if role in ("all", "models"):
-        # The provider SDKs import while the worker starts polling (they take ~2 s together).
-        threading.Thread(target=import_providers, name="import-providers", daemon=True).start()
+        # The SDKs of the providers the agent files name import while the worker starts polling
+        # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
+        used = {agent.model.provider for agent in agents.values()}
+        threading.Thread(target=import_providers, args=(used,), name="import-providers", daemon=True).start()
     executor = concurrent.futures.ThreadPoolExecutor(WORKFLOW_THREADS, thread_name_prefix="workflow-task")
 
     @contextlib.asynccontextmanager

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -15,7 +16,6 @@ from temporalio.exceptions import ApplicationError
 from activities.agents import AgentFileError, check_agent
 from activities.hooks import HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore
-from activities.mcp import MCPPool
 from activities.state import StoreSettings
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry
@@ -35,6 +35,9 @@ from workflows.models import (
     ToolOutcome,
     ToolSpec,
 )
+
+if TYPE_CHECKING:
+    from activities.mcp import MCPPool
 
 WorkerRole = Literal["all", "workflows", "models", "tools"]
 
@@ -63,10 +66,12 @@ def provider_class(name: str) -> type[ModelProvider]:
     return getattr(importlib.import_module(module), cls)
 
 
-def import_providers() -> None:
-    """Import every adapter (the worker runs this in a thread once it polls)."""
-    for name in PROVIDERS:
-        provider_class(name)
+def import_providers(names: Iterable[str]) -> None:
+    """Import these adapters (the worker runs this in a thread once it polls, for the providers its
+    agent files name; another provider imports on its first call, off the event loop)."""
+    for name in names:
+        if name in PROVIDERS:
+            provider_class(name)
 
 
 class AgentActivities:
@@ -89,10 +94,7 @@ class AgentActivities:
     ) -> None:
         """Stores not given are built from ``stores`` (default: the environment); a ``workspace_root``
         means local folders there."""
-        self.mcp = MCPPool(
-            (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
-        )
-        """Connections to MCP servers; the worker stops them when it stops (``mcp.lifetime``)."""
+        self._allow_inline_mcp = allow_inline_mcp
         self._prices = prices or {}
         self._registry = registry
         stores = stores or StoreSettings.from_env()
@@ -107,13 +109,23 @@ class AgentActivities:
         self._created: list[ModelProvider] = []
         """Providers this object made (and so closes); those passed in belong to the caller."""
 
+    @functools.cached_property
+    def mcp(self) -> MCPPool:
+        """Connections to MCP servers; the worker stops them when it stops (``lifetime``). Built on
+        first use: the MCP SDK (~27 MiB) loads only in a worker whose conversations use MCP."""
+        from activities.mcp import MCPPool
+
+        servers = (server for spec in self._agents.values() for server in spec.mcp_servers)
+        return MCPPool(servers, allow_any=self._allow_inline_mcp)
+
     @asynccontextmanager
     async def lifetime(self) -> AsyncIterator[None]:
         """Wraps the worker's run: MCP servers stop and provider clients close when it stops."""
         try:
-            async with self.mcp.lifetime():
-                yield
+            yield
         finally:
+            if (pool := self.__dict__.get("mcp")) is not None:  # built: some conversation used MCP
+                await pool.close()
             await asyncio.gather(*(p.aclose() for p in self._created))
             self._created.clear()
 
@@ -136,9 +148,17 @@ class AgentActivities:
                 type="ConfigError",
                 non_retryable=True,
             )
+
+        def local(name: str) -> bool:
+            """The agent's ``local_tools``, or the tool's own default unless the agent sends it to a queue."""
+            routed = spec.tool_task_queue is not None or name in spec.tool_task_queues
+            return name in spec.local_tools or (self._registry[name].local and not routed)
+
         return ResolvedAgent(
             spec=spec,
-            tools=[self._registry[name].spec for name in spec.tools],
+            tools=[
+                self._registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools
+            ],
             price=self._prices.get(ref.model or spec.model.model),
         )
 
@@ -150,7 +170,7 @@ class AgentActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
-        provider = self._provider(input.request.settings.provider)
+        provider = await self._provider(input.request.settings.provider)
         # Heartbeats from the start: on a busy worker the transcript may wait for a store thread.
         async with _heartbeating() as publish:
             request = await self._with_transcript(input)
@@ -214,14 +234,18 @@ class AgentActivities:
     async def run_hook(self, invocation: HookInvocation) -> HookDecision:
         return await self._hooks.run(invocation)
 
-    def _provider(self, name: str) -> ModelProvider:
+    async def _provider(self, name: str) -> ModelProvider:
         if name not in self._providers:
             if name not in PROVIDERS:
                 raise ApplicationError(
                     f"unknown model provider {name!r}", type="ConfigError", non_retryable=True
                 )
-            self._providers[name] = provider_class(name)()
-            self._created.append(self._providers[name])
+            # A provider SDK's first import takes a second or more: not on the event loop, where
+            # it would hold up every other activity's heartbeats.
+            adapter = await asyncio.to_thread(provider_class, name)
+            if name not in self._providers:  # a concurrent first call may have made it meanwhile
+                self._providers[name] = adapter()
+                self._created.append(self._providers[name])
         return self._providers[name]
 
     def for_role(self, role: WorkerRole) -> list:
@@ -235,8 +259,8 @@ class AgentActivities:
                     self.run_hook,
                     self.list_mcp_tools,
                 ]
-            case "workflows":
-                return [self.resolve_agent, self.run_hook]
+            case "workflows":  # run_tool for local tools, which run beside their workflow
+                return [self.resolve_agent, self.run_hook, self.run_tool]
             case "models":
                 return [self.call_model]
             case "tools":  # MCP servers run beside the other tools

@@ -62,6 +62,16 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
             f"{where}: field 'tools': unknown tool(s) {', '.join(unknown)}; "
             f"the worker has: {', '.join(registry.names)}"
         )
+    if not_offered := [name for name in spec.local_tools if name not in spec.tools]:
+        raise AgentFileError(
+            f"{where}: field 'local_tools': {', '.join(not_offered)} not in the agent's 'tools'"
+            " (MCP tools never run locally)"
+        )
+    if routed := [n for n in spec.local_tools if spec.tool_task_queue or n in spec.tool_task_queues]:
+        raise AgentFileError(
+            f"{where}: field 'local_tools': {', '.join(routed)} cannot run locally and on a tool task"
+            " queue too; a local tool runs on the workflow's own worker"
+        )
     for event, names in spec.hooks.model_dump().items():
         for name in names:
             found = hooks.event_of(name) if hooks else None

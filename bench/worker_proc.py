@@ -11,15 +11,20 @@ the benchmark's client), prints ``ready <pid>`` once the worker runs, and leaves
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from temporalio.worker import Worker
 
 from bench.serve import serve
 from connection import connect
 from worker import build_worker
 
+AGENTS_DIR = Path(__file__).parent / "agents"
+"""The agents ``bench.peers`` starts by name (bench.toml)."""
+
 
 async def ours(task_queue: str) -> Worker:
-    return build_worker(await connect(), task_queue=task_queue)
+    return build_worker(await connect(), task_queue=task_queue, agents_dir=AGENTS_DIR)
 
 
 if __name__ == "__main__":

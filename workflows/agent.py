@@ -677,6 +677,14 @@ class AgentWorkflow:
         workflow_id = workflow.info().workflow_id
         log = {"iteration": self._status.iteration, "call_id": call.id, "tool": call.name}
         workflow.logger.info("running tool %s", call.name, extra=log)
+        options = (  # a local tool runs in this workflow task, on this worker: no queue, no heartbeat
+            tool.call.local_activity_options()
+            if tool.local
+            else {
+                "task_queue": agent.spec.tool_task_queues.get(call.name, agent.spec.tool_task_queue),
+                **tool.call.activity_options(),
+            }
+        )
         self._tools_in_flight += 1
         try:
             outcome = await _execute(
@@ -693,10 +701,10 @@ class AgentWorkflow:
                     mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
                     mcp_tool=tool.mcp_tool,
                 ),
+                local=tool.local,
                 result_type=ToolOutcome,
-                task_queue=agent.spec.tool_task_queues.get(call.name, agent.spec.tool_task_queue),
                 summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
-                **tool.call.activity_options(),
+                **options,
             )
             for decision in outcome.hooks:
                 self._record_hook("post_tool_use", call.id, decision)

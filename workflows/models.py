@@ -82,12 +82,23 @@ class CallPolicy(BaseModel):
                 if self.heartbeat_seconds
                 else ActivityCancellationType.TRY_CANCEL
             ),
-            "retry_policy": RetryPolicy(
-                initial_interval=timedelta(seconds=self.initial_retry_seconds),
-                maximum_interval=timedelta(seconds=self.max_retry_seconds),
-                maximum_attempts=self.max_attempts,
-            ),
+            "retry_policy": self._retry_policy(),
         }
+
+    def local_activity_options(self) -> dict[str, Any]:
+        """For a local activity: it runs in the workflow task on the workflow's own worker, so there is
+        no task queue and no heartbeat (a worker dying meanwhile times out the task; the call runs again)."""
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_seconds),
+            "retry_policy": self._retry_policy(),
+        }
+
+    def _retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial_retry_seconds),
+            maximum_interval=timedelta(seconds=self.max_retry_seconds),
+            maximum_attempts=self.max_attempts,
+        )
 
 
 Deadline = Seconds | Literal["none"]
@@ -255,6 +266,9 @@ class AgentSpec(BaseModel):
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     """Allowlist of tool names from the worker's registry."""
+    local_tools: list[str] = Field(default_factory=list)
+    """Of ``tools``, those that run as local activities (besides tools marked ``@tool(local=True)``):
+    inside the workflow task, with no server round trip. Only for quick tools without side effects."""
     max_iterations: int = Field(default=5, ge=1)
     """Model calls that may ask for tools before the limit applies."""
     on_limit: OnLimit = "final_answer"
@@ -369,6 +383,9 @@ class ToolSpec(BaseModel):
     """For an MCP tool: the name of its server in the agent's ``mcp_servers``."""
     mcp_tool: str | None = None
     """For an MCP tool: its name on the server (without the prefix)."""
+    local: bool = False
+    """Run as a local activity, in the workflow task on the workflow's own worker (never an MCP tool).
+    Conversations recorded before this field existed lack it, so they replay on the normal path."""
 
 
 class Price(BaseModel):
@@ -483,7 +500,8 @@ class ApprovalRecord(BaseModel):
     tool: str
     arguments: dict[str, Any]
     requested_at: datetime
-    deadline: datetime | None
+    deadline: datetime | None = None
+    """None: no deadline, the call waits for a person."""
     state: ApprovalState = "pending"
     by: str | None = None
     reason: str | None = None

@@ -54,6 +54,7 @@ class Tool:
     call: CallPolicy
     context_parameter: str | None
     requires_approval: bool = False
+    local: bool = False
 
     @property
     def definition(self) -> ToolDefinition:
@@ -63,7 +64,12 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(definition=self.definition, call=self.call, requires_approval=self.requires_approval)
+        return ToolSpec(
+            definition=self.definition,
+            call=self.call,
+            requires_approval=self.requires_approval,
+            local=self.local,
+        )
 
 
 def tool(
@@ -72,18 +78,21 @@ def tool(
     name: str | None = None,
     call: CallPolicy | None = None,
     requires_approval: bool = False,
+    local: bool = False,
 ) -> Any:
     """Make a ``Tool`` of a typed function: ``@tool``, or ``@tool(name=..., call=CallPolicy(...),
-    requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise."""
+    requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise.
+    ``local=True`` runs a quick tool without side effects as a local activity, in the workflow task
+    (unless the agent sends it to a tool task queue)."""
 
     def make(fn: Callable[..., Any]) -> Tool:
         policy = call or CallPolicy(timeout_seconds=30, max_attempts=3, heartbeat_seconds=3)
-        return _build(fn, name or fn.__name__, policy, requires_approval)
+        return _build(fn, name or fn.__name__, policy, requires_approval, local)
 
     return make(function) if function is not None else make
 
 
-def _build(fn: Callable[..., Any], name: str, call: CallPolicy, requires_approval: bool) -> Tool:
+def _build(fn: Callable[..., Any], name: str, call: CallPolicy, requires_approval: bool, local: bool) -> Tool:
     doc = inspect.getdoc(fn)
     if not doc:
         raise ValueError(f"tool {name!r} needs a docstring: it is the model's description of the tool")
@@ -111,6 +120,7 @@ def _build(fn: Callable[..., Any], name: str, call: CallPolicy, requires_approva
         call=call,
         context_parameter=context_parameter,
         requires_approval=requires_approval,
+        local=local,
     )
 
 

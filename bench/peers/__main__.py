@@ -10,10 +10,11 @@ Then:
     .venv/bin/python -m bench.peers                       # 3 rounds, bursts of 200, model at 0 ms
     .venv/bin/python -m bench.peers --delay-ms 500        # the same with a 500 ms model
     options: --rounds N (3), --burst N (200), --latency N (conversations per round; 20, 5 at 500 ms),
-             --systems ours,oat,pai,naive, --json PATH, --keep (keep the temp dir: logs, databases)
+             --systems ours,ours_local,oat,pai,naive, --json PATH, --keep (keep the temp dir: logs, databases)
 
 Systems (one module each in this folder, each written as its framework's documentation shows):
-ours (``worker.build_worker``, via ``bench/worker_proc.py``); OAT (the OpenAI Agents SDK through
+ours (``worker.build_worker``, via ``bench/worker_proc.py``); ours with ``add`` as a local
+activity (``ours_local``, the opt-in for quick side-effect-free tools); OAT (the OpenAI Agents SDK through
 Temporal's OpenAI Agents plugin, ``add`` via ``activity_as_tool``); PAI (pydantic-ai's
 ``TemporalDurability`` and ``PydanticAIPlugin``); NAIVE (one ``call_model`` and one ``run_tool``
 activity, Temporal's defaults).
@@ -78,7 +79,13 @@ from bench.run import (
 )
 from connection import EmbeddedServer, start_embedded_server
 
-SYSTEMS = {"ours": "ours", "oat": "OAT", "pai": "PAI", "naive": "NAIVE"}
+SYSTEMS = {
+    "ours": "ours",
+    "ours_local": "ours, local tools",
+    "oat": "OAT",
+    "pai": "PAI",
+    "naive": "NAIVE",
+}
 """Module name in bench/peers/ → label in the tables, in the order rounds run them."""
 WARM_UP = 2
 """Conversations each fresh worker runs before it is measured (imports, connections, caches)."""
@@ -589,7 +596,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=200, help="conversations started at once")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="the fake model's delay per answer")
     parser.add_argument("--latency", type=int, help="sequential conversations per round (20; 5 with a delay)")
-    parser.add_argument("--systems", type=_systems, default=list(SYSTEMS), help="ours,oat,pai,naive")
+    parser.add_argument("--systems", type=_systems, default=list(SYSTEMS), help=",".join(SYSTEMS))
     parser.add_argument("--json", type=Path, help="write the figures there")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, databases)")
     args = parser.parse_args()

@@ -1,7 +1,8 @@
 """ours: this project's worker (``bench/worker_proc.py``: ``worker.build_worker``), as ``bench.run`` runs it.
 
-The agent is ``bench.run.bench_agent()`` (inline, ``add`` only); the in-process baseline is
-``bench/inprocess_loop.py`` (the same adapter and tool registry, no Temporal).
+The agent is bench/agents/bench.toml, started by name (``bench.run.bench_agent()`` is the same
+agent inline); the in-process baseline is ``bench/inprocess_loop.py`` (the same adapter and tool
+registry, no Temporal).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import ToolRegistry, default_registry
 from bench.inprocess_loop import run_loop
 from bench.run import bench_agent, check_result
-from connection import data_converter
-from workflows.agent import AgentWorkflow
+from connection import data_converter, start_conversation
 from workflows.models import ConversationInput, ConversationResult
 
 WORKER_MODULE = "bench.worker_proc"
@@ -31,10 +31,16 @@ async def connect(address: str) -> Client:
     return await Client.connect(address, data_converter=data_converter())
 
 
-async def start(client: Client, workflow_id: str, task_queue: str, prompt: str) -> WorkflowHandle:
-    return await client.start_workflow(
-        AgentWorkflow.run,
-        ConversationInput(prompt=prompt, agent_spec=bench_agent()),
+AGENT = "bench"
+
+
+async def start(
+    client: Client, workflow_id: str, task_queue: str, prompt: str, agent: str = AGENT
+) -> WorkflowHandle:
+    """As ``starter.py start --agent bench`` does (the agent file is bench/agents/bench.toml)."""
+    return await start_conversation(
+        client,
+        ConversationInput(prompt=prompt, agent=agent),
         id=workflow_id,
         task_queue=task_queue,
         execution_timeout=timedelta(minutes=15),

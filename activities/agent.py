@@ -171,7 +171,7 @@ class AgentActivities:
     @activity.defn(name="call_model")
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = await self._provider(input.request.settings.provider)
-        # Heartbeats from the start: on a busy worker the transcript may wait for a store thread.
+        # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
         async with _heartbeating() as publish:
             request = await self._with_transcript(input)
             model = f"{provider.name}:{request.settings.model}"
@@ -302,9 +302,9 @@ async def _heartbeating() -> AsyncIterator[Callable[[Any], None]]:
         return
 
     async def beat() -> None:
-        while True:
-            activity.heartbeat(*latest)
+        while True:  # the first beat after a third of the timeout: a quick call sends none
             await asyncio.sleep(timeout.total_seconds() / 3)
+            activity.heartbeat(*latest)
 
     task = asyncio.create_task(beat())
     try:

@@ -1,4 +1,7 @@
-"""Calculator tools: the smallest useful tool set, for the demo and the provider agents."""
+"""Calculator tools: the smallest useful tool set, for the demo and the provider agents.
+
+They are ``async`` only so that they run on the worker's event loop: a plain function tool runs in
+a thread (it may block on files or a network), a hop that costs more than the arithmetic."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ def _number(x: float) -> int | float:
 
 
 @tool
-def add(a: float, b: float) -> int | float:
+async def add(a: float, b: float) -> int | float:
     """Add two numbers.
 
     Args:
@@ -24,7 +27,7 @@ def add(a: float, b: float) -> int | float:
 
 
 @tool
-def subtract(a: float, b: float) -> int | float:
+async def subtract(a: float, b: float) -> int | float:
     """Subtract b from a.
 
     Args:
@@ -35,7 +38,7 @@ def subtract(a: float, b: float) -> int | float:
 
 
 @tool
-def multiply(a: float, b: float) -> int | float:
+async def multiply(a: float, b: float) -> int | float:
     """Multiply two numbers.
 
     Args:
@@ -46,7 +49,7 @@ def multiply(a: float, b: float) -> int | float:
 
 
 @tool
-def divide(a: float, b: float) -> int | float:
+async def divide(a: float, b: float) -> int | float:
     """Divide a by b.
 
     Args:
@@ -59,7 +62,7 @@ def divide(a: float, b: float) -> int | float:
 
 
 @tool
-def sqrt(x: float) -> int | float:
+async def sqrt(x: float) -> int | float:
     """Square root of a non-negative number.
 
     Args:

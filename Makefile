@@ -38,7 +38,7 @@ server: setup
 	@mkdir -p data
 	$(VENV)/bin/temporal server start-dev --db-filename data/temporal.db --ui-port 8233 \
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
-		$$($(PY) -c 'import connection; print(" ".join(connection.dev_server_flags()))')
+		$$($(PY) -c 'from durable_agents.dev_server import dev_server_flags; print(" ".join(dev_server_flags()))')
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -11,25 +11,23 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import sys
 import uuid
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from connection import (
+from durable_agents.cli import exit_now
+from durable_agents.connection import (
     TASK_QUEUE,
     address_is_explicit,
     connect,
     connect_config,
     ensure_search_attributes,
     reachable,
-    start_conversation,
-    start_embedded_server,
-    ui_link,
 )
+from durable_agents.conversations import start_conversation, ui_link
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import build_worker
 from starter import format_approval, format_result, format_transcript
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, ConversationInput
 
@@ -125,7 +123,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly
+    exit_now(main())

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import getpass
 import json
-import os
 import re
 import sys
 import traceback
@@ -37,16 +36,11 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store import PayloadMissingError
-from codec import ENCODING, ENV_VAR, EncryptionKeyError
-from connection import (
-    TASK_QUEUE,
-    connect,
-    connect_config,
-    data_converter,
-    start_conversation,
-    ui_address,
-    ui_link,
-)
+from durable_agents.cli import exit_now
+from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
+from durable_agents.connection import TASK_QUEUE, connect, connect_config
+from durable_agents.conversations import start_conversation, ui_address, ui_link
+from durable_agents.converter import data_converter
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.inputs import first_error
 from workflows.messages import (
@@ -695,6 +689,4 @@ if __name__ == "__main__":
     except Exception:  # a bug: its traceback, and still the explicit exit below
         traceback.print_exc()
         code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly
+    exit_now(code)

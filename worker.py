@@ -9,151 +9,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
-import contextlib
-import importlib.util
 import os
-import py_compile
 import signal
 import sys
-import threading
-from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker
-
-from activities.agent import AgentActivities, ModelProvider, WorkerRole, import_providers
 from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, AgentFileError, load_agents, load_prices
-from activities.hooks import HookRegistry, default_hooks
+from activities.hooks import default_hooks
 from activities.state import StoreSettings
-from activities.store import ConversationStore
-from activities.tools import ToolRegistry, default_registry
-from connection import (
+from activities.tools import default_registry
+from durable_agents.cli import exit_now
+from durable_agents.connection import (
     TASK_QUEUE,
     address_is_explicit,
     connect,
     connect_config,
-    data_converter,
     ensure_search_attributes,
     reachable,
-    start_embedded_server,
 )
-from telemetry import configure_logging, metrics_runtime, tracing_interceptor
-from workflows.agent import AgentWorkflow
-
-MAX_CACHED_WORKFLOWS = 200
-"""Conversations a worker keeps in memory between their steps. One parked for approval costs
-~150 KiB while cached; an evicted one is replayed from history when it next has work. Keep it
-above the number of conversations running at once (each eviction costs a replay)."""
-
-
-WORKFLOW_THREADS = 2
-"""Threads that run workflow tasks. Workflow code holds the GIL while it runs, so more threads only
-take turns with the event loop that runs the activities: with one per cached conversation (the
-SDK's default), a busy worker's heartbeats arrived late and model calls were retried (paid twice)."""
-STICKY_SECONDS = 5.0
-"""How long a conversation's next workflow task waits for the worker that has it cached before it
-goes to any worker (a full replay). 1 s turned every queueing delay of a busy worker into a timeout
-and a replay; after a crash, conversations the dead worker had cached move within this time."""
-
-
-def build_worker(
-    client: Client,
-    *,
-    task_queue: str = TASK_QUEUE,
-    registry: ToolRegistry | None = None,
-    agents_dir: Path = DEFAULT_AGENTS_DIR,
-    workspace_root: Path | None = None,
-    providers: dict[str, ModelProvider] | None = None,
-    store: ConversationStore | None = None,
-    hooks: HookRegistry | None = None,
-    prices_file: Path = DEFAULT_PRICES,
-    role: WorkerRole = "all",
-    activities_per_second: float | None = None,
-    allow_inline_mcp: bool | None = None,
-    max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
-    stores: StoreSettings | None = None,
-) -> Worker:
-    """The one worker setup used by ``worker.py``, the demo and the tests.
-
-    ``role`` splits the work across pools: "workflows" (the loop, agent resolution,
-    hooks), "models" (model calls) and "tools" (tool calls), each on its own task
-    queue as the agent names them; "all" runs everything. ``activities_per_second``
-    is a task-queue-wide limit that Temporal enforces across every worker of the queue.
-    ``allow_inline_mcp`` (default: ``AGENT_ALLOW_INLINE_MCP=1``) lets inline agents name MCP
-    servers the worker's agent files do not: commands run on this host, so it is off by default.
-    ``stores`` (default: from the environment) says where the state beside Temporal lives;
-    ``store`` and ``workspace_root`` replace parts of it.
-
-    Raises ``AgentFileError`` naming the file and field when an agent file is bad.
-    """
-    registry = registry or default_registry()
-    hooks = hooks or default_hooks()
-    agents = load_agents(agents_dir, registry, hooks)
-    activities = AgentActivities(
-        registry,
-        agents,
-        workspace_root=workspace_root,
-        providers=providers,
-        store=store,
-        hooks=hooks,
-        prices=load_prices(prices_file),
-        allow_inline_mcp=(
-            os.environ.get("AGENT_ALLOW_INLINE_MCP") == "1" if allow_inline_mcp is None else allow_inline_mcp
-        ),
-        stores=stores,
-    )
-    workflows = [AgentWorkflow] if role in ("all", "workflows") else []
-    _compile_bytecode(workflows)
-    if role in ("all", "models"):
-        # The SDKs of the providers the agent files name import while the worker starts polling
-        # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
-        used = {agent.model.provider for agent in agents.values()}
-        threading.Thread(target=import_providers, args=(used,), name="import-providers", daemon=True).start()
-    executor = concurrent.futures.ThreadPoolExecutor(WORKFLOW_THREADS, thread_name_prefix="workflow-task")
-
-    @contextlib.asynccontextmanager
-    async def lifetime() -> AsyncIterator[None]:
-        """Wraps the worker's run: its activities' resources, and its workflow threads, end with it."""
-        try:
-            async with activities.lifetime():
-                yield
-        finally:
-            executor.shutdown(wait=False)
-
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=workflows,
-        workflow_task_executor=executor,
-        max_cached_workflows=max_cached_workflows,
-        activities=activities.for_role(role),
-        max_task_queue_activities_per_second=activities_per_second,
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=STICKY_SECONDS),
-        graceful_shutdown_timeout=timedelta(seconds=5),
-        # Streamed partial answers reach `describe` (and `starter.py watch`) within a second.
-        max_heartbeat_throttle_interval=timedelta(seconds=1),
-        default_heartbeat_throttle_interval=timedelta(seconds=1),
-        # MCP servers this worker started stop with it, and provider clients close.
-        plugins=[SimplePlugin("agent-activities", run_context=lifetime)],
-    )
-
-
-def _compile_bytecode(workflows: Sequence[type]) -> None:
-    """Write the bytecode of the workflows' modules, even under PYTHONDONTWRITEBYTECODE.
-
-    The sandbox imports a workflow's module afresh for every conversation it loads (a start,
-    a replay after eviction): without bytecode that compiles the source each time (~40 ms).
-    """
-    for module in {cls.__module__ for cls in workflows}:
-        source = getattr(importlib.util.find_spec(module), "origin", None) or ""
-        if source.endswith(".py"):
-            # A read-only tree keeps compiling each time (a Docker image compiles at build).
-            with contextlib.suppress(OSError, py_compile.PyCompileError):
-                py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import MAX_CACHED_WORKFLOWS, build_worker
+from durable_agents.telemetry import configure_logging, metrics_runtime, tracing_interceptor
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -259,7 +137,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # the SDK can crash at interpreter exit; leave explicitly
+    exit_now(main())

@@ -23,9 +23,9 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 
 from activities.tools import default_registry, tool
-from connection import start_embedded_server
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import build_worker
 from tests.conftest import conversation, scripted_agent, step
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 
 OUTPUT_KB = 10

@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.fake_model import FakeModelServer
 from bench.run import output_to
-from connection import start_embedded_server
+from durable_agents.dev_server import start_embedded_server
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
 from workflows.models import AgentSpec, ConversationInput

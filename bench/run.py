@@ -6,12 +6,12 @@
 
 Everything runs locally (127.0.0.1 only) in processes this script starts and always kills:
 
-- an embedded Temporal dev server (``connection.start_embedded_server``, SQLite in a temp dir;
+- an embedded Temporal dev server (``durable_agents.dev_server.start_embedded_server``, SQLite in a temp dir;
   its log goes to server.log there);
 - a fake model server speaking OpenAI Chat Completions (``bench/fake_model.py``): it asks for
   ``add`` {"a": 1, "b": 2} until the request holds 2 tool results, then answers "done", so one
   conversation is 3 model calls and 2 tool calls; ``model="bench@500ms"`` makes it wait 500 ms;
-- worker processes (``bench/worker_proc.py``: ``worker.build_worker`` on a task queue), each
+- worker processes (``bench/worker_proc.py``: ``durable_agents.plugin.build_worker`` on a task queue), each
   fresh for the measurement it serves, with the real ``openai`` SDK and the repo's adapter. They
   run from a copy of the code taken at start, so edits made to the tree during the run don't
   reach them; results.json records the commit and which tracked files differed from it.
@@ -82,7 +82,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import default_registry
 from bench.inprocess_loop import run_loop
-from connection import EmbeddedServer, start_embedded_server
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
 from workflows.models import AgentSpec, ConversationInput, ConversationResult

@@ -30,10 +30,10 @@ from pathlib import Path
 from activities.postgres import database
 from activities.state import StoreSettings
 from activities.store import ConversationStore
-from connection import start_embedded_server
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import build_worker
 from tests.conftest import conversation, scripted_agent, step
 from tests.postgres import Postgres, find_binaries
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import AssistantMessage, UserMessage
 from workflows.models import ApprovalPolicy

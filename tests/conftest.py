@@ -17,15 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry
 from activities.tools.workspace import folder_name
-from connection import (
-    EmbeddedServer,
-    data_converter,
-    ensure_search_attributes,
-    start_embedded_server,
-    time_skipping_server,
-)
+from durable_agents.connection import ensure_search_attributes
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server, time_skipping_server
+from durable_agents.plugin import build_worker
 from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
 from workflows.models import AgentSpec, ApprovalRecord, ConversationInput, ConversationResult

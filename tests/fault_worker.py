@@ -13,8 +13,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.tools import ToolContext, default_registry, tool
-from connection import data_converter
-from worker import build_worker
+from durable_agents.converter import data_converter
+from durable_agents.plugin import build_worker
 
 
 @tool

@@ -15,9 +15,9 @@ from temporalio.client import Client
 
 from activities.state import StoreSettings
 from activities.tools import default_registry, tool
-from connection import data_converter
+from durable_agents.converter import data_converter
+from durable_agents.plugin import build_worker
 from tests.fault_worker import charge, slow_step
-from worker import build_worker
 
 
 @tool

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from connection import start_embedded_server
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import build_worker
 from tests.conftest import conversation, scripted_agent, step
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep
 from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput

@@ -14,7 +14,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from connection import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.plugin import build_worker
 from tests.conftest import (
     Env,
     activity_types,
@@ -25,7 +26,6 @@ from tests.conftest import (
     wait_for_pending,
     workspace_of,
 )
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, ApprovalSignal, Decision
 

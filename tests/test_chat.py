@@ -14,7 +14,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.store import SQLiteConversationStore
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from connection import SEARCH_ATTRIBUTES, data_converter, dev_server_flags, temporal_cli
+from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import dev_server_flags, temporal_cli
+from durable_agents.plugin import build_worker
 from tests.conftest import (
     Env,
     activity_types,
@@ -24,7 +27,6 @@ from tests.conftest import (
     step,
     wait_for_pending,
 )
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage, UserMessage
 from workflows.models import (

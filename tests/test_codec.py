@@ -24,10 +24,17 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-import connection
-import worker
-from codec import EncryptionCodec, EncryptionKeyError, codec_from_env, make_codec_server, new_key, parse_keys
-from connection import EmbeddedServer
+from durable_agents import plugin
+from durable_agents.codec import (
+    EncryptionCodec,
+    EncryptionKeyError,
+    codec_from_env,
+    make_codec_server,
+    new_key,
+    parse_keys,
+)
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 
@@ -209,15 +216,15 @@ def test_a_malformed_variable_raises_value_error_saying_which_key_and_what_is_wr
 
 def test_data_converter_uses_the_codec_when_the_variable_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_ENCRYPTION_KEY", f"k1:{B64_A}")
-    converter = connection.data_converter()
+    converter = data_converter()
     assert isinstance(converter.payload_codec, EncryptionCodec)
     assert converter.payload_codec.key_ids == ["k1"]
     assert converter.external_storage is not None
     monkeypatch.setenv("AGENT_ENCRYPTION_KEY", "")
-    assert connection.data_converter().payload_codec is None
+    assert data_converter().payload_codec is None
     monkeypatch.setenv("AGENT_ENCRYPTION_KEY", "short")
     with pytest.raises(ValueError, match="key 'default'"):
-        connection.data_converter()
+        data_converter()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -257,14 +264,14 @@ def payload_encodings(document: Any, path: str = "") -> dict[str, bytes]:
 
 async def run_conversation(server: EmbeddedServer, tmp_path: Path, codec: EncryptionCodec | None) -> str:
     """Runs the PROMPT conversation through a worker whose client has ``codec``; returns its workflow id."""
-    converter = dataclasses.replace(connection.data_converter(), payload_codec=codec)
+    converter = dataclasses.replace(data_converter(), payload_codec=codec)
     client = await Client.connect(server.address, data_converter=converter)
     task_queue = f"tq-codec-{uuid.uuid4().hex[:10]}"
     workflow_id = f"test-codec-{uuid.uuid4().hex[:10]}"
     agent = scripted_agent(
         step("", ("multiply", {"a": 6, "b": 7})), step("Bluebird answer: {last_result} exactly.")
     )
-    async with worker.build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
+    async with plugin.build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
         handle = await client.start_workflow(
             AgentWorkflow.run,
             conversation(agent, PROMPT),

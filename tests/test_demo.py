@@ -9,7 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from connection import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer, temporal_cli
 
 REPO = Path(__file__).resolve().parent.parent
 ANSWER = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."

@@ -21,7 +21,8 @@ from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.envconfig import ClientConfig
 
 from activities.state import StoreSettings
-from connection import SEARCH_ATTRIBUTES, temporal_cli
+from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.dev_server import temporal_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"

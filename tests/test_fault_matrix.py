@@ -22,7 +22,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 import starter
 from activities.providers._response import CUT_OFF
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, activity_types
 from tests.fake_provider import (
     Arguments,

@@ -19,13 +19,9 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client, WorkflowHandle
 
-from connection import (
-    SEARCH_ATTRIBUTES,
-    EmbeddedServer,
-    data_converter,
-    dev_server_flags,
-    temporal_cli,
-)
+from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from tests.conftest import conversation, last_attempts, scripted_agent, step, wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow

@@ -21,7 +21,9 @@ from temporalio.worker import Replayer
 
 import starter
 from activities.mcp import MCPPool, _fill
-from connection import EmbeddedServer, data_converter
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.plugin import build_worker
 from tests.conftest import (
     Env,
     activity_types,
@@ -31,7 +33,6 @@ from tests.conftest import (
     step,
     wait_for_pending,
 )
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, CallPolicy, ConversationInput, MCPServerConfig, MessageInput
 

@@ -24,7 +24,7 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from connection import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from tests.conftest import (
     Env,
     conversation,

@@ -26,7 +26,7 @@ from activities.postgres import (
 )
 from activities.state import StoreSettings
 from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
 from tests.postgres import PASSWORD, Postgres
 from workflows.messages import AssistantMessage, UserMessage
 

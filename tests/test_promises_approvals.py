@@ -32,9 +32,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry, tool
-from connection import EmbeddedServer, dev_server_flags, temporal_cli
+from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
+from durable_agents.plugin import build_worker
 from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, ConversationInput, Decision
 

@@ -25,12 +25,12 @@ from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client
 
-import connection
-from codec import EncryptionCodec
-from connection import EmbeddedServer, temporal_cli
+from durable_agents.codec import EncryptionCodec
+from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
+from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.plugin import build_worker
 from tests.conftest import conversation, scripted_agent, step, wait_for_pending
 from tests.processes import WorkerProcess
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import UserMessage
 from workflows.models import ApprovalSignal, ConversationHistory, Decision, MessageInput
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.timeout(180)
 async def _client(server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, keys: str) -> Client:
     """A client configured as worker and starter configure theirs: from ``AGENT_ENCRYPTION_KEY``."""
     monkeypatch.setenv("AGENT_ENCRYPTION_KEY", keys)
-    return await Client.connect(server.address, data_converter=connection.data_converter())
+    return await Client.connect(server.address, data_converter=data_converter())
 
 
 def _payloads(document: Any, path: str = "") -> Iterator[tuple[str, dict[str, bytes], bytes]]:
@@ -144,7 +144,7 @@ async def test_the_payload_store_holds_encrypted_payloads(
 ) -> None:
     client = await _client(server, monkeypatch, f"k1:{B64_A}")
     queue = f"crypt-store-{uuid.uuid4().hex[:8]}"
-    prompt = "Kestrel " * (connection.PAYLOAD_THRESHOLD // 8 + 512)  # over the threshold
+    prompt = "Kestrel " * (PAYLOAD_THRESHOLD // 8 + 512)  # over the threshold
     async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
         handle = await client.start_workflow(
             AgentWorkflow.run,

@@ -15,12 +15,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from activities.tools import default_registry
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.plugin import build_worker
 from starter import send_message
 from tests.conftest import conversation, scripted_agent, step, wait_for_pending
 from tests.fault_worker import charge, slow_step
 from tests.processes import WorkerProcess
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, Decision, MessageInput, ToolInvocation
 

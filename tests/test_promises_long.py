@@ -25,9 +25,11 @@ from temporalio.worker import Worker
 from activities.agent import AgentActivities
 from activities.hooks import default_hooks, hook
 from activities.tools import default_registry
-from connection import PAYLOAD_THRESHOLD, SEARCH_ATTRIBUTES, data_converter, dev_server_flags, temporal_cli
+from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
+from durable_agents.dev_server import dev_server_flags, temporal_cli
+from durable_agents.plugin import build_worker
 from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import (
     ApprovalPolicy,

@@ -14,7 +14,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import conversation, scripted_agent, step
 from tests.fake_provider import FakeProvider, Reply
 from tests.processes import WorkerProcess

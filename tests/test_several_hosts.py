@@ -25,7 +25,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.postgres import PostgresPayloadDriver, database
-from connection import EmbeddedServer, data_converter
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import conversation, scripted_agent, step
 from tests.host_worker import big_text
 from tests.postgres import Postgres

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import starter
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, wait_for_pending
 
 

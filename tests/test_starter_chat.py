@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from connection import EmbeddedServer
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env
 from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow

@@ -25,12 +25,12 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-import connection
-from codec import EncryptionCodec
-from connection import EmbeddedServer
+from durable_agents.codec import EncryptionCodec
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.plugin import build_worker
 from tests.conftest import Env, conversation, scripted_agent, step, wait_for_pending
 from tests.fake_provider import FakeProvider, openai_completion, openai_stream
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
 from workflows.models import (
@@ -161,7 +161,7 @@ async def test_a_missing_or_wrong_encryption_key_is_one_line(
 ) -> None:
     codec = EncryptionCodec.from_env_value(KEY)
     client = await Client.connect(
-        server.address, data_converter=dataclasses.replace(connection.data_converter(), payload_codec=codec)
+        server.address, data_converter=dataclasses.replace(data_converter(), payload_codec=codec)
     )
     task_queue = _id("tq-cli-codec")
     async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):

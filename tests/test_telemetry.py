@@ -23,10 +23,11 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from connection import EmbeddedServer, data_converter
-from telemetry import JsonFormatter
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.plugin import build_worker
+from durable_agents.telemetry import JsonFormatter
 from tests.conftest import Env, conversation, scripted_agent, step
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-import worker
 from activities.agent import PROVIDERS, provider_class
-from connection import EmbeddedServer, dev_server_flags
+from durable_agents import plugin
+from durable_agents.dev_server import EmbeddedServer, dev_server_flags
 from tests.conftest import conversation, scripted_agent, step, wait_for_pending
 from workflows.agent import AgentWorkflow
 
@@ -33,9 +33,9 @@ def test_the_embedded_server_uses_wal_and_no_per_commit_sync() -> None:
 
 
 async def test_workers_cache_200_conversations_unless_told(client: Client, tmp_path: Path) -> None:
-    default = worker.build_worker(client, task_queue="cache-default", workspace_root=tmp_path)
+    default = plugin.build_worker(client, task_queue="cache-default", workspace_root=tmp_path)
     assert default.config()["max_cached_workflows"] == 200
-    small = worker.build_worker(
+    small = plugin.build_worker(
         client, task_queue="cache-small", workspace_root=tmp_path, max_cached_workflows=50
     )
     assert small.config()["max_cached_workflows"] == 50
@@ -45,7 +45,7 @@ def test_workflow_bytecode_is_written_even_when_python_is_told_not_to() -> None:
     source = importlib.util.find_spec(AgentWorkflow.__module__).origin
     cached = Path(importlib.util.cache_from_source(source))
     cached.unlink(missing_ok=True)
-    worker._compile_bytecode([AgentWorkflow])
+    plugin._compile_bytecode([AgentWorkflow])
     # A valid cache entry: the header records the source's mtime and size, as the import system checks.
     header = cached.read_bytes()[:16]
     assert header[:4] == importlib.util.MAGIC_NUMBER

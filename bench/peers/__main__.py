@@ -13,7 +13,7 @@ Then:
              --systems ours,ours_local,oat,pai,naive, --json PATH, --keep (keep the temp dir: logs, databases)
 
 Systems (one module each in this folder, each written as its framework's documentation shows):
-ours (``worker.build_worker``, via ``bench/worker_proc.py``); ours with ``add`` as a local
+ours (``durable_agents.plugin.build_worker``, via ``bench/worker_proc.py``); ours with ``add`` as a local
 activity (``ours_local``, the opt-in for quick side-effect-free tools); OAT (the OpenAI Agents SDK through
 Temporal's OpenAI Agents plugin, ``add`` via ``activity_as_tool``); PAI (pydantic-ai's
 ``TemporalDurability`` and ``PydanticAIPlugin``); NAIVE (one ``call_model`` and one ``run_tool``
@@ -22,7 +22,7 @@ activity, Temporal's defaults).
 The work: one conversation is 3 model calls and 2 tool calls (``add`` twice, then "done"), against
 one fake OpenAI Chat Completions server (``bench/fake_model.py``, ``--delay-ms`` per answer).
 Rounds are interleaved (ours, OAT, PAI, NAIVE, then again); in each, every system gets a fresh
-embedded dev server (``connection.start_embedded_server``, the same flags for all) and a fresh
+embedded dev server (``durable_agents.dev_server.start_embedded_server``, the same flags for all) and a fresh
 worker process running from a copy of the code taken at start. Per round and system:
 
 1. latency: conversations one after another, each followed by the same loop in-process without
@@ -77,7 +77,7 @@ from bench.run import (
     source_state,
     vm_kib,
 )
-from connection import EmbeddedServer, start_embedded_server
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 
 SYSTEMS = {
     "ours": "ours",

@@ -1,4 +1,4 @@
-"""ours: this project's worker (``bench/worker_proc.py``: ``worker.build_worker``), as ``bench.run`` runs it.
+"""ours: this project's worker (``bench/worker_proc.py``: ``build_worker``), as ``bench.run`` runs it.
 
 The agent is bench/agents/bench.toml, started by name (``bench.run.bench_agent()`` is the same
 agent inline); the in-process baseline is ``bench/inprocess_loop.py`` (the same adapter and tool
@@ -20,7 +20,8 @@ from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import ToolRegistry, default_registry
 from bench.inprocess_loop import run_loop
 from bench.run import bench_agent, check_result
-from connection import data_converter, start_conversation
+from durable_agents.conversations import start_conversation
+from durable_agents.converter import data_converter
 from workflows.models import ConversationInput, ConversationResult
 
 WORKER_MODULE = "bench.worker_proc"

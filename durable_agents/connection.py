@@ -1,0 +1,87 @@
+"""How every process reaches Temporal: the address and namespace (Temporal's env config), the
+client with our data converter, and the namespace's search attributes."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client, Interceptor
+from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agents.converter import data_converter
+from workflows.models import AGENT_NAME, AGENT_STATUS
+
+TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
+DEFAULT_ADDRESS = "localhost:7233"
+DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR", "data"))
+
+SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME)
+
+
+def connect_config() -> dict:
+    """Address, namespace, TLS and API key from Temporal's env config (TEMPORAL_* and profiles)."""
+    config = dict(ClientConfig.load_client_connect_config())
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    return config
+
+
+def address_is_explicit() -> bool:
+    """Did the user name a server (env var or config file), rather than fall back on the default?"""
+    return connect_config()["target_host"] != DEFAULT_ADDRESS or "TEMPORAL_ADDRESS" in os.environ
+
+
+async def connect(runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()) -> Client:
+    return await Client.connect(
+        **connect_config(), data_converter=data_converter(), runtime=runtime, interceptors=interceptors
+    )
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register AgentStatus and AgentName if the namespace lacks them.
+
+    Without them every status change would fail the workflow task. Raises
+    ``RuntimeError`` with the command to run when this client may not register them.
+    """
+    namespace = client.namespace
+    wanted = {key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES}
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {name: kind for name, kind in wanted.items() if name not in listed.custom_attributes}
+    except RPCError as e:
+        if e.status != RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server cannot list
+            raise
+        missing = wanted
+    if not missing:
+        return
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as e:
+        if e.status == RPCStatusCode.ALREADY_EXISTS:
+            return
+        create = f"  temporal operator search-attribute create --namespace {namespace} --type Keyword"
+        commands = "\n".join(f"{create} --name {name}" for name in missing)
+        raise RuntimeError(
+            f"the namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this worker "
+            f"may not add them ({e.message}). Ask an operator to run:\n{commands}\n"
+            "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"
+        ) from e
+
+
+def reachable(address: str, timeout: float = 0.5) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "localhost", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False

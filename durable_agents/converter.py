@@ -1,0 +1,58 @@
+"""The data converter of every client and worker: pydantic JSON without null fields, large payloads
+in the payload store (history keeps a reference), and the encryption codec when a key is set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import to_json
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    ExternalStorage,
+    JSONPlainPayloadConverter,
+    StorageDriver,
+)
+
+from activities.state import StoreSettings
+from durable_agents.codec import codec_from_env
+
+PAYLOAD_THRESHOLD = 128 * 1024
+"""Payloads from this size on go to the payload store; history keeps a reference."""
+
+
+class _CompactJSON(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON without the fields that are null: a null field takes its default (every
+    nullable field's default is None) when read back. Nulls inside free-form values (tool
+    arguments, results) are kept. About a quarter of a conversation's history bytes."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": b"json/plain"}, data=to_json(value, exclude_none=True))
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """Temporal's default converters with ``_CompactJSON`` for JSON (as ``PydanticPayloadConverter``)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                _CompactJSON() if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+def data_converter(payload_driver: StorageDriver | None = None) -> DataConverter:
+    """Pydantic models on the wire; large payloads kept out of history in the payload store.
+
+    Worker, starter and demo must share the store to read them: one PostgreSQL database
+    (``AGENT_DATABASE_URL``), or else a SQLite file on this host (``AGENT_PAYLOAD_STORE``).
+    """
+    driver = payload_driver or StoreSettings.from_env().payload_driver()
+    storage = ExternalStorage(drivers=[driver], payload_size_threshold=PAYLOAD_THRESHOLD)
+    return DataConverter(
+        payload_converter_class=PayloadConverter, external_storage=storage, payload_codec=codec_from_env()
+    )

@@ -1,0 +1,193 @@
+"""``AgentPlugin``: our agents in any Temporal worker, in one piece.
+
+    plugin = AgentPlugin()                                      # agents/ and the tools it names
+    client = await Client.connect("localhost:7233", plugins=[plugin])
+    worker = Worker(client, task_queue="my-queue", workflows=[MyWorkflow], activities=[my_activity])
+
+On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
+encryption codec); every worker of that client then also runs ``AgentWorkflow`` and its activities,
+with workflow code passed through the sandbox as it needs, and the activities' resources (MCP
+servers, provider clients) closed when the worker stops. ``build_worker`` is the worker this project
+runs itself (``worker.py``, the demo, the tests and the benchmarks).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib.util
+import os
+import py_compile
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig
+
+from activities.agent import AgentActivities, ModelProvider, WorkerRole, import_providers
+from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, load_agents, load_prices
+from activities.hooks import HookRegistry, default_hooks
+from activities.state import StoreSettings
+from activities.store import ConversationStore
+from activities.tools import ToolRegistry, default_registry
+from durable_agents.connection import TASK_QUEUE
+from durable_agents.converter import PayloadConverter, data_converter
+from workflows.agent import AgentWorkflow
+from workflows.models import AgentSpec
+
+MAX_CACHED_WORKFLOWS = 200
+"""Conversations a worker keeps in memory between their steps. One parked for approval costs
+~150 KiB while cached; an evicted one is replayed from history when it next has work. Keep it
+above the number of conversations running at once (each eviction costs a replay)."""
+WORKFLOW_THREADS = 2
+"""Threads that run workflow tasks. Workflow code holds the GIL while it runs, so more threads only
+take turns with the event loop that runs the activities: with one per cached conversation (the
+SDK's default), a busy worker's heartbeats arrived late and model calls were retried (paid twice)."""
+STICKY_SECONDS = 5.0
+"""How long a conversation's next workflow task waits for the worker that has it cached before it
+goes to any worker (a full replay). 1 s turned every queueing delay of a busy worker into a timeout
+and a replay; after a crash, conversations the dead worker had cached move within this time."""
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""Streamed partial answers reach ``describe`` (and ``starter.py watch``) within a second."""
+
+_SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them at the SDK's default
+    "max_cached_workflows": (1000, MAX_CACHED_WORKFLOWS),
+    "sticky_queue_schedule_to_start_timeout": (timedelta(seconds=10), timedelta(seconds=STICKY_SECONDS)),
+    "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
+    "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
+    "graceful_shutdown_timeout": (timedelta(0), timedelta(seconds=5)),
+}
+
+
+class AgentPlugin(SimplePlugin):
+    """Data converter, ``AgentWorkflow``, its activities and their lifetime: one assembly.
+
+    ``role`` splits the work across pools: "workflows" (the loop, agent resolution, hooks and
+    local tools), "models" (model calls) and "tools" (tool calls), each on its own task queue as
+    the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``)
+    are the agents conversations may name. ``allow_inline_mcp`` (default:
+    ``AGENT_ALLOW_INLINE_MCP=1``) lets inline agents name MCP servers the agent files do not:
+    their commands run on this host. ``stores`` (default: from the environment) says where the
+    state beside Temporal lives; ``store`` and ``workspace_root`` replace parts of it.
+
+    Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
+    need (``_SDK_DEFAULTS``: cache size, sticky timeout, heartbeat throttling, a graceful
+    shutdown) and two workflow threads. Raises ``AgentFileError`` naming the file and field when
+    an agent file is bad.
+    """
+
+    def __init__(
+        self,
+        *,
+        role: WorkerRole = "all",
+        registry: ToolRegistry | None = None,
+        hooks: HookRegistry | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
+        agents_dir: Path = DEFAULT_AGENTS_DIR,
+        prices_file: Path = DEFAULT_PRICES,
+        providers: dict[str, ModelProvider] | None = None,
+        stores: StoreSettings | None = None,
+        store: ConversationStore | None = None,
+        workspace_root: Path | None = None,
+        allow_inline_mcp: bool | None = None,
+        interceptors: Sequence = (),
+    ) -> None:
+        registry = registry or default_registry()
+        hooks = hooks or default_hooks()
+        agents = dict(agents) if agents is not None else load_agents(agents_dir, registry, hooks)
+        if allow_inline_mcp is None:
+            allow_inline_mcp = os.environ.get("AGENT_ALLOW_INLINE_MCP") == "1"
+        self._activities = AgentActivities(
+            registry,
+            agents,
+            workspace_root=workspace_root,
+            providers=providers,
+            store=store,
+            hooks=hooks,
+            prices=load_prices(prices_file),
+            allow_inline_mcp=allow_inline_mcp,
+            stores=stores,
+        )
+        workflows = [AgentWorkflow] if role in ("all", "workflows") else []
+        _compile_bytecode(workflows)
+        # The SDKs of the providers the agents name import while the worker starts polling
+        # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
+        self._providers_to_import = (
+            {agent.model.provider for agent in agents.values()} if role in ("all", "models") else set()
+        )
+        self._executors: list[concurrent.futures.ThreadPoolExecutor] = []
+        super().__init__(
+            "durable_agents.AgentPlugin",
+            data_converter=lambda _: data_converter(stores.payload_driver() if stores else None),
+            workflows=workflows,
+            activities=self._activities.for_role(role),
+            interceptors=list(interceptors) or None,
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        client_converter = config["client"].data_converter  # type: ignore[typeddict-item]
+        if not issubclass(client_converter.payload_converter_class, PayloadConverter):
+            raise ValueError(
+                "AgentPlugin: the worker's client does not use our data converter; connect it with"
+                " Client.connect(..., plugins=[AgentPlugin(...)]) (a worker cannot change its client's)"
+            )
+        config = super().configure_worker(config)
+        for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
+            if config.get(option, sdk_default) == sdk_default:
+                config[option] = ours  # type: ignore[literal-required]
+        if config.get("workflow_task_executor") is None and config.get("workflows"):
+            executor = concurrent.futures.ThreadPoolExecutor(WORKFLOW_THREADS, thread_name_prefix="workflow")
+            self._executors.append(executor)
+            config["workflow_task_executor"] = executor
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """The activities' resources, and the workflow threads the plugin made, end with the worker."""
+        if self._providers_to_import:
+            names, self._providers_to_import = self._providers_to_import, set()
+            threading.Thread(target=import_providers, args=(names,), name="import-sdks", daemon=True).start()
+        try:
+            async with self._activities.lifetime():
+                await next(worker)
+        finally:
+            executor = worker.config(active_config=True).get("workflow_task_executor")
+            if executor in self._executors:
+                self._executors.remove(executor)  # type: ignore[arg-type]
+                executor.shutdown(wait=False)  # type: ignore[union-attr]
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    activities_per_second: float | None = None,
+    max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
+    **plugin: object,
+) -> Worker:
+    """The worker ``worker.py``, the demo, the tests and the benchmarks run: a ``Worker`` with an
+    ``AgentPlugin(**plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
+    that Temporal enforces across every worker of the queue."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        max_cached_workflows=max_cached_workflows,
+        max_task_queue_activities_per_second=activities_per_second,
+        plugins=[AgentPlugin(**plugin)],  # type: ignore[arg-type]
+    )
+
+
+def _compile_bytecode(workflows: Sequence[type]) -> None:
+    """Write the bytecode of the workflows' modules, even under PYTHONDONTWRITEBYTECODE.
+
+    The sandbox imports a workflow's module afresh for every conversation it loads (a start,
+    a replay after eviction): without bytecode that compiles the source each time (~40 ms).
+    """
+    for module in {cls.__module__ for cls in workflows}:
+        source = getattr(importlib.util.find_spec(module), "origin", None) or ""
+        if source.endswith(".py"):
+            # A read-only tree keeps compiling each time (a Docker image compiles at build).
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)

@@ -9,8 +9,8 @@ from temporalio.client import WorkflowFailureError
 
 from activities.hooks import HookRegistry, default_hooks, hook
 from activities.tools import default_registry, tool
+from durable_agents.plugin import build_worker
 from tests.conftest import Env, activity_types, conversation, scripted_agent, step
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.models import HookConfig, HookContext, HookDecision, MessageInput
 

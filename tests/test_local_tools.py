@@ -12,8 +12,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from activities.agents import AgentFileError, check_agent, load_agent_file
 from activities.tools import ToolError, ToolRegistry, default_registry, tool
+from durable_agents.plugin import build_worker
 from tests.conftest import Env, activity_types, conversation, scripted_agent, step
-from worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage
 

@@ -26,7 +26,7 @@ test: setup
 	COVERAGE_FILE=$(CURDIR)/.coverage $(PY) -m coverage run -m pytest $(ARGS)
 	@$(PY) -m coverage combine -q
 	$(PY) -m coverage report --fail-under=$(COVERAGE_MIN)
-	@for f in starter.py demo.py; do \
+	@for f in durable_agents/starter_cli.py demo.py; do \
 		$(PY) -m coverage report --include=$$f --fail-under=$(COVERAGE_MIN_ENTRY) >/dev/null \
 		|| { echo "coverage of $$f is under $(COVERAGE_MIN_ENTRY)%"; exit 2; }; done
 
@@ -34,9 +34,10 @@ worker: setup
 	$(PY) worker.py $(ARGS)
 
 # The embedded dev server on its own, with the demo's SQLite file and the Web UI on :8233.
+AGENT_DATA_DIR ?= data
 server: setup
-	@mkdir -p data
-	$(VENV)/bin/temporal server start-dev --db-filename data/temporal.db --ui-port 8233 \
+	@mkdir -p $(AGENT_DATA_DIR)
+	$(VENV)/bin/temporal server start-dev --db-filename $(AGENT_DATA_DIR)/temporal.db --ui-port 8233 \
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
 		$$($(PY) -c 'from durable_agents.dev_server import dev_server_flags; print(" ".join(dev_server_flags()))')
 

@@ -11,13 +11,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import sys
 import uuid
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from durable_agents.cli import exit_now
 from durable_agents.connection import (
-    TASK_QUEUE,
     address_is_explicit,
     connect,
     connect_config,
@@ -27,27 +27,29 @@ from durable_agents.connection import (
 from durable_agents.conversations import start_conversation, ui_link
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
-from starter import format_approval, format_result, format_transcript
+from durable_agents.settings import Settings
+from durable_agents.starter_cli import format_approval, format_result, format_transcript
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, ConversationInput
 
 DEMO_PROMPT = "What is (12 + 30) * 2? Save the answer to answer.txt."
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, settings: Settings) -> int:
     server = None
     address = connect_config()["target_host"]
     if reachable(address) or address_is_explicit():
         print(f"Using the Temporal server at {address}.")
-        client = await connect()
+        client = await connect(settings)
         await ensure_search_attributes(client)
     else:
-        print("Starting the embedded Temporal dev server (SQLite in data/, Web UI http://localhost:8233)...")
-        server = await start_embedded_server()
+        where = f"SQLite in {settings.data_dir}/, Web UI http://localhost:8233"
+        print(f"Starting the embedded Temporal dev server ({where})...")
+        server = await start_embedded_server(settings)
         client = server.client
 
     workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
-    async with build_worker(client, task_queue=args.task_queue):
+    async with build_worker(client, settings, task_queue=args.task_queue):
         print(f"Worker running on task queue '{args.task_queue}'. Starting conversation {workflow_id}.\n")
         handle = await start_conversation(
             client,
@@ -66,7 +68,7 @@ async def run(args: argparse.Namespace) -> int:
         print("------------")
         print(format_result(result))
         print(f"\nWorkflow id: {workflow_id}")
-        print(f"Web UI:      {ui_link(workflow_id)}")
+        print(f"Web UI:      {ui_link(workflow_id, ui_url=settings.ui_url)}")
         if server and args.keep:
             print("\nThe embedded server keeps running; Ctrl-C to stop.")
             with contextlib.suppress(asyncio.CancelledError):
@@ -113,11 +115,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompt", default=DEMO_PROMPT)
     p.add_argument("--agent", default="demo")
-    p.add_argument("--task-queue", default=TASK_QUEUE)
+    try:
+        settings = Settings.from_env()
+    except ValueError as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 2
+    p.add_argument("--task-queue", default=settings.task_queue)
     p.add_argument("--keep", action="store_true", help="keep the embedded server (and Web UI) running")
     p.add_argument("--manual", action="store_true", help="leave approvals to you instead of approving them")
     try:
-        return asyncio.run(run(p.parse_args()))
+        return asyncio.run(run(p.parse_args(), settings))
     except KeyboardInterrupt:
         return 130
 

@@ -19,6 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio import activity
+
+from activities.registry import NamedRegistry
 from workflows.models import HookContext, HookDecision, HookEvent, HookInvocation, ToolOutcome
 
 
@@ -38,29 +41,21 @@ def hook(event: HookEvent, *, name: str | None = None) -> Callable[[Callable[...
     return make
 
 
-class HookRegistry:
+class HookRegistry(NamedRegistry[Hook]):
     """All hooks a worker can run, by name; built once at worker start."""
 
     def __init__(self, hooks: Iterable[Hook]) -> None:
-        self._hooks: dict[str, Hook] = {}
-        for h in hooks:
-            if h.name in self._hooks:
-                raise ValueError(f"duplicate hook name {h.name!r}: hook names must be unique")
-            self._hooks[h.name] = h
+        super().__init__(hooks, "hook")
 
     def event_of(self, name: str) -> HookEvent | None:
-        found = self._hooks.get(name)
+        found = self.get(name)
         return found.event if found else None
-
-    @property
-    def names(self) -> list[str]:
-        return sorted(self._hooks)
 
     async def run(self, invocation: HookInvocation) -> HookDecision:
         """One hook's decision. A hook that raises, or answers with something other than
         None or a ``HookDecision``, is treated as a block: hooks guard things."""
         name = invocation.hook
-        h = self._hooks.get(name)
+        h = self.get(name)
         try:
             if h is None:
                 raise LookupError(f"no hook named {name!r} on this worker")
@@ -96,6 +91,18 @@ class HookRegistry:
                     content=f"[output withheld by hook {name}: {decision.reason}]", is_error=True
                 )
         return outcome.model_copy(update={"hooks": decisions})
+
+
+class HookActivities:
+    """``run_hook``: one pre_tool_use or user_prompt_submit hook, in its own activity (post_tool_use
+    hooks run inside the tool's)."""
+
+    def __init__(self, hooks: HookRegistry) -> None:
+        self._hooks = hooks
+
+    @activity.defn(name="run_hook")
+    async def run_hook(self, invocation: HookInvocation) -> HookDecision:
+        return await self._hooks.run(invocation)
 
 
 async def _call(h: Hook, invocation: HookInvocation) -> Any:

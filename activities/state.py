@@ -9,12 +9,9 @@ all the workers: local files are, only while every worker runs on the same machi
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from temporalio.converter import StorageDriver
 
@@ -27,7 +24,7 @@ DATABASE_URL = "AGENT_DATABASE_URL"
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """Read once from the environment by worker, starter and codec server."""
+    """Where each store is (``durable_agents.settings.Settings.stores`` builds it from the settings)."""
 
     database_url: str | None
     """A ``postgresql://`` URL: every store on that database. None: files on this host."""
@@ -39,21 +36,6 @@ class StoreSettings:
     """SQLite file of large payloads (``AGENT_PAYLOAD_STORE``, default under ``AGENT_DATA_DIR``)."""
     workspace: Path
     """Folder of the file tools' workspaces (``AGENT_WORKSPACE``)."""
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> StoreSettings:
-        """Raises ``ValueError`` (one line) when ``AGENT_DATABASE_URL`` is not a PostgreSQL URL."""
-        url = environ.get("AGENT_DATABASE_URL", "").strip() or None
-        if url is not None and urlsplit(url).scheme not in ("postgresql", "postgres"):
-            raise ValueError(f"{DATABASE_URL} must be a postgresql:// URL, not {masked(url)!r}")
-        data = Path(environ.get("AGENT_DATA_DIR", "data"))
-        return cls(
-            database_url=url,
-            conversations=Path(environ.get("AGENT_STORE", "data/conversations.db")),
-            idempotency=Path(environ.get("AGENT_IDEMPOTENCY_STORE", "data/idempotency.db")),
-            payloads=Path(environ.get("AGENT_PAYLOAD_STORE", str(data / "payloads.db"))),
-            workspace=Path(environ.get("AGENT_WORKSPACE", "workspace")).resolve(),
-        )
 
     @property
     def shared(self) -> bool:

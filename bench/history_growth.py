@@ -25,7 +25,7 @@ from temporalio.api.enums.v1 import EventType
 from activities.tools import default_registry, tool
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
-from tests.conftest import conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 
 OUTPUT_KB = 10

@@ -32,8 +32,9 @@ from activities.state import StoreSettings
 from activities.store import ConversationStore
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
-from tests.conftest import conversation, scripted_agent, step
-from tests.postgres import Postgres, find_binaries
+from durable_agents.postgres_server import Postgres, find_binaries
+from durable_agents.settings import Settings
+from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 from workflows.messages import AssistantMessage, UserMessage
 from workflows.models import ApprovalPolicy
@@ -44,15 +45,15 @@ TARGET_MS = 5.0
 
 def _settings(kind: str, tmp: Path, url: str) -> StoreSettings:
     if kind == "postgres":
-        return StoreSettings.from_env({"AGENT_DATABASE_URL": url})
-    return StoreSettings.from_env(
+        return Settings.from_env({"AGENT_DATABASE_URL": url}).stores
+    return Settings.from_env(
         {
             "AGENT_STORE": str(tmp / "conversations.db"),
             "AGENT_IDEMPOTENCY_STORE": str(tmp / "idempotency.db"),
             "AGENT_PAYLOAD_STORE": str(tmp / "payloads.db"),
             "AGENT_WORKSPACE": str(tmp / "workspace"),
         }
-    )
+    ).stores
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:

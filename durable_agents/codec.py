@@ -30,12 +30,16 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
+
+if TYPE_CHECKING:
+    from durable_agents.settings import Settings
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -171,15 +175,12 @@ class EncryptionCodec(PayloadCodec):
         return [self.decrypt(p) for p in payloads]
 
 
-def codec_from_env(environ: Mapping[str, str] | None = None) -> EncryptionCodec | None:
-    """The codec ``AGENT_ENCRYPTION_KEY`` asks for, or None when it is unset or empty.
+def codec_for(keys: str) -> EncryptionCodec | None:
+    """The codec the ``AGENT_ENCRYPTION_KEY`` value ``keys`` asks for, or None when it is empty.
 
-    Raises ``ValueError`` when the variable is malformed.
+    Raises ``ValueError`` when the value is malformed.
     """
-    value = os.environ.get("AGENT_ENCRYPTION_KEY", "") if environ is None else environ.get(ENV_VAR, "")
-    if not value.strip():
-        return None
-    return EncryptionCodec.from_env_value(value)
+    return EncryptionCodec.from_env_value(keys) if keys.strip() else None
 
 
 def new_key() -> str:
@@ -301,16 +302,11 @@ def make_codec_server(
     return server
 
 
-def _origins_from_env() -> list[str]:
-    value = os.environ.get("AGENT_CODEC_ORIGINS", "")
-    return [o for o in value.split(",") if o.strip()] or list(DEFAULT_ORIGINS)
-
-
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(settings: Settings, argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Payload encryption: keys and the codec server.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("new-key", help="print a fresh base64 AES-256 key")
@@ -324,12 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     try:
-        codec = codec_from_env()
+        codec = codec_for(settings.encryption_key)
     except ValueError as e:
         print(f"codec: {e}", file=sys.stderr)
         return 2
-    token = os.environ.get("AGENT_CODEC_TOKEN") or None
-    origins = _origins_from_env()
+    token, origins = settings.codec_token, list(settings.codec_origins)
     try:
         server = make_codec_server(codec, args.host, args.port, token=token, origins=origins)
     except OSError as e:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from pathlib import Path
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -16,11 +15,10 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
+from durable_agents.settings import Settings
 from workflows.models import AGENT_NAME, AGENT_STATUS
 
-TASK_QUEUE = os.environ.get("AGENT_TASK_QUEUE", "agents")
 DEFAULT_ADDRESS = "localhost:7233"
-DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR", "data"))
 
 SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME)
 
@@ -37,9 +35,19 @@ def address_is_explicit() -> bool:
     return connect_config()["target_host"] != DEFAULT_ADDRESS or "TEMPORAL_ADDRESS" in os.environ
 
 
-async def connect(runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()) -> Client:
+async def connect(
+    settings: Settings | None = None,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+) -> Client:
+    """A client of the server Temporal's env config names, with our data converter for ``settings``
+    (default: the environment's)."""
     return await Client.connect(
-        **connect_config(), data_converter=data_converter(), runtime=runtime, interceptors=interceptors
+        **connect_config(),
+        data_converter=data_converter(settings),
+        runtime=runtime,
+        interceptors=interceptors,
     )
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agents.connection import TASK_QUEUE
-from durable_agents.dev_server import UI_PORT
+from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import AgentWorkflow
 from workflows.models import AGENT_NAME, AGENT_STATUS, ConversationInput, ConversationResult
 
@@ -22,7 +20,12 @@ def conversation_summary(agent: str, prompt: str) -> str:
 
 
 async def start_conversation(
-    client: Client, conversation: ConversationInput, *, id: str, task_queue: str = TASK_QUEUE, **options: Any
+    client: Client,
+    conversation: ConversationInput,
+    *,
+    id: str,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    **options: Any,
 ) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
     """Start a conversation with its Web UI summary, and AgentName and AgentStatus set at the start
     (the workflow then writes no search attribute until its status changes). ``options`` go to
@@ -41,19 +44,7 @@ async def start_conversation(
     )
 
 
-UI_URL = "AGENT_UI_URL"
-"""Where people open the Web UI, for the links we print (default: the embedded server's)."""
-
-
-def ui_address() -> str:
-    """The Web UI's base address from ``AGENT_UI_URL``; ``ValueError`` when it is no http(s) URL."""
-    address = os.environ.get(UI_URL, "").strip().rstrip("/") or f"http://localhost:{UI_PORT}"
-    parts = urlsplit(address)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{UI_URL} must be an http:// or https:// address, not {address!r}")
-    return address
-
-
-def ui_link(workflow_id: str, namespace: str = "default") -> str:
-    """The Web UI page of a workflow; the id is quoted, as the UI's own links do (``a/b`` is ``a%2Fb``)."""
-    return f"{ui_address()}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+def ui_link(workflow_id: str, namespace: str = "default", ui_url: str = DEFAULT_UI_URL) -> str:
+    """The Web UI page of a workflow (``ui_url``: ``Settings.ui_url``); the id is quoted, as the UI's
+    own links do (``a/b`` is ``a%2Fb``)."""
+    return f"{ui_url}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"

@@ -17,8 +17,8 @@ from temporalio.converter import (
     StorageDriver,
 )
 
-from activities.state import StoreSettings
-from durable_agents.codec import codec_from_env
+from durable_agents.codec import codec_for
+from durable_agents.settings import Settings
 
 PAYLOAD_THRESHOLD = 128 * 1024
 """Payloads from this size on go to the payload store; history keeps a reference."""
@@ -45,14 +45,21 @@ class PayloadConverter(CompositePayloadConverter):
         )
 
 
-def data_converter(payload_driver: StorageDriver | None = None) -> DataConverter:
-    """Pydantic models on the wire; large payloads kept out of history in the payload store.
+def data_converter(
+    settings: Settings | None = None, payload_driver: StorageDriver | None = None
+) -> DataConverter:
+    """Pydantic models on the wire; large payloads kept out of history in the payload store;
+    encrypted with ``settings.encryption_key`` when set (``settings`` default: the environment's).
 
     Worker, starter and demo must share the store to read them: one PostgreSQL database
     (``AGENT_DATABASE_URL``), or else a SQLite file on this host (``AGENT_PAYLOAD_STORE``).
+    Raises ``ValueError`` (one line) for a setting it cannot use.
     """
-    driver = payload_driver or StoreSettings.from_env().payload_driver()
+    settings = settings or Settings.from_env()
+    driver = payload_driver or settings.stores.payload_driver()
     storage = ExternalStorage(drivers=[driver], payload_size_threshold=PAYLOAD_THRESHOLD)
     return DataConverter(
-        payload_converter_class=PayloadConverter, external_storage=storage, payload_codec=codec_from_env()
+        payload_converter_class=PayloadConverter,
+        external_storage=storage,
+        payload_codec=codec_for(settings.encryption_key),
     )

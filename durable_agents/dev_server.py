@@ -12,8 +12,9 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.connection import DATA_DIR, SEARCH_ATTRIBUTES
+from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
+from durable_agents.settings import Settings
 
 UI_PORT = 8233
 
@@ -75,6 +76,7 @@ class EmbeddedServer:
 
 
 async def start_embedded_server(
+    settings: Settings | None = None,
     *,
     port: int | None = 7233,
     ui_port: int = UI_PORT,
@@ -86,10 +88,11 @@ async def start_embedded_server(
     ``db_file=None`` keeps the default SQLite file under the data folder; pass a
     path to isolate (tests pass a temporary one). ``port=None`` picks a free port.
     """
-    db_file = db_file or DATA_DIR / "temporal.db"
+    settings = settings or Settings.from_env()
+    db_file = db_file or settings.temporal_db
     db_file.parent.mkdir(parents=True, exist_ok=True)
     env = await WorkflowEnvironment.start_local(
-        data_converter=data_converter(),
+        data_converter=data_converter(settings),
         ip="127.0.0.1",
         port=port,
         ui=ui,

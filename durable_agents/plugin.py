@@ -16,7 +16,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib.util
-import os
 import py_compile
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,14 +26,16 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
-from activities.agent import AgentActivities, ModelProvider, WorkerRole, import_providers
-from activities.agents import DEFAULT_AGENTS_DIR, DEFAULT_PRICES, load_agents, load_prices
+from activities.agent import AgentActivities, WorkerRole
+from activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
 from activities.hooks import HookRegistry, default_hooks
+from activities.prices import DEFAULT_PRICES, load_prices
+from activities.providers import ModelProvider, import_providers
 from activities.state import StoreSettings
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
-from durable_agents.connection import TASK_QUEUE
 from durable_agents.converter import PayloadConverter, data_converter
+from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from workflows.agent import AgentWorkflow
 from workflows.models import AgentSpec
 
@@ -68,10 +69,10 @@ class AgentPlugin(SimplePlugin):
     ``role`` splits the work across pools: "workflows" (the loop, agent resolution, hooks and
     local tools), "models" (model calls) and "tools" (tool calls), each on its own task queue as
     the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``)
-    are the agents conversations may name. ``allow_inline_mcp`` (default:
-    ``AGENT_ALLOW_INLINE_MCP=1``) lets inline agents name MCP servers the agent files do not:
-    their commands run on this host. ``stores`` (default: from the environment) says where the
-    state beside Temporal lives; ``store`` and ``workspace_root`` replace parts of it.
+    are the agents conversations may name. ``settings`` (default: ``Settings.from_env()``) say
+    where the state beside Temporal lives, the prices file, and whether inline agents may name
+    MCP servers the agent files do not (their commands run on this host); ``stores``, ``store``,
+    ``workspace_root``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
     need (``_SDK_DEFAULTS``: cache size, sticky timeout, heartbeat throttling, a graceful
@@ -81,13 +82,14 @@ class AgentPlugin(SimplePlugin):
 
     def __init__(
         self,
+        settings: Settings | None = None,
         *,
         role: WorkerRole = "all",
         registry: ToolRegistry | None = None,
         hooks: HookRegistry | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
         agents_dir: Path = DEFAULT_AGENTS_DIR,
-        prices_file: Path = DEFAULT_PRICES,
+        prices_file: Path | None = None,
         providers: dict[str, ModelProvider] | None = None,
         stores: StoreSettings | None = None,
         store: ConversationStore | None = None,
@@ -98,8 +100,10 @@ class AgentPlugin(SimplePlugin):
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         agents = dict(agents) if agents is not None else load_agents(agents_dir, registry, hooks)
+        settings = settings or Settings.from_env()
+        stores = stores or settings.stores
         if allow_inline_mcp is None:
-            allow_inline_mcp = os.environ.get("AGENT_ALLOW_INLINE_MCP") == "1"
+            allow_inline_mcp = settings.allow_inline_mcp
         self._activities = AgentActivities(
             registry,
             agents,
@@ -107,7 +111,7 @@ class AgentPlugin(SimplePlugin):
             providers=providers,
             store=store,
             hooks=hooks,
-            prices=load_prices(prices_file),
+            prices=load_prices(prices_file or settings.prices_file or DEFAULT_PRICES),
             allow_inline_mcp=allow_inline_mcp,
             stores=stores,
         )
@@ -121,7 +125,7 @@ class AgentPlugin(SimplePlugin):
         self._executors: list[concurrent.futures.ThreadPoolExecutor] = []
         super().__init__(
             "durable_agents.AgentPlugin",
-            data_converter=lambda _: data_converter(stores.payload_driver() if stores else None),
+            data_converter=lambda _: data_converter(settings, stores.payload_driver()),
             workflows=workflows,
             activities=self._activities.for_role(role),
             interceptors=list(interceptors) or None,
@@ -161,21 +165,22 @@ class AgentPlugin(SimplePlugin):
 
 def build_worker(
     client: Client,
+    settings: Settings | None = None,
     *,
-    task_queue: str = TASK_QUEUE,
+    task_queue: str = DEFAULT_TASK_QUEUE,
     activities_per_second: float | None = None,
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
     **plugin: object,
 ) -> Worker:
     """The worker ``worker.py``, the demo, the tests and the benchmarks run: a ``Worker`` with an
-    ``AgentPlugin(**plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
+    ``AgentPlugin(settings, **plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
     that Temporal enforces across every worker of the queue."""
     return Worker(
         client,
         task_queue=task_queue,
         max_cached_workflows=max_cached_workflows,
         max_task_queue_activities_per_second=activities_per_second,
-        plugins=[AgentPlugin(**plugin)],  # type: ignore[arg-type]
+        plugins=[AgentPlugin(settings, **plugin)],  # type: ignore[arg-type]
     )
 
 

@@ -23,8 +23,7 @@ from durable_agents.dev_server import EmbeddedServer, start_embedded_server, tim
 from durable_agents.plugin import build_worker
 from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
-from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
-from workflows.models import AgentSpec, ApprovalRecord, ConversationInput, ConversationResult
+from workflows.models import ApprovalRecord, ConversationInput, ConversationResult
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -97,30 +96,6 @@ async def env(client: Client, registry: ToolRegistry, tmp_path: Path) -> AsyncIt
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     async with build_worker(client, task_queue=task_queue, registry=registry, workspace_root=tmp_path):
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
-
-
-def step(text: str = "", *calls: tuple[str, dict] | ScriptedToolCall) -> ScriptStep:
-    """A scripted model turn: ``step("text", ("add", {"a": 1, "b": 2}))``."""
-    return ScriptStep(
-        text=text,
-        tool_calls=[
-            c if isinstance(c, ScriptedToolCall) else ScriptedToolCall(name=c[0], arguments=c[1])
-            for c in calls
-        ],
-    )
-
-
-def scripted_agent(*steps: ScriptStep, tools: list[str] | None = None, **kwargs) -> AgentSpec:
-    return AgentSpec(
-        name="test-agent",
-        model=ModelSettings(provider="scripted", model="script", script=list(steps)),
-        tools=tools if tools is not None else ["add", "multiply", "subtract", "divide"],
-        **kwargs,
-    )
-
-
-def conversation(agent: AgentSpec, prompt: str = "go", **kwargs) -> ConversationInput:
-    return ConversationInput(prompt=prompt, agent_spec=agent, **kwargs)
 
 
 async def activity_types(handle: WorkflowHandle) -> list[str]:

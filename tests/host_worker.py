@@ -13,10 +13,10 @@ import sys
 
 from temporalio.client import Client
 
-from activities.state import StoreSettings
 from activities.tools import default_registry, tool
 from durable_agents.converter import data_converter
 from durable_agents.plugin import build_worker
+from durable_agents.settings import Settings
 from tests.fault_worker import charge, slow_step
 
 
@@ -37,9 +37,10 @@ def big_text(chars: int, seed: int) -> str:
 
 
 async def main() -> None:
-    stores = StoreSettings.from_env()
+    settings = Settings.from_env()
+    stores = settings.stores
     await stores.open()
-    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter())
+    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter(settings))
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
-from tests.conftest import conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep
 from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput

@@ -16,16 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
-from tests.conftest import (
-    Env,
-    activity_types,
-    conversation,
-    event_types,
-    scripted_agent,
-    step,
-    wait_for_pending,
-    workspace_of,
-)
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, ApprovalSignal, Decision
 

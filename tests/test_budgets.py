@@ -8,8 +8,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentFileError, load_prices
-from tests.conftest import Env, conversation, scripted_agent, step
+from activities.agent_files import AgentFileError
+from activities.prices import load_prices
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings, Usage
 from workflows.models import MessageInput

@@ -7,7 +7,8 @@ import asyncio
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
 
-from tests.conftest import Env, conversation, event_types, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, event_types, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep, ToolResultMessage
 from workflows.models import ApprovalPolicy

@@ -18,15 +18,8 @@ from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
-from tests.conftest import (
-    Env,
-    activity_types,
-    conversation,
-    event_types,
-    scripted_agent,
-    step,
-    wait_for_pending,
-)
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, event_types, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage, UserMessage
 from workflows.models import (

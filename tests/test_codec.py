@@ -28,14 +28,15 @@ from durable_agents import plugin
 from durable_agents.codec import (
     EncryptionCodec,
     EncryptionKeyError,
-    codec_from_env,
+    codec_for,
     make_codec_server,
     new_key,
     parse_keys,
 )
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from tests.conftest import conversation, scripted_agent, step
+from durable_agents.settings import Settings
+from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 
 KEY_A = bytes(range(32))
@@ -105,9 +106,14 @@ async def test_a_payload_whose_ciphertext_was_altered_is_refused_naming_the_key_
 # Keys from AGENT_ENCRYPTION_KEY and rotation
 
 
+def _codec(environ: dict[str, str] | None = None) -> EncryptionCodec | None:
+    """The codec the settings read from ``environ`` (default: the process environment) ask for."""
+    return codec_for(Settings.from_env(os.environ if environ is None else environ).encryption_key)
+
+
 def test_one_base64_key_gets_the_id_default() -> None:
     assert parse_keys(B64_A) == {"default": KEY_A}
-    codec = codec_from_env({"AGENT_ENCRYPTION_KEY": B64_A})
+    codec = _codec({"AGENT_ENCRYPTION_KEY": B64_A})
     assert codec is not None
     assert (codec.key_id, codec.key_ids) == ("default", ["default"])
 
@@ -115,7 +121,7 @@ def test_one_base64_key_gets_the_id_default() -> None:
 def test_a_key_list_encrypts_with_the_first_and_keeps_the_order() -> None:
     value = f"new:{B64_B}, old:{B64_A}"
     assert parse_keys(value) == {"new": KEY_B, "old": KEY_A}
-    codec = codec_from_env({"AGENT_ENCRYPTION_KEY": value})
+    codec = _codec({"AGENT_ENCRYPTION_KEY": value})
     assert codec is not None
     assert (codec.key_id, codec.key_ids) == ("new", ["new", "old"])
 
@@ -128,15 +134,15 @@ def test_url_safe_base64_keys_are_accepted() -> None:
 @pytest.mark.parametrize("value", [None, "", "   "])
 def test_no_codec_when_the_variable_is_unset_or_empty(value: str | None) -> None:
     environ = {} if value is None else {"AGENT_ENCRYPTION_KEY": value}
-    assert codec_from_env(environ) is None
+    assert _codec(environ) is None
 
 
-def test_codec_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_codec_comes_from_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_ENCRYPTION_KEY", f"k1:{B64_A}")
-    codec = codec_from_env()
+    codec = _codec()
     assert codec is not None and codec.key_ids == ["k1"]
     monkeypatch.delenv("AGENT_ENCRYPTION_KEY")
-    assert codec_from_env() is None
+    assert _codec() is None
 
 
 def test_new_key_is_32_random_bytes_in_base64() -> None:
@@ -147,8 +153,8 @@ def test_new_key_is_32_random_bytes_in_base64() -> None:
 
 
 async def test_a_payload_encrypted_with_an_old_key_decodes_after_rotation_when_that_key_is_second() -> None:
-    before = codec_from_env({"AGENT_ENCRYPTION_KEY": f"old:{B64_A}"})
-    after = codec_from_env({"AGENT_ENCRYPTION_KEY": f"new:{B64_B},old:{B64_A}"})
+    before = _codec({"AGENT_ENCRYPTION_KEY": f"old:{B64_A}"})
+    after = _codec({"AGENT_ENCRYPTION_KEY": f"new:{B64_B},old:{B64_A}"})
     assert before is not None and after is not None
     (old_sealed,) = await before.encode([payload("from last year")])
     (new_sealed,) = await after.encode([payload("from today")])
@@ -209,7 +215,7 @@ def test_a_malformed_variable_raises_value_error_saying_which_key_and_what_is_wr
     value: str, message: str
 ) -> None:
     with pytest.raises(ValueError) as raised:
-        codec_from_env({"AGENT_ENCRYPTION_KEY": value})
+        _codec({"AGENT_ENCRYPTION_KEY": value})
     assert str(raised.value) == message
     assert B64_A not in str(raised.value) and B64_B not in str(raised.value)
 

@@ -20,9 +20,9 @@ import pytest
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.envconfig import ClientConfig
 
-from activities.state import StoreSettings
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.dev_server import temporal_cli
+from durable_agents.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -512,7 +512,7 @@ def test_worker_keeps_its_state_in_the_agents_database_not_on_a_volume(compose: 
     assert not [
         name for name in environment if name.endswith(("_STORE", "_DIR")) or name == "AGENT_WORKSPACE"
     ]
-    settings = StoreSettings.from_env({k: v for k, v in environment.items() if v is not None})
+    settings = Settings.from_env({k: v for k, v in environment.items() if v is not None}).stores
     assert settings.shared
     assert settings.database_url == "postgresql://temporal:s3@postgresql:5432/agents"
     # The compose setup creates that database; the workers create its tables.

@@ -20,8 +20,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-import starter
 from activities.providers._response import CUT_OFF
+from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, activity_types
 from tests.fake_provider import (

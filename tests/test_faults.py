@@ -22,7 +22,8 @@ from temporalio.client import Client, WorkflowHandle
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
-from tests.conftest import conversation, last_attempts, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import last_attempts, wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import ScriptStep

@@ -10,7 +10,8 @@ from temporalio.client import WorkflowFailureError
 from activities.hooks import HookRegistry, default_hooks, hook
 from activities.tools import default_registry, tool
 from durable_agents.plugin import build_worker
-from tests.conftest import Env, activity_types, conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types
 from workflows.agent import AgentWorkflow
 from workflows.models import HookConfig, HookContext, HookDecision, MessageInput
 

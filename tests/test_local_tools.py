@@ -10,10 +10,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from activities.agents import AgentFileError, check_agent, load_agent_file
+from activities.agent_files import AgentFileError, check_agent, load_agent_file
 from activities.tools import ToolError, ToolRegistry, default_registry, tool
 from durable_agents.plugin import build_worker
-from tests.conftest import Env, activity_types, conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage
 

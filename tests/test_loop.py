@@ -10,16 +10,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from tests.conftest import (
-    Env,
-    activity_types,
-    conversation,
-    event_types,
-    scripted_agent,
-    step,
-    wait_for_pending,
-    workspace_of,
-)
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
 from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, ToolCallRecord
 

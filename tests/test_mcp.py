@@ -19,20 +19,13 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-import starter
 from activities.mcp import MCPPool, _fill
+from durable_agents import starter_cli as starter
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
-from tests.conftest import (
-    Env,
-    activity_types,
-    conversation,
-    last_attempts,
-    scripted_agent,
-    step,
-    wait_for_pending,
-)
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, last_attempts, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, CallPolicy, ConversationInput, MCPServerConfig, MessageInput
 

@@ -25,15 +25,8 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
-from tests.conftest import (
-    Env,
-    conversation,
-    event_types,
-    scripted_agent,
-    step,
-    wait_for_pending,
-    workspace_of,
-)
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, event_types, wait_for_pending, workspace_of
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalSignal, Decision, MessageInput, arguments_digest
 

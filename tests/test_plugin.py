@@ -12,7 +12,8 @@ from temporalio.worker import Worker
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import AgentPlugin
-from tests.conftest import activity_types, conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import activity_types
 from tests.greeting import Greeting, greet
 from workflows.agent import AgentWorkflow
 

@@ -24,9 +24,9 @@ from activities.postgres import (
     PostgresWorkspaces,
     SchemaError,
 )
-from activities.state import StoreSettings
 from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.settings import Settings
 from tests.postgres import PASSWORD, Postgres
 from workflows.messages import AssistantMessage, UserMessage
 
@@ -170,13 +170,13 @@ async def test_worker_says_at_start_that_its_stores_are_on_postgresql(
 
 def test_a_database_url_that_is_not_postgresql_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError) as info:
-        StoreSettings.from_env({"AGENT_DATABASE_URL": "mysql://u:pw@db/agents"})
+        Settings.from_env({"AGENT_DATABASE_URL": "mysql://u:pw@db/agents"})
     assert str(info.value) == "AGENT_DATABASE_URL must be a postgresql:// URL, not 'mysql://u:***@db/agents'"
 
 
 def test_workers_with_local_stores_and_a_remote_temporal_are_warned() -> None:
-    local = StoreSettings.from_env({})
-    shared = StoreSettings.from_env({"AGENT_DATABASE_URL": "postgresql://u:pw@db.internal/agents"})
+    local = Settings.from_env({}).stores
+    shared = Settings.from_env({"AGENT_DATABASE_URL": "postgresql://u:pw@db.internal/agents"}).stores
 
     assert local.several_hosts_warning("localhost:7233") is None
     assert local.several_hosts_warning("127.0.0.1:7233") is None

@@ -34,7 +34,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
-from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, ConversationInput, Decision
 

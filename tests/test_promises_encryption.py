@@ -29,7 +29,8 @@ from durable_agents.codec import EncryptionCodec
 from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
-from tests.conftest import conversation, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
 from workflows.messages import UserMessage

@@ -17,8 +17,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
-from starter import send_message
-from tests.conftest import conversation, scripted_agent, step, wait_for_pending
+from durable_agents.starter_cli import send_message
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import wait_for_pending
 from tests.fault_worker import charge, slow_step
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow

@@ -29,7 +29,9 @@ from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
-from tests.conftest import Env, activity_types, conversation, scripted_agent, step, wait_for_pending
+from durable_agents.settings import Settings
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, activity_types, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.models import (
     ApprovalPolicy,
@@ -418,7 +420,8 @@ async def test_a_hook_whose_activity_fails_blocks_the_call(client: Client, tmp_p
 
     queue = f"hooks-{uuid.uuid4().hex[:8]}"
     registry = default_registry()
-    real = AgentActivities(registry, {}, workspace_root=tmp_path, hooks=default_hooks(guard))
+    stores = Settings.from_env().stores
+    real = AgentActivities(registry, {}, workspace_root=tmp_path, hooks=default_hooks(guard), stores=stores)
     agent = scripted_agent(
         step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), hooks=HookConfig(pre_tool_use=["guard"])
     )

@@ -12,7 +12,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolRegistry, default_registry, tool
-from tests.conftest import Env, conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env
 from workflows.messages import ToolResultMessage
 from workflows.models import CallPolicy, ToolInvocation
 

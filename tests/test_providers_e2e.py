@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
-import starter
+from durable_agents import starter_cli as starter
 from tests.conftest import Env
 from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
 from workflows.messages import ModelSettings
@@ -204,8 +204,9 @@ async def test_partial_answer_is_visible_while_the_model_streams(env: Env, fake:
     final = (await handle.result()).final_text
 
     assert final == "The answer is forty-two, computed with care."
-    assert seen, "no partial answer was published"
-    assert all(final.startswith(p) and len(p) < len(final) for p in seen)
+    # Partials grow towards the answer; the last may be all of it (the call ends a chunk later).
+    assert all(final.startswith(p) for p in seen)
+    assert any(len(p) < len(final) for p in seen), f"no partial answer before the whole one: {seen}"
 
 
 async def test_server_error_500_is_retried(env: Env, fake: FakeProvider) -> None:

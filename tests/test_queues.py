@@ -15,7 +15,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
-from tests.conftest import conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
 from tests.fake_provider import FakeProvider, Reply
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow

@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.postgres import PostgresPayloadDriver, database
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from tests.conftest import conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
 from tests.host_worker import big_text
 from tests.postgres import Postgres
 from workflows.agent import AgentWorkflow
@@ -86,7 +86,8 @@ async def database_url(postgres: Postgres) -> str:
 async def shared(server: EmbeddedServer, database_url: str) -> Client:
     """A client whose large payloads go to the shared database, as the starter's on any host."""
     return await Client.connect(
-        server.address, data_converter=data_converter(PostgresPayloadDriver(database(database_url)))
+        server.address,
+        data_converter=data_converter(payload_driver=PostgresPayloadDriver(database(database_url))),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import starter
+from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, wait_for_pending
 

@@ -29,7 +29,8 @@ from durable_agents.codec import EncryptionCodec
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
-from tests.conftest import Env, conversation, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, wait_for_pending
 from tests.fake_provider import FakeProvider, openai_completion, openai_stream
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings

@@ -27,7 +27,8 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.telemetry import JsonFormatter
-from tests.conftest import Env, conversation, scripted_agent, step
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env
 from workflows.agent import AgentWorkflow
 
 REPO = Path(__file__).resolve().parent.parent

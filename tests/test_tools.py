@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.agents import AgentFileError, load_agent_file, load_agents
+from activities.agent_files import AgentFileError, load_agent_file, load_agents
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from activities.tools.calculator import add
 from workflows.models import ToolInvocation, ToolOutcome
@@ -175,7 +175,7 @@ def test_two_agent_files_with_one_name_are_rejected(tmp_path: Path) -> None:
 
 
 def test_shipped_agent_files_load() -> None:
-    from activities.agents import DEFAULT_AGENTS_DIR
+    from activities.agent_files import DEFAULT_AGENTS_DIR
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
     assert sorted(agents) == ["calculator-anthropic", "calculator-openai", "clock", "demo"]

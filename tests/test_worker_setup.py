@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.agent import PROVIDERS, provider_class
+from activities.providers import PROVIDERS, provider_class
 from durable_agents import plugin
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags
-from tests.conftest import conversation, scripted_agent, step, wait_for_pending
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import wait_for_pending
 from workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,8 @@ import asyncio
 import uuid
 
 from activities.tools.workspace import folder_name
-from tests.conftest import Env, conversation, scripted_agent, step, workspace_of
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import Env, workspace_of
 from workflows.agent import AgentWorkflow
 from workflows.models import ApprovalPolicy, MessageInput
 

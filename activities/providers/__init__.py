@@ -1,1 +1,44 @@
-"""One adapter per wire protocol, each: neutral request in, neutral response out."""
+"""One adapter per wire protocol, each: neutral request in, neutral response out.
+
+A new provider is one adapter module here and one line in ``PROVIDERS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Protocol
+
+from workflows.messages import ModelRequest, ModelResponse, OnText
+
+
+class ModelProvider(Protocol):
+    name: str
+
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
+    ) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+PROVIDERS: dict[str, str] = {
+    "openai": "activities.providers.openai_chat:OpenAIChatModel",
+    "anthropic": "activities.providers.anthropic_messages:AnthropicMessagesModel",
+    "scripted": "activities.providers.scripted:ScriptedModel",
+}
+"""Adapters by provider name, imported on first use: the provider SDKs take seconds to import,
+and a worker replacing a dead one should be polling by then (see ``import_providers``)."""
+
+
+def provider_class(name: str) -> type[ModelProvider]:
+    module, _, cls = PROVIDERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def import_providers(names: Iterable[str]) -> None:
+    """Import these adapters (the worker runs this in a thread once it polls, for the providers its
+    agent files name; another provider imports on its first call, off the event loop)."""
+    for name in names:
+        if name in PROVIDERS:
+            provider_class(name)

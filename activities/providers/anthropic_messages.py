@@ -9,8 +9,9 @@ from typing import Any, assert_never
 import anthropic
 import httpx2
 
-from activities.errors import provider_error, status_error
+from activities.errors import provider_error
 from activities.providers._response import ResponseBuilder, collect
+from activities.providers._sdk import SDKModel, client_options
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -34,38 +35,32 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class AnthropicMessagesModel:
+class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     """Neutral request in, neutral response out, over ``messages.create``."""
 
     name = "anthropic"
-
-    def __init__(self, client: anthropic.AsyncAnthropic | None = None) -> None:
-        self._client = client or anthropic.AsyncAnthropic(
-            api_key=os.environ.get("ANTHROPIC_API_KEY") or "unset",
-            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-            max_retries=0,
-        )
-
-    async def aclose(self) -> None:
-        """Close the HTTP client's connections (the worker does so when it stops)."""
-        await self._client.close()
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
         try:
-            if request.settings.stream:
-                stream = await self._client.messages.create(**to_wire(request), stream=True, timeout=timeout)
-                return await collect(stream, add_event, ResponseBuilder(self.name, on_text))
-            message = await self._client.messages.create(**to_wire(request), timeout=timeout)
-        except anthropic.APIStatusError as e:  # also an error event inside the stream (status 200)
-            raise status_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
-        except anthropic.APIConnectionError as e:  # includes APITimeoutError
-            raise provider_error(self.name, str(e)) from e
+            with self.sdk_errors(anthropic):  # an error event inside the stream is a status error too
+                if request.settings.stream:
+                    stream = await self._client.messages.create(
+                        **to_wire(request), stream=True, timeout=timeout
+                    )
+                    return await collect(stream, add_event, ResponseBuilder(self.name, on_text))
+                message = await self._client.messages.create(**to_wire(request), timeout=timeout)
         except httpx2.TransportError as e:  # the SDK does not wrap a stream's read errors
             raise provider_error(self.name, f"{type(e).__name__} while reading the stream") from e
         # No warnings: a lenient compatible server may send a tool input as text (from_wire takes it).
         return from_wire(message.model_dump(mode="json", warnings=False))
+
+    @staticmethod
+    def client_from_environment() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            **client_options(os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL"))
+        )
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:

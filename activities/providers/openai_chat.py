@@ -8,8 +8,9 @@ from typing import Any, assert_never
 
 import openai
 
-from activities.errors import provider_error, status_error, stream_error
+from activities.errors import stream_error
 from activities.providers._response import ResponseBuilder, collect
+from activities.providers._sdk import SDKModel, client_options
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -32,42 +33,33 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """Neutral request in, neutral response out, over ``chat.completions.create``."""
 
     name = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI | None = None) -> None:
-        self._client = client or openai.AsyncOpenAI(
-            # Compatible local servers take any key; the official API rejects a missing one clearly.
-            api_key=os.environ.get("OPENAI_API_KEY") or "unset",
-            base_url=os.environ.get("OPENAI_BASE_URL") or None,
-            max_retries=0,
-        )
-        self._official = self._client.base_url.host == "api.openai.com"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client's connections (the worker does so when it stops)."""
-        await self._client.close()
-
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
-        wire = to_wire(request, max_tokens_key="max_completion_tokens" if self._official else "max_tokens")
+        official = self._client.base_url.host == "api.openai.com"
+        wire = to_wire(request, max_tokens_key="max_completion_tokens" if official else "max_tokens")
         try:
-            if request.settings.stream:
-                stream = await self._client.chat.completions.create(
-                    **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
-                )
-                return await collect(stream, add_chunk, ResponseBuilder(self.name, on_text))
-            completion = await self._client.chat.completions.create(**wire, timeout=timeout)
-        except openai.APIStatusError as e:
-            raise status_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
-        except openai.APIConnectionError as e:  # includes APITimeoutError
-            raise provider_error(self.name, str(e)) from e
+            with self.sdk_errors(openai):
+                if request.settings.stream:
+                    stream = await self._client.chat.completions.create(
+                        **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
+                    )
+                    return await collect(stream, add_chunk, ResponseBuilder(self.name, on_text))
+                completion = await self._client.chat.completions.create(**wire, timeout=timeout)
         except openai.APIError as e:  # an error event inside the stream; its body is the inner error
             raise stream_error(self.name, e.body) from e
         return from_wire(completion.model_dump(mode="json"))
+
+    @staticmethod
+    def client_from_environment() -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            **client_options(os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL"))
+        )
 
 
 def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from temporalio.exceptions import TemporalError
 
 from activities.idempotency import IdempotencyStore, run_once
+from activities.registry import NamedRegistry
 from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
 from workflows.messages import ToolDefinition
 from workflows.models import CallPolicy, ToolInvocation, ToolOutcome, ToolSpec
@@ -132,25 +133,11 @@ def _arg_descriptions(doc: str) -> dict[str, str]:
     return dict(re.findall(r"^\s+(\w+)(?:\s*\(.*?\))?:\s*(.+)$", section.group(1), re.MULTILINE))
 
 
-class ToolRegistry:
+class ToolRegistry(NamedRegistry[Tool]):
     """All tools a worker can run, by name; built once at worker start."""
 
     def __init__(self, tools: Iterable[Tool]) -> None:
-        self._tools: dict[str, Tool] = {}
-        for t in tools:
-            if t.name in self._tools:
-                raise ValueError(f"duplicate tool name {t.name!r}: tool names must be unique")
-            self._tools[t.name] = t
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._tools
-
-    def __getitem__(self, name: str) -> Tool:
-        return self._tools[name]
-
-    @property
-    def names(self) -> list[str]:
-        return sorted(self._tools)
+        super().__init__(tools, "tool")
 
     async def run(
         self, invocation: ToolInvocation, workspace: Workspace | Path, store: IdempotencyStore | None = None
@@ -158,7 +145,7 @@ class ToolRegistry:
         """Run one call. Bad arguments and tool exceptions become error outcomes for the model;
         Temporal's own errors (e.g. a tool raising ``ApplicationError`` to ask for a retry) propagate.
         A ``Path`` is a local workspace folder."""
-        t = self._tools.get(invocation.name)
+        t = self.get(invocation.name)
         if t is None:
             return ToolOutcome(content=f"Unknown tool '{invocation.name}'.", is_error=True)
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -10,11 +9,7 @@ from pydantic import ValidationError
 
 from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
-from workflows.models import AgentSpec, Price
-
-DEFAULT_PRICES = Path(
-    os.environ.get("AGENT_PRICES") or Path(__file__).resolve().parent.parent / "config" / "prices.toml"
-)
+from workflows.models import AgentSpec
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -92,20 +87,3 @@ def load_agents(
             raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
         agents[spec.name] = spec
     return agents
-
-
-def load_prices(path: Path) -> dict[str, Price]:
-    """The price table, by model name; a bad file stops the worker, naming the model and field."""
-    if not path.exists():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise AgentFileError(f"{path}: cannot read price table: {e}") from e
-    prices: dict[str, Price] = {}
-    for model, entry in data.items():
-        try:
-            prices[model] = Price.model_validate(entry)
-        except ValidationError as e:
-            raise AgentFileError(f"{path}: {field_errors(e, prefix=f'{model}.')}") from e
-    return prices

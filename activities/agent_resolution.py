@@ -1,0 +1,59 @@
+"""The agent-resolution activity: the agent a conversation names (or brings inline), its tools and price."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.agent_files import AgentFileError, check_agent
+from activities.hooks import HookRegistry
+from activities.mcp_activity import LazyMCPPool
+from activities.tools import ToolRegistry
+from workflows.models import AgentRef, AgentSpec, Price, ResolvedAgent
+
+
+@dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields
+class AgentResolver:
+    """``resolve_agent``, over the agents, prices, tools and hooks the worker loaded at start."""
+
+    agents: Mapping[str, AgentSpec]
+    prices: Mapping[str, Price]
+    """By model name: a conversation's cost budget needs its model's."""
+    registry: ToolRegistry
+    hooks: HookRegistry
+    mcp: LazyMCPPool
+    """An inline agent may name only the MCP servers the worker allows."""
+
+    @activity.defn(name="resolve_agent")
+    async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
+        if ref.spec is not None:
+            spec = ref.spec
+            try:
+                check_agent(spec, self.registry, self.hooks, where=f"inline agent {spec.name!r}")
+            except AgentFileError as e:
+                raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
+            for server in spec.mcp_servers:
+                self.mcp.pool.check_allowed(server)
+        elif ref.name in self.agents:
+            spec = self.agents[ref.name]
+        else:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ApplicationError(
+                f"unknown agent {ref.name!r}; this worker knows: {known}",
+                type="ConfigError",
+                non_retryable=True,
+            )
+
+        def local(name: str) -> bool:
+            """The agent's ``local_tools``, or the tool's own default unless the agent sends it to a queue."""
+            routed = spec.tool_task_queue is not None or name in spec.tool_task_queues
+            return name in spec.local_tools or (self.registry[name].local and not routed)
+
+        return ResolvedAgent(
+            spec=spec,
+            tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools],
+            price=self.prices.get(ref.model or spec.model.model),
+        )

@@ -1,0 +1,92 @@
+"""The model activity: the conversation's transcript from the store, then one call to its provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from activities.providers import PROVIDERS, ModelProvider, provider_class
+from activities.store import ConversationStore
+from workflows.messages import ModelProgress, ModelRequest, ModelResponse
+from workflows.models import ModelCallInput
+
+
+class ModelActivities:
+    """``call_model``, with the provider clients the worker keeps (made on first use, closed by
+    ``lifetime``)."""
+
+    def __init__(
+        self, store: ConversationStore, providers: Mapping[str, ModelProvider] | None = None
+    ) -> None:
+        """``providers`` replace the adapters by name; they belong to the caller, who closes them."""
+        self._store = store
+        self._providers: dict[str, ModelProvider] = dict(providers or {})
+        self._created: list[ModelProvider] = []
+        """Providers this object made (and so closes)."""
+
+    @asynccontextmanager
+    async def lifetime(self) -> AsyncIterator[None]:
+        """Wraps the worker's run: the provider clients made here close when it stops."""
+        try:
+            yield
+        finally:
+            await asyncio.gather(*(p.aclose() for p in self._created))
+            self._created.clear()
+
+    @activity.defn(name="call_model")
+    async def call_model(self, input: ModelCallInput) -> ModelResponse:
+        provider = await self._provider(input.request.settings.provider)
+        # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
+        async with heartbeating() as publish:
+            request = await self._with_transcript(input)
+            model = f"{provider.name}:{request.settings.model}"
+            activity.logger.info(
+                "calling %s with %d messages", model, len(request.messages),
+                extra={"iteration": input.iteration, "model": model},
+            )  # fmt: skip
+            on_text = (
+                (lambda text: publish(ModelProgress(partial_text=text))) if request.settings.stream else None
+            )
+            try:
+                return await provider.complete(request, timeout=input.timeout_seconds, on_text=on_text)
+            except ValueError as e:  # a response we cannot map: retrying would give the same
+                raise ApplicationError(
+                    f"{provider.name}: unusable response: {e}",
+                    type="ProviderResponseError",
+                    non_retryable=True,
+                ) from e
+
+    async def _with_transcript(self, input: ModelCallInput) -> ModelRequest:
+        """Store the new messages after the ``stored`` ones; return the request with the whole transcript."""
+        earlier: list = []
+        if input.stored:
+            found = await self._store.load(input.conversation_key, input.stored)
+            if found is None:
+                raise ApplicationError(
+                    f"the conversation store holds fewer than {input.stored} messages "
+                    f"for {input.conversation_key}",
+                    type="ConversationStoreGap",
+                    non_retryable=True,
+                )
+            earlier = found
+        await self._store.save(input.conversation_key, input.stored, input.request.messages)
+        return input.request.model_copy(update={"messages": earlier + input.request.messages})
+
+    async def _provider(self, name: str) -> ModelProvider:
+        if name not in self._providers:
+            if name not in PROVIDERS:
+                raise ApplicationError(
+                    f"unknown model provider {name!r}", type="ConfigError", non_retryable=True
+                )
+            # A provider SDK's first import takes a second or more: not on the event loop, where
+            # it would hold up every other activity's heartbeats.
+            adapter = await asyncio.to_thread(provider_class, name)
+            if name not in self._providers:  # a concurrent first call may have made it meanwhile
+                self._providers[name] = adapter()
+                self._created.append(self._providers[name])
+        return self._providers[name]

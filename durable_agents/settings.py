@@ -1,0 +1,130 @@
+"""Every ``AGENT_*`` setting, read once from the environment by an entry point and passed down.
+
+The README's "Settings" table lists the same variables with their defaults. Provider credentials
+(``OPENAI_*``, ``ANTHROPIC_*``), MCP servers' ``${NAME}`` values and Temporal's own ``TEMPORAL_*``
+are read where they are used: they never travel in an object that may be logged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from activities.state import StoreSettings
+from activities.store import masked
+
+DEFAULT_TASK_QUEUE = "agents"
+DEFAULT_UI_URL = "http://localhost:8233"
+ROLES = ("all", "workflows", "models", "tools")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The defaults are what an empty environment gives; ``from_env`` reads the variables."""
+
+    data_dir: Path = Path("data")
+    """``AGENT_DATA_DIR``: every local file and folder below, unless its own variable says otherwise."""
+    conversation_store: Path | None = None
+    """``AGENT_STORE``: SQLite file of the transcripts (default ``<data dir>/conversations.db``)."""
+    idempotency_store: Path | None = None
+    """``AGENT_IDEMPOTENCY_STORE``: SQLite file of ``ctx.once`` results (``<data dir>/idempotency.db``)."""
+    payload_store: Path | None = None
+    """``AGENT_PAYLOAD_STORE``: SQLite file of large payloads (``<data dir>/payloads.db``)."""
+    workspace: Path | None = None
+    """``AGENT_WORKSPACE``: folder of the file tools' workspaces (``<data dir>/workspace``)."""
+    database_url: str | None = None
+    """``AGENT_DATABASE_URL``: a ``postgresql://`` URL puts every store above on that database,
+    shared by workers on several hosts."""
+    encryption_key: str = field(default="", repr=False)
+    """``AGENT_ENCRYPTION_KEY``: ``base64key`` or ``id1:key1,id2:key2`` encrypts every payload."""
+    codec_token: str | None = field(default=None, repr=False)
+    """``AGENT_CODEC_TOKEN``: the codec server requires ``Authorization: Bearer <token>``."""
+    codec_origins: tuple[str, ...] = (DEFAULT_UI_URL,)
+    """``AGENT_CODEC_ORIGINS``: browser origins allowed to call the codec server (comma-separated)."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    """``AGENT_TASK_QUEUE``: the task queue of worker, starter and demo."""
+    ui_url: str = DEFAULT_UI_URL
+    """``AGENT_UI_URL``: where people open the Web UI, for the links the starter prints."""
+    prices_file: Path | None = None
+    """``AGENT_PRICES``: a TOML file of model prices (default: ``config/prices.toml``)."""
+    allow_inline_mcp: bool = False
+    """``AGENT_ALLOW_INLINE_MCP=1``: inline agents may name MCP servers no agent file names."""
+    log_format: Literal["text", "json"] = "text"
+    """``AGENT_LOG_FORMAT``: the worker's log lines (``--log-format``)."""
+    max_cached_workflows: int | None = None
+    """``AGENT_MAX_CACHED_WORKFLOWS``: conversations a worker keeps in memory (``--max-cached-workflows``)."""
+    trace: Literal["console", "otlp"] | None = None
+    """``AGENT_TRACE``: OpenTelemetry tracing of the worker (``--trace``)."""
+    rate_limit: float | None = None
+    """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
+    role: str = "all"
+    """``AGENT_WORKER_ROLE``: the worker's share of the work (``--role``)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        """Raises ``ValueError`` (one line naming the variable) for a value it cannot use."""
+
+        def path(value: str | None) -> Path | None:
+            return Path(value) if value else None
+
+        def number(name: str, value: str | None, kind: type) -> float | int | None:
+            try:
+                return kind(value) if value else None
+            except ValueError:
+                raise ValueError(f"{name} must be a number, not {value!r}") from None
+
+        def choice(name: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+            if value and value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+            return value or None
+
+        url = environ.get("AGENT_DATABASE_URL", "").strip() or None
+        if url is not None and urlsplit(url).scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"AGENT_DATABASE_URL must be a postgresql:// URL, not {masked(url)!r}")
+        ui_url = environ.get("AGENT_UI_URL", "").strip().rstrip("/") or DEFAULT_UI_URL
+        if urlsplit(ui_url).scheme not in ("http", "https") or not urlsplit(ui_url).netloc:
+            raise ValueError(f"AGENT_UI_URL must be an http:// or https:// address, not {ui_url!r}")
+        origins = environ.get("AGENT_CODEC_ORIGINS", "")
+        return cls(
+            data_dir=Path(environ.get("AGENT_DATA_DIR") or "data"),
+            conversation_store=path(environ.get("AGENT_STORE")),
+            idempotency_store=path(environ.get("AGENT_IDEMPOTENCY_STORE")),
+            payload_store=path(environ.get("AGENT_PAYLOAD_STORE")),
+            workspace=path(environ.get("AGENT_WORKSPACE")),
+            database_url=url,
+            encryption_key=environ.get("AGENT_ENCRYPTION_KEY", ""),
+            codec_token=environ.get("AGENT_CODEC_TOKEN") or None,
+            codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),
+            task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+            ui_url=ui_url,
+            prices_file=path(environ.get("AGENT_PRICES")),
+            allow_inline_mcp=environ.get("AGENT_ALLOW_INLINE_MCP") == "1",
+            log_format=choice("AGENT_LOG_FORMAT", environ.get("AGENT_LOG_FORMAT"), ("text", "json"))  # type: ignore[arg-type]
+            or "text",
+            max_cached_workflows=number(  # type: ignore[arg-type]
+                "AGENT_MAX_CACHED_WORKFLOWS", environ.get("AGENT_MAX_CACHED_WORKFLOWS"), int
+            ),
+            trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), ("console", "otlp")),  # type: ignore[arg-type]
+            rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
+            role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
+        )
+
+    @property
+    def stores(self) -> StoreSettings:
+        """Where the state beside Temporal lives: files under ``data_dir``, or the database."""
+        return StoreSettings(
+            database_url=self.database_url,
+            conversations=self.conversation_store or self.data_dir / "conversations.db",
+            idempotency=self.idempotency_store or self.data_dir / "idempotency.db",
+            payloads=self.payload_store or self.data_dir / "payloads.db",
+            workspace=(self.workspace or self.data_dir / "workspace").resolve(),
+        )
+
+    @property
+    def temporal_db(self) -> Path:
+        """The embedded dev server's SQLite file."""
+        return self.data_dir / "temporal.db"

@@ -11,12 +11,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import uuid
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from durable_agents.cli import exit_now
+from durable_agents.cli import exit_now, settings_or_exit
 from durable_agents.connection import (
     address_is_explicit,
     connect,
@@ -115,11 +114,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompt", default=DEMO_PROMPT)
     p.add_argument("--agent", default="demo")
-    try:
-        settings = Settings.from_env()
-    except ValueError as e:
-        print(f"demo: {e}", file=sys.stderr)
-        return 2
+    settings = settings_or_exit("demo")
     p.add_argument("--task-queue", default=settings.task_queue)
     p.add_argument("--keep", action="store_true", help="keep the embedded server (and Web UI) running")
     p.add_argument("--manual", action="store_true", help="leave approvals to you instead of approving them")

@@ -18,7 +18,7 @@ from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agen
 from activities.hooks import default_hooks
 from activities.prices import DEFAULT_PRICES, load_prices
 from activities.tools import default_registry
-from durable_agents.cli import exit_now
+from durable_agents.cli import exit_now, settings_or_exit
 from durable_agents.connection import (
     address_is_explicit,
     connect,
@@ -99,11 +99,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the durable agent worker.")
-    try:
-        settings = Settings.from_env()
-    except ValueError as e:
-        print(f"worker: {e}", file=sys.stderr)
-        return 2
+    settings = settings_or_exit("worker")
     parser.add_argument("--task-queue", default=settings.task_queue)
     parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
     parser.add_argument(

@@ -12,6 +12,7 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from temporalio.converter import StorageDriver
 
@@ -43,32 +44,25 @@ class StoreSettings:
         return self.database_url is not None
 
     def conversation_store(self) -> ConversationStore:
-        if self.database_url:
-            from activities.postgres import PostgresConversationStore, database
-
-            return PostgresConversationStore(database(self.database_url))
-        return SQLiteConversationStore(self.conversations)
+        return self._on_database("PostgresConversationStore") or SQLiteConversationStore(self.conversations)
 
     def idempotency_store(self) -> IdempotencyStore:
-        if self.database_url:
-            from activities.postgres import PostgresIdempotencyStore, database
-
-            return PostgresIdempotencyStore(database(self.database_url))
-        return SQLiteIdempotencyStore(self.idempotency)
+        return self._on_database("PostgresIdempotencyStore") or SQLiteIdempotencyStore(self.idempotency)
 
     def workspaces(self) -> Workspaces:
-        if self.database_url:
-            from activities.postgres import PostgresWorkspaces, database
-
-            return PostgresWorkspaces(database(self.database_url))
-        return LocalWorkspaces(self.workspace)
+        return self._on_database("PostgresWorkspaces") or LocalWorkspaces(self.workspace)
 
     def payload_driver(self) -> StorageDriver:
-        if self.database_url:
-            from activities.postgres import PostgresPayloadDriver, database
+        return self._on_database("PostgresPayloadDriver") or SQLitePayloadDriver(self.payloads)
 
-            return PostgresPayloadDriver(database(self.database_url))
-        return SQLitePayloadDriver(self.payloads)
+    def _on_database(self, kind: str) -> Any:
+        """``activities.postgres.<kind>`` on the database, or None for local files. Imported only
+        then: a worker with local stores does not load asyncpg."""
+        if not self.database_url:
+            return None
+        from activities import postgres
+
+        return getattr(postgres, kind)(postgres.database(self.database_url))
 
     async def open(self) -> None:
         """Reach the database and create its tables (worker start); ``RuntimeError`` in one line if not."""

@@ -82,6 +82,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import default_registry
 from bench.inprocess_loop import run_loop
+from durable_agents.cli import exit_now
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
@@ -140,6 +141,19 @@ def _kill_pid(pid: int) -> None:
 def _kill_leftovers() -> None:
     for pid in list(_PIDS):
         _kill_pid(pid)
+
+
+def finish(status: int, tmp: Path, keep: bool) -> None:
+    """The end of a benchmark run: every process it started killed, its temp dir kept (``--keep``)
+    or removed, and an explicit exit with ``status``."""
+    for pid in descendants(os.getpid()):
+        _kill_pid(pid)
+    _kill_leftovers()
+    if keep:
+        print(f"kept {tmp}", file=sys.stderr)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    exit_now(status)
 
 
 def proc_stat(pid: int) -> list[str]:
@@ -995,14 +1009,7 @@ def main() -> None:
         print(f"bench: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         status = 1
     finally:
-        _kill_leftovers()
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)  # the SDK can crash at interpreter exit; leave explicitly
+        finish(status, tmp, args.keep)
 
 
 if __name__ == "__main__":

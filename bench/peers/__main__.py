@@ -44,7 +44,6 @@ import contextlib
 import importlib
 import json
 import os
-import shutil
 import signal
 import statistics
 import sys
@@ -71,6 +70,7 @@ from bench.run import (
     cpu_seconds,
     descendants,
     dev_server_pids,
+    finish,
     machine,
     output_to,
     snapshot,
@@ -646,16 +646,7 @@ def main() -> None:
         print(f"bench.peers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         status = 1
     finally:
-        for pid in descendants(os.getpid()):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)  # the SDK can crash at interpreter exit; leave explicitly
+        finish(status, tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.agent_files import AgentFileError, check_agent
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
+from workflows.activity_refs import RESOLVE_AGENT
 from workflows.models import AgentRef, AgentSpec, Price, ResolvedAgent
 
 
@@ -27,7 +27,7 @@ class AgentResolver:
     mcp: LazyMCPPool
     """An inline agent may name only the MCP servers the worker allows."""
 
-    @activity.defn(name="resolve_agent")
+    @RESOLVE_AGENT.defn
     async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
         if ref.spec is not None:
             spec = ref.spec

@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio import activity
-
 from activities.registry import NamedRegistry
+from workflows.activity_refs import RUN_HOOK
 from workflows.models import HookContext, HookDecision, HookEvent, HookInvocation, ToolOutcome
 
 
@@ -100,7 +99,7 @@ class HookActivities:
     def __init__(self, hooks: HookRegistry) -> None:
         self._hooks = hooks
 
-    @activity.defn(name="run_hook")
+    @RUN_HOOK.defn
     async def run_hook(self, invocation: HookInvocation) -> HookDecision:
         return await self._hooks.run(invocation)
 

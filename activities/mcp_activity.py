@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from temporalio import activity
-
 from activities.heartbeat import heartbeating
+from workflows.activity_refs import LIST_MCP_TOOLS
 from workflows.models import MCPServerConfig, ToolSpec
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class MCPActivities:
     def __init__(self, mcp: LazyMCPPool) -> None:
         self._mcp = mcp
 
-    @activity.defn(name="list_mcp_tools")
+    @LIST_MCP_TOOLS.defn
     async def list_mcp_tools(self, server: MCPServerConfig) -> list[ToolSpec]:
         async with heartbeating():  # a server may take a while to start
             return await self._mcp.pool.list_tools(server)

@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
+from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse
 from workflows.models import ModelCallInput
 
@@ -38,7 +39,7 @@ class ModelActivities:
             await asyncio.gather(*(p.aclose() for p in self._created))
             self._created.clear()
 
-    @activity.defn(name="call_model")
+    @CALL_MODEL.defn
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = await self._provider(input.request.settings.provider)
         # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.

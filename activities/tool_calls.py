@@ -12,6 +12,7 @@ from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
 from activities.tools.workspace import Workspaces
+from workflows.activity_refs import RUN_TOOL
 from workflows.models import HookContext, HookInvocation, ToolInvocation, ToolOutcome
 
 
@@ -26,7 +27,7 @@ class ToolActivities:
     """For the post_tool_use hooks, which run inside the tool's activity."""
     mcp: LazyMCPPool
 
-    @activity.defn(name="run_tool")
+    @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
         workspace = self.workspaces.open(_conversation_key(invocation))
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}

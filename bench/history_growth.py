@@ -26,6 +26,7 @@ from activities.tools import default_registry, tool
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from workflows.activity_refs import CALL_MODEL
 from workflows.agent import AgentWorkflow
 
 OUTPUT_KB = 10
@@ -75,7 +76,7 @@ async def _walk(client, workflow_id: str, run_id: str, result, elapsed: float) -
             size = event.ByteSize()
             largest = max(largest, size)
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
-                event.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+                event.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL.name
             ):
                 starts.append(cumulative)
             cumulative += size

@@ -84,6 +84,7 @@ from activities.tools import default_registry
 from bench.inprocess_loop import run_loop
 from durable_agents.cli import exit_now
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from workflows.activity_refs import CALL_MODEL, RUN_TOOL
 from workflows.agent import AgentWorkflow
 from workflows.messages import ModelSettings
 from workflows.models import AgentSpec, ConversationInput, ConversationResult
@@ -540,7 +541,9 @@ class HistoryCheck:
                         retries += event.activity_task_started_event_attributes.attempt - 1
                     if identity := event_identity(event):
                         identities.add(identity.split("@")[0])
-            self.wrong_activities += scheduled.count("call_model") != 3 or scheduled.count("run_tool") != 2
+            self.wrong_activities += (
+                scheduled.count(CALL_MODEL.name) != 3 or scheduled.count(RUN_TOOL.name) != 2
+            )
             self.retried_attempts += retries
             self.conversations_with_retries += retries > 0
             for pid in identities:

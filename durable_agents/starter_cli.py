@@ -42,6 +42,7 @@ from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import start_conversation, ui_link
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
+from workflows.activity_refs import CALL_MODEL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.inputs import first_error
 from workflows.messages import (
@@ -457,7 +458,7 @@ async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
     """The text a streaming model call has produced so far (from its heartbeat details), or ""."""
     described = await handle.describe()
     for pending in described.raw_description.pending_activities:
-        if pending.activity_type.name == "call_model" and pending.heartbeat_details.payloads:
+        if pending.activity_type.name == CALL_MODEL.name and pending.heartbeat_details.payloads:
             [progress] = await client.data_converter.decode(
                 list(pending.heartbeat_details.payloads), [ModelProgress]
             )

@@ -98,16 +98,22 @@ async def env(client: Client, registry: ToolRegistry, tmp_path: Path) -> AsyncIt
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
 
 
-async def activity_types(handle: WorkflowHandle) -> list[str]:
-    """Activity names in the order they were scheduled (local ones by their markers), from history."""
-    names = []
+async def activity_calls(handle: WorkflowHandle) -> list[tuple[str, bool]]:
+    """(activity name, ran locally) in the order they were scheduled: server-scheduled ones by their
+    ActivityTaskScheduled event, local ones by their marker."""
+    calls = []
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+            calls.append((event.activity_task_scheduled_event_attributes.activity_type.name, False))
         elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
             [data] = event.marker_recorded_event_attributes.details["data"].payloads
-            names.append(json.loads(data.data)["activity_type"])
-    return names
+            calls.append((json.loads(data.data)["activity_type"], True))
+    return calls
+
+
+async def activity_types(handle: WorkflowHandle) -> list[str]:
+    """Activity names in the order they were scheduled (local ones too), from history."""
+    return [name for name, _ in await activity_calls(handle)]
 
 
 async def last_attempts(handle: WorkflowHandle) -> dict[str, int]:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from activities.agent_files import AgentFileError, check_agent, load_agent_file
 from activities.tools import ToolError, ToolRegistry, default_registry, tool
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types
+from tests.conftest import Env, activity_calls, activity_types
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage
 
@@ -40,14 +38,8 @@ def registry() -> ToolRegistry:
 
 async def _scheduled_and_local(handle: WorkflowHandle) -> tuple[list[str], list[str]]:
     """Activity names from history: those scheduled on the server, and those recorded by a marker."""
-    scheduled, local = [], []
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            scheduled.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-        elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
-            [data] = event.marker_recorded_event_attributes.details["data"].payloads
-            local.append(json.loads(data.data)["activity_type"])
-    return scheduled, local
+    calls = await activity_calls(handle)
+    return [name for name, local in calls if not local], [name for name, local in calls if local]
 
 
 def _results(messages: list) -> list[tuple[str, str, str, bool]]:

@@ -20,6 +20,14 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from workflows.activity_refs import (
+        CALL_MODEL,
+        LIST_MCP_TOOLS,
+        RESOLVE_AGENT,
+        RUN_HOOK,
+        RUN_TOOL,
+        ActivityRef,
+    )
     from workflows.approvals import Approvals
     from workflows.inputs import one_input
     from workflows.messages import (
@@ -63,11 +71,6 @@ with workflow.unsafe.imports_passed_through():
         TurnState,
     )
 
-RESOLVE_AGENT = "resolve_agent"
-LIST_MCP_TOOLS = "list_mcp_tools"
-CALL_MODEL = "call_model"
-RUN_TOOL = "run_tool"
-RUN_HOOK = "run_hook"
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
@@ -280,7 +283,6 @@ class AgentWorkflow:
                 RESOLVE_AGENT,
                 AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
                 local=self._lean,  # in the workflow task itself: no round trip through the server
-                result_type=ResolvedAgent,
                 # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=5),
@@ -311,7 +313,6 @@ class AgentWorkflow:
                     _execute(
                         LIST_MCP_TOOLS,
                         server,
-                        result_type=list[ToolSpec],
                         task_queue=agent.spec.tool_task_queue,
                         summary=f"list tools of MCP server {server.name}",
                         **server.call.activity_options(),
@@ -412,7 +413,6 @@ class AgentWorkflow:
                 decision = await _execute(
                     RUN_HOOK,
                     about.model_copy(update={"hook": name, "context": context}),
-                    result_type=HookDecision,
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RetryPolicy(maximum_attempts=3),
                     summary=f"hook {name} ({event})",
@@ -575,7 +575,6 @@ class AgentWorkflow:
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._status.iteration,
             ),
-            result_type=ModelResponse,
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
             + ("" if allow_tool_calls else " (tools off)"),
@@ -702,7 +701,6 @@ class AgentWorkflow:
                     mcp_tool=tool.mcp_tool,
                 ),
                 local=tool.local,
-                result_type=ToolOutcome,
                 summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
                 **options,
             )
@@ -835,12 +833,13 @@ class AgentWorkflow:
         )
 
 
-async def _execute(activity: str, arg: Any, *, local: bool = False, **options: Any) -> Any:
-    """``workflow.execute_activity`` (or ``execute_local_activity``), where a call cancelled with the
-    conversation raises ``asyncio.CancelledError``: the conversation's cancellation, not a failed call."""
+async def _execute(activity: ActivityRef, arg: Any, *, local: bool = False, **options: Any) -> Any:
+    """``workflow.execute_activity`` (or ``execute_local_activity``) of ``activity``, where a call
+    cancelled with the conversation raises ``asyncio.CancelledError``: the conversation's
+    cancellation, not a failed call."""
     execute = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        return await execute(activity, arg, **options)
+        return await execute(activity.name, arg, result_type=activity.output, **options)
     except ActivityError as err:
         if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
             raise asyncio.CancelledError(workflow.cancellation_reason()) from err

@@ -467,7 +467,7 @@ class AgentWorkflow:
         if spec.on_limit == "stop" or limit != "max_iterations_reached":
             self._finish_turn(limit)
             return
-        self._status.detail = f"{_limit_text(limit, agent)}, asking for a final answer"
+        self._say(f"{_limit_text(limit, agent)}, asking for a final answer")
         await self._call_model(agent, allow_tool_calls=False)
         self._finish_turn(limit)
 
@@ -505,8 +505,7 @@ class AgentWorkflow:
         workflow.logger.info(
             "answered %s: %s", turn.message_id, reason, extra={"message_id": turn.message_id}
         )
-        self._status.detail = f"answered {turn.message_id}: {reason}"
-        workflow.set_current_details(self._status.detail)
+        self._say(f"answered {turn.message_id}: {reason}")
 
     def _last_text(self) -> str:
         """The latest assistant text of the current turn (empty if the model gave none)."""
@@ -798,12 +797,16 @@ class AgentWorkflow:
         self._set_state("cancelled", f"cancelled: {reason}")
         return self._result()
 
+    def _say(self, detail: str) -> None:
+        """The one line the status query and the Web UI show: always both, never one without the other."""
+        self._status.detail = detail
+        workflow.set_current_details(detail)
+
     def _set_state(self, state: str, detail: str | None = None) -> None:
         """Keep the status query, the Web UI details and the AgentStatus search attribute in step."""
         self._status.state = state  # type: ignore[assignment]
         if detail is not None:
-            self._status.detail = detail
-            workflow.set_current_details(detail)
+            self._say(detail)
         searchable = "running" if state in ("starting", "calling_model", "running_tools") else state
         if searchable != self._search_status and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
             workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])

@@ -29,7 +29,8 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.starter_cli import format_approval, format_result, format_transcript
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalSignal, ConversationInput
+from workflows.api import ConversationInput
+from workflows.records import ApprovalSignal
 
 DEMO_PROMPT = "What is (12 + 30) * 2? Save the answer to answer.txt."
 

@@ -23,7 +23,7 @@ from activities.store import ConversationStore
 from activities.tool_calls import ToolActivities
 from activities.tools import ToolRegistry
 from activities.tools.workspace import LocalWorkspaces, Workspaces
-from workflows.models import AgentSpec, Price
+from workflows.config import AgentSpec, Price
 
 if TYPE_CHECKING:
     from activities.mcp import MCPPool

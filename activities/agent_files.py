@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
-from workflows.models import AgentSpec
+from workflows.config import AgentSpec
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 

@@ -11,8 +11,9 @@ from activities.agent_files import AgentFileError, check_agent
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
+from workflows.activity_io import AgentRef, ResolvedAgent
 from workflows.activity_refs import RESOLVE_AGENT
-from workflows.models import AgentRef, AgentSpec, Price, ResolvedAgent
+from workflows.config import AgentSpec, Price
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.registry import NamedRegistry
+from workflows.activity_io import HookContext, HookDecision, HookInvocation, ToolOutcome
 from workflows.activity_refs import RUN_HOOK
-from workflows.models import HookContext, HookDecision, HookEvent, HookInvocation, ToolOutcome
+from workflows.config import HookEvent
 
 
 @dataclass(frozen=True)

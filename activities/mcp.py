@@ -33,8 +33,9 @@ from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from workflows.activity_io import ToolOutcome, ToolSpec
+from workflows.config import ENV_REFERENCE, MCPServerConfig
 from workflows.messages import ToolDefinition
-from workflows.models import ENV_REFERENCE, MCPServerConfig, ToolOutcome, ToolSpec
 
 UNAVAILABLE = "MCPServerUnavailable"
 NOT_ALLOWED = "MCPServerNotAllowed"

@@ -12,8 +12,9 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from activities.heartbeat import heartbeating
+from workflows.activity_io import ToolSpec
 from workflows.activity_refs import LIST_MCP_TOOLS
-from workflows.models import MCPServerConfig, ToolSpec
+from workflows.config import MCPServerConfig
 
 if TYPE_CHECKING:
     from activities.mcp import MCPPool

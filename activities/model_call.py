@@ -12,9 +12,9 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
+from workflows.activity_io import ModelCallInput
 from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse
-from workflows.models import ModelCallInput
 
 
 class ModelActivities:

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from activities.agent_files import AgentFileError, field_errors
-from workflows.models import Price
+from workflows.config import Price
 
 DEFAULT_PRICES = Path(__file__).resolve().parent.parent / "config" / "prices.toml"
 """The project's own table: the default where the caller names no other file."""

@@ -12,8 +12,8 @@ from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
 from activities.tools.workspace import Workspaces
+from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
 from workflows.activity_refs import RUN_TOOL
-from workflows.models import HookContext, HookInvocation, ToolInvocation, ToolOutcome
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields

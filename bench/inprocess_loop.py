@@ -12,6 +12,8 @@ from pathlib import Path
 
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import ToolRegistry
+from workflows.activity_io import ToolInvocation
+from workflows.config import AgentSpec
 from workflows.messages import (
     AssistantMessage,
     Message,
@@ -20,7 +22,6 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from workflows.models import AgentSpec, ToolInvocation
 
 
 async def run_loop(

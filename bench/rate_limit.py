@@ -31,8 +31,9 @@ from bench.fake_model import FakeModelServer
 from bench.run import output_to
 from durable_agents.dev_server import start_embedded_server
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput
+from workflows.config import AgentSpec
 from workflows.messages import ModelSettings
-from workflows.models import AgentSpec, ConversationInput
 
 ROOT = Path(__file__).resolve().parent.parent
 

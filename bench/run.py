@@ -86,8 +86,9 @@ from durable_agents.cli import exit_now
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from workflows.activity_refs import CALL_MODEL, RUN_TOOL
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput, ConversationResult
+from workflows.config import AgentSpec
 from workflows.messages import ModelSettings
-from workflows.models import AgentSpec, ConversationInput, ConversationResult
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"

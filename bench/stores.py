@@ -36,8 +36,8 @@ from durable_agents.postgres_server import Postgres, find_binaries
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
+from workflows.config import ApprovalPolicy
 from workflows.messages import AssistantMessage, UserMessage
-from workflows.models import ApprovalPolicy
 
 MODEL_CALLS = 3
 TARGET_MS = 5.0

@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
-from workflows.models import AGENT_NAME, AGENT_STATUS
+from workflows.api import AGENT_NAME, AGENT_STATUS
 
 DEFAULT_ADDRESS = "localhost:7233"
 

@@ -10,7 +10,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import AgentWorkflow
-from workflows.models import AGENT_NAME, AGENT_STATUS, ConversationInput, ConversationResult
+from workflows.api import AGENT_NAME, AGENT_STATUS, ConversationInput, ConversationResult
 
 
 def conversation_summary(agent: str, prompt: str) -> str:

@@ -37,7 +37,7 @@ from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from workflows.agent import AgentWorkflow
-from workflows.models import AgentSpec
+from workflows.config import AgentSpec
 
 MAX_CACHED_WORKFLOWS = 200
 """Conversations a worker keeps in memory between their steps. One parked for approval costs

@@ -44,6 +44,15 @@ from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
 from workflows.activity_refs import CALL_MODEL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
+from workflows.api import (
+    AGENT_NAME,
+    AGENT_STATUS,
+    ConversationHistory,
+    ConversationInput,
+    ConversationResult,
+    ConversationStatus,
+    MessageInput,
+)
 from workflows.inputs import first_error
 from workflows.messages import (
     AssistantMessage,
@@ -53,18 +62,7 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from workflows.models import (
-    AGENT_NAME,
-    AGENT_STATUS,
-    ApprovalRecord,
-    ConversationHistory,
-    ConversationInput,
-    ConversationResult,
-    ConversationStatus,
-    Decision,
-    MessageInput,
-    Reply,
-)
+from workflows.records import ApprovalRecord, Decision, Reply
 
 PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
 """How long `pending` waits for each conversation's worker to answer."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workflows.api import ConversationInput
+from workflows.config import AgentSpec
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
-from workflows.models import AgentSpec, ConversationInput
 
 
 def step(text: str = "", *calls: tuple[str, dict] | ScriptedToolCall) -> ScriptStep:

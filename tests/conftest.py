@@ -23,7 +23,8 @@ from durable_agents.dev_server import EmbeddedServer, start_embedded_server, tim
 from durable_agents.plugin import build_worker
 from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalRecord, ConversationInput, ConversationResult
+from workflows.api import ConversationInput, ConversationResult
+from workflows.records import ApprovalRecord
 
 
 @pytest.fixture(scope="session", autouse=True)

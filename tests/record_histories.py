@@ -20,8 +20,10 @@ from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput, MessageInput
+from workflows.config import ApprovalPolicy, MCPServerConfig
 from workflows.messages import ScriptStep
-from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, MCPServerConfig, MessageInput
+from workflows.records import ApprovalSignal
 
 HISTORIES = Path(__file__).parent / "histories"
 

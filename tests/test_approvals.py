@@ -19,7 +19,8 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, ApprovalSignal, Decision
+from workflows.config import ApprovalPolicy
+from workflows.records import ApprovalSignal, Decision
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 TOOLS = ["write_file", "add"]

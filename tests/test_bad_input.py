@@ -31,7 +31,8 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 
 from tests.conftest import Env
-from workflows.models import MAX_PROMPT_CHARS, ConversationInput
+from workflows.api import ConversationInput
+from workflows.config import MAX_PROMPT_CHARS
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ from activities.prices import load_prices
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env
 from workflows.agent import AgentWorkflow
+from workflows.api import MessageInput
 from workflows.messages import ModelSettings, Usage
-from workflows.models import MessageInput
 
 
 def _spender(**kwargs):

@@ -10,8 +10,8 @@ from temporalio.client import WorkflowHandle
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, event_types, wait_for_pending
 from workflows.agent import AgentWorkflow
+from workflows.config import ApprovalPolicy
 from workflows.messages import ScriptStep, ToolResultMessage
-from workflows.models import ApprovalPolicy
 
 
 async def _wait_for_event(handle: WorkflowHandle, event: int, count: int = 1) -> None:

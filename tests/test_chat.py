@@ -20,16 +20,12 @@ from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, event_types, wait_for_pending
+from workflows.activity_io import ModelCallInput
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput, MessageInput
 from workflows.messages import ToolResultMessage, UserMessage
-from workflows.models import (
-    ApprovalSignal,
-    ConversationInput,
-    ConversationState,
-    Decision,
-    MessageInput,
-    ModelCallInput,
-)
+from workflows.records import ApprovalSignal, Decision
+from workflows.state import ConversationState
 
 
 async def _wait_for_state(handle, state: str, timeout: float = 10.0) -> None:

@@ -38,8 +38,9 @@ from tests.fake_provider import (
     openai_error_event,
     openai_stream,
 )
+from workflows.api import ConversationInput
+from workflows.config import AgentSpec, CallPolicy
 from workflows.messages import ModelSettings
-from workflows.models import AgentSpec, CallPolicy, ConversationInput
 
 Provider = Literal["openai", "anthropic"]
 MODELS: dict[Provider, str] = {"openai": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}

@@ -25,9 +25,11 @@ from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import last_attempts, wait_for_pending
 from tests.processes import WorkerProcess
+from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow
+from workflows.config import ApprovalPolicy
 from workflows.messages import ScriptStep
-from workflows.models import ApprovalPolicy, ApprovalSignal, Decision, ToolInvocation
+from workflows.records import ApprovalSignal, Decision
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)

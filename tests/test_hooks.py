@@ -12,8 +12,10 @@ from activities.tools import default_registry, tool
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types
+from workflows.activity_io import HookContext, HookDecision
 from workflows.agent import AgentWorkflow
-from workflows.models import HookConfig, HookContext, HookDecision, MessageInput
+from workflows.api import MessageInput
+from workflows.config import HookConfig
 
 prompts_seen: list[str] = []
 

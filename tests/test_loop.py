@@ -12,8 +12,10 @@ from temporalio.exceptions import ApplicationError
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
+from workflows.api import ConversationInput
+from workflows.config import ApprovalPolicy
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
-from workflows.models import ApprovalPolicy, ApprovalSignal, ConversationInput, ToolCallRecord
+from workflows.records import ApprovalSignal, ToolCallRecord
 
 
 async def test_tool_call_then_text_answer(env: Env) -> None:

@@ -27,7 +27,9 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, last_attempts, wait_for_pending
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalSignal, CallPolicy, ConversationInput, MCPServerConfig, MessageInput
+from workflows.api import ConversationInput, MessageInput
+from workflows.config import CallPolicy, MCPServerConfig
+from workflows.records import ApprovalSignal
 
 TOKEN = "test-token-123"
 REPO = Path(__file__).resolve().parent.parent

@@ -28,7 +28,8 @@ from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, event_types, wait_for_pending, workspace_of
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalSignal, Decision, MessageInput, arguments_digest
+from workflows.api import MessageInput
+from workflows.records import ApprovalSignal, Decision, arguments_digest
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 

@@ -37,7 +37,9 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, wait_for_pending
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, ConversationInput, Decision
+from workflows.api import ConversationInput
+from workflows.config import ApprovalPolicy
+from workflows.records import Decision
 
 REPO = Path(__file__).resolve().parent.parent
 KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD

@@ -33,8 +33,9 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationHistory, MessageInput
 from workflows.messages import UserMessage
-from workflows.models import ApprovalSignal, ConversationHistory, Decision, MessageInput
+from workflows.records import ApprovalSignal, Decision
 
 REPO = Path(__file__).resolve().parent.parent
 KEY_A = bytes(range(32))

@@ -22,8 +22,11 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import wait_for_pending
 from tests.fault_worker import charge, slow_step
 from tests.processes import WorkerProcess
+from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, Decision, MessageInput, ToolInvocation
+from workflows.api import MessageInput
+from workflows.config import ApprovalPolicy
+from workflows.records import Decision
 
 pytestmark = pytest.mark.timeout(240)
 

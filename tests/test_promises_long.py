@@ -32,20 +32,12 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, wait_for_pending
+from workflows.activity_io import HookContext, HookDecision, HookInvocation, ModelCallInput
 from workflows.agent import AgentWorkflow
-from workflows.models import (
-    ApprovalPolicy,
-    ApprovalSignal,
-    ConversationInput,
-    ConversationState,
-    Decision,
-    HookConfig,
-    HookContext,
-    HookDecision,
-    HookInvocation,
-    MessageInput,
-    ModelCallInput,
-)
+from workflows.api import ConversationInput, MessageInput
+from workflows.config import ApprovalPolicy, HookConfig
+from workflows.records import ApprovalSignal, Decision
+from workflows.state import ConversationState
 
 pytestmark = pytest.mark.timeout(180)
 

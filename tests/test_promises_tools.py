@@ -14,8 +14,9 @@ from temporalio.exceptions import ApplicationError
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env
+from workflows.activity_io import ToolInvocation
+from workflows.config import CallPolicy
 from workflows.messages import ToolResultMessage
-from workflows.models import CallPolicy, ToolInvocation
 
 OWN_POLICY = CallPolicy(
     timeout_seconds=7, max_attempts=2, initial_retry_seconds=0.25, max_retry_seconds=3, heartbeat_seconds=4

@@ -13,8 +13,9 @@ from temporalio.client import WorkflowFailureError
 from durable_agents import starter_cli as starter
 from tests.conftest import Env
 from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
+from workflows.api import ConversationInput
+from workflows.config import AgentSpec, CallPolicy
 from workflows.messages import ModelSettings
-from workflows.models import AgentSpec, CallPolicy, ConversationInput
 
 DATA = Path(__file__).parent / "data"
 SECRET = "sk-test-secret-never-in-history"

@@ -31,7 +31,8 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.host_worker import big_text
 from tests.postgres import Postgres
 from workflows.agent import AgentWorkflow
-from workflows.models import AgentSpec, ApprovalPolicy, MessageInput
+from workflows.api import MessageInput
+from workflows.config import AgentSpec, ApprovalPolicy
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["add", "charge", "emit", "write_file", "read_file", "list_files"]

@@ -33,14 +33,10 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, wait_for_pending
 from tests.fake_provider import FakeProvider, openai_completion, openai_stream
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput, ConversationResult
+from workflows.config import AgentSpec, HookConfig
 from workflows.messages import ModelSettings
-from workflows.models import (
-    AgentSpec,
-    ConversationInput,
-    ConversationResult,
-    HookConfig,
-    arguments_digest,
-)
+from workflows.records import arguments_digest
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_WRITE = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}

@@ -9,7 +9,7 @@ import pytest
 from activities.agent_files import AgentFileError, load_agent_file, load_agents
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from activities.tools.calculator import add
-from workflows.models import ToolInvocation, ToolOutcome
+from workflows.activity_io import ToolInvocation, ToolOutcome
 
 
 def test_schema_comes_from_type_hints_and_docstring() -> None:

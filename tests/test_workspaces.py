@@ -9,7 +9,8 @@ from activities.tools.workspace import folder_name
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, workspace_of
 from workflows.agent import AgentWorkflow
-from workflows.models import ApprovalPolicy, MessageInput
+from workflows.api import MessageInput
+from workflows.config import ApprovalPolicy
 
 FILE_TOOLS = ["write_file", "read_file", "list_files"]
 AUTO = ApprovalPolicy(auto=["write_file"])

@@ -10,18 +10,18 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 
-from workflows.messages import ModelResponse
-from workflows.models import (
+from workflows.activity_io import (
     AgentRef,
     HookDecision,
     HookInvocation,
-    MCPServerConfig,
     ModelCallInput,
     ResolvedAgent,
     ToolInvocation,
     ToolOutcome,
     ToolSpec,
 )
+from workflows.config import MCPServerConfig
+from workflows.messages import ModelResponse
 
 F = TypeVar("F", bound=Callable[..., Any])
 

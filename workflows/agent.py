@@ -20,6 +20,17 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from workflows.activity_io import (
+        AgentRef,
+        HookContext,
+        HookDecision,
+        HookInvocation,
+        ModelCallInput,
+        ResolvedAgent,
+        ToolInvocation,
+        ToolOutcome,
+        ToolSpec,
+    )
     from workflows.activity_refs import (
         CALL_MODEL,
         LIST_MCP_TOOLS,
@@ -28,7 +39,18 @@ with workflow.unsafe.imports_passed_through():
         RUN_TOOL,
         ActivityRef,
     )
+    from workflows.api import (
+        AGENT_NAME,
+        AGENT_STATUS,
+        ClosedBy,
+        ConversationHistory,
+        ConversationInput,
+        ConversationResult,
+        ConversationStatus,
+        MessageInput,
+    )
     from workflows.approvals import Approvals
+    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, HookEvent
     from workflows.inputs import one_input
     from workflows.messages import (
         AssistantMessage,
@@ -39,37 +61,16 @@ with workflow.unsafe.imports_passed_through():
         ToolResultMessage,
         UserMessage,
     )
-    from workflows.models import (
-        AGENT_NAME,
-        AGENT_STATUS,
-        DEFAULT_MAX_MESSAGE_BYTES,
-        AgentRef,
+    from workflows.records import (
         ApprovalRecord,
         ApprovalSignal,
-        ClosedBy,
-        ConversationHistory,
-        ConversationInput,
-        ConversationResult,
-        ConversationState,
-        ConversationStatus,
         Decision,
-        HookContext,
-        HookDecision,
-        HookEvent,
-        HookInvocation,
         HookRecord,
-        MessageInput,
-        ModelCallInput,
-        QueuedMessage,
         Reply,
-        ResolvedAgent,
         StopReason,
         ToolCallRecord,
-        ToolInvocation,
-        ToolOutcome,
-        ToolSpec,
-        TurnState,
     )
+    from workflows.state import ConversationState, QueuedMessage, TurnState
 
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 LEAN_START_PATCH = "agent-lean-start"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from workflows.messages import ToolCall
-from workflows.models import ApprovalRecord, ApprovalSignal, Decision
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision
 
 MAX_EARLY_DECISIONS = 100
 """Bound of the decisions kept for calls not requested yet (conversations started before

@@ -18,8 +18,9 @@ from temporalio.exceptions import TemporalError
 from activities.idempotency import IdempotencyStore, run_once
 from activities.registry import NamedRegistry
 from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
+from workflows.activity_io import ToolInvocation, ToolOutcome, ToolSpec
+from workflows.config import CallPolicy
 from workflows.messages import ToolDefinition
-from workflows.models import CallPolicy, ToolInvocation, ToolOutcome, ToolSpec
 
 
 @dataclass(frozen=True)

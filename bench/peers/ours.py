@@ -22,7 +22,7 @@ from bench.inprocess_loop import run_loop
 from bench.run import bench_agent, check_result
 from durable_agents.conversations import start_conversation
 from durable_agents.converter import data_converter
-from workflows.models import ConversationInput, ConversationResult
+from workflows.api import ConversationInput, ConversationResult
 
 WORKER_MODULE = "bench.worker_proc"
 

@@ -1,0 +1,117 @@
+"""What the workflow sends its activities, and what they answer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from workflows.config import AgentSpec, CallPolicy, MCPServerConfig, Price
+from workflows.messages import ModelRequest, ToolDefinition
+
+
+class HookContext(BaseModel):
+    conversation_id: str
+    call_id: str | None = None
+    message_id: str | None = None
+
+
+class HookDecision(BaseModel):
+    """What a hook decided: allow, block (with a reason) or rewrite (arguments, content or text)."""
+
+    action: Literal["allow", "block", "rewrite"] = "allow"
+    reason: str = ""
+    arguments: dict[str, Any] | None = None
+    """New tool arguments (pre_tool_use)."""
+    content: str | None = None
+    """New tool output (post_tool_use)."""
+    text: str | None = None
+    """New user message (user_prompt_submit)."""
+    hook: str = ""
+
+
+class HookInvocation(BaseModel):
+    """Input of the hook activity."""
+
+    hook: str = ""
+    context: HookContext | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    content: str | None = None
+    is_error: bool = False
+    text: str | None = None
+
+
+class AgentRef(BaseModel):
+    name: str | None = None
+    spec: AgentSpec | None = None
+    model: str | None = None
+    """The conversation's model override, so the right price is looked up."""
+
+
+class ToolSpec(BaseModel):
+    """A tool as the workflow sees it: what the model is told, and how to call it."""
+
+    definition: ToolDefinition
+    call: CallPolicy = Field(default_factory=CallPolicy)
+    requires_approval: bool = False
+    """The tool's own default: risky tools wait for a person unless the agent says otherwise."""
+    mcp_server: str | None = None
+    """For an MCP tool: the name of its server in the agent's ``mcp_servers``."""
+    mcp_tool: str | None = None
+    """For an MCP tool: its name on the server (without the prefix)."""
+    local: bool = False
+    """Run as a local activity, in the workflow task on the workflow's own worker (never an MCP tool).
+    Conversations recorded before this field existed lack it, so they replay on the normal path."""
+
+
+class ResolvedAgent(BaseModel):
+    """An agent with its tools looked up in the worker's registry; recorded in history."""
+
+    spec: AgentSpec
+    tools: list[ToolSpec]
+    price: Price | None = None
+    """The model's price from the worker's price table, when it has one."""
+
+
+class ModelCallInput(BaseModel):
+    """Input of the model activity: a reference to the stored transcript plus what is new.
+
+    The activity appends ``request.messages`` to the conversation store after the
+    first ``stored`` messages, then sends the whole transcript to the model. History
+    thus holds each message once, and grows linearly with the conversation.
+    """
+
+    conversation_key: str
+    stored: int = 0
+    """Messages the store already holds for this conversation; ``request.messages`` follow them."""
+    request: ModelRequest
+    timeout_seconds: float = 120.0
+    iteration: int = 0
+    """For log lines."""
+
+
+class ToolInvocation(BaseModel):
+    """Input of the tool activity."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str
+    conversation_id: str
+    idempotency_key: str
+    """Stable across retries and worker crashes: pass it to external systems."""
+    max_output_chars: int = 20_000
+    post_hooks: list[str] = Field(default_factory=list)
+    """post_tool_use hooks, run in the activity so a redaction happens before history."""
+    iteration: int = 0
+    """For log lines."""
+    mcp: MCPServerConfig | None = None
+    """Set for an MCP tool: the server to call; ``mcp_tool`` is the tool's name there."""
+    mcp_tool: str | None = None
+
+
+class ToolOutcome(BaseModel):
+    content: str
+    is_error: bool = False
+    hooks: list[HookDecision] = Field(default_factory=list)
+    """Decisions of the post_tool_use hooks that shaped ``content``."""

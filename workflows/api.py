@@ -1,0 +1,146 @@
+"""The workflow's public API: its start input, signal and update payloads, query results, result
+and search attributes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+from temporalio.common import SearchAttributeKey
+
+from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
+from workflows.messages import Message, Usage
+from workflows.records import ApprovalRecord, HookRecord, Reply, StopReason, ToolCallRecord
+from workflows.state import ConversationState
+
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+"""running, awaiting_approval, completed or failed: find conversations that wait for a person."""
+
+
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+
+
+ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
+
+
+OVERRIDABLE = (
+    "max_iterations",
+    "on_limit",
+    "approval",
+    "chat",
+    "idle_timeout_seconds",
+    "max_model_calls",
+    "continue_as_new_after",
+    "token_budget",
+    "cost_budget",
+)
+
+"""AgentSpec fields a start input may override for one conversation."""
+
+
+class ConversationInput(BaseModel):
+    """Start input of one conversation: an agent (by name or inline), a prompt, limits."""
+
+    model_config = {"extra": "forbid"}
+
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    agent: str | None = None
+    """Name of an agent file known to the worker."""
+    agent_spec: AgentSpec | None = None
+    """Inline agent settings, used instead of a named agent."""
+    max_iterations: int | None = Field(default=None, ge=1)
+    on_limit: OnLimit | None = None
+    model: str | None = None
+    """Another model name for the agent's provider (e.g. a local server's model)."""
+    approval: ApprovalPolicy | None = None
+    """Replaces the agent's approval policy for this conversation."""
+    chat: bool | None = None
+    idle_timeout_seconds: Seconds | None = None
+    max_model_calls: int | None = Field(default=None, ge=1)
+    continue_as_new_after: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    cost_budget: float | None = Field(default=None, gt=0)
+    state: ConversationState | None = None
+    """Set by the workflow itself when it continues as new; never by callers."""
+
+    def agent_for_conversation(self, spec: AgentSpec) -> AgentSpec:
+        """The agent with this conversation's overrides applied."""
+        updates = {name: getattr(self, name) for name in OVERRIDABLE if getattr(self, name) is not None}
+        spec = spec.model_copy(update=updates, deep=True)
+        if self.model:
+            spec.model.model = self.model
+        return spec
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> ConversationInput:
+        if (self.agent is None) == (self.agent_spec is None):
+            raise ValueError("give exactly one of 'agent' (a name) or 'agent_spec' (inline settings)")
+        return self
+
+
+class MessageInput(BaseModel):
+    """Input of the ``send_message`` update and the ``post_message`` signal: ``{"text": "..."}``.
+
+    The agent's ``max_message_bytes`` bounds it further, in the workflow.
+    """
+
+    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+
+
+class ConversationResult(BaseModel):
+    final_text: str
+    stop_reason: StopReason
+    max_iterations_reached: bool = False
+    iterations: int
+    """Model calls that were allowed to use tools."""
+    model_calls: int
+    truncated: bool = False
+    """The last answer was cut by the model's max_tokens."""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    messages: list[Message] = Field(default_factory=list)
+    replies: list[Reply] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
+    closed_by: ClosedBy = "answered"
+    detail: str = ""
+    """Why it closed, in words (e.g. the cancellation reason)."""
+    runs: int = 1
+    """Workflow runs the conversation used (continue-as-new starts a new one)."""
+
+
+class ConversationHistory(BaseModel):
+    """What the ``history`` query returns: the messages and the audit trail of decisions."""
+
+    messages: list[Message]
+    tool_calls: list[ToolCallRecord]
+    approvals: list[ApprovalRecord]
+    hooks: list[HookRecord] = Field(default_factory=list)
+
+
+class ConversationStatus(BaseModel):
+    state: Literal[
+        "starting",
+        "calling_model",
+        "running_tools",
+        "awaiting_approval",
+        "idle",
+        "completed",
+        "cancelled",
+        "failed",
+    ]
+    agent: str = ""
+    iteration: int = 0
+    max_iterations: int = 0
+    model_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    """US dollars spent so far, when the model has a price."""
+    pending_approvals: int = 0
+    queued_messages: int = 0
+    run: int = 1
+    detail: str = ""
+
+
+ConversationInput.model_rebuild()

@@ -1,0 +1,274 @@
+"""Agent configuration: what an agent file (or an inline agent) says, and the price table."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+from workflows.messages import ModelSettings, Usage
+
+if TYPE_CHECKING:
+    from workflows.activity_io import ToolSpec
+
+OnLimit = Literal["final_answer", "stop", "fail"]
+
+
+MAX_WAIT_SECONDS = 366 * 24 * 3600.0
+"""Upper bound of every configurable timeout and deadline (a year); "none" is the way to wait forever."""
+
+
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS)]
+
+
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
+"""Follow-up messages above this (UTF-8 bytes) are refused unless the agent sets ``max_message_bytes``."""
+
+
+MAX_PROMPT_CHARS = 1_000_000
+"""Prompts above this are refused at start (from 128 KiB on, payloads go to the payload store)."""
+
+
+class CallPolicy(BaseModel):
+    """Timeout and retry settings of one kind of activity call."""
+
+    model_config = {"extra": "forbid"}
+
+    timeout_seconds: Seconds = 60.0
+    """start-to-close timeout of one attempt."""
+    max_attempts: int = Field(default=5, ge=0)
+    """Attempts in all, the first included; 0 means unlimited."""
+    initial_retry_seconds: Seconds = 0.5
+    """Delay before the first retry; a provider's retry-after overrides it."""
+    max_retry_seconds: Seconds = 60.0
+    """Cap of the exponential backoff between retries."""
+    heartbeat_seconds: Seconds | None = None
+    """Heartbeat timeout for long calls, so a dead worker is noticed in seconds."""
+
+    @model_validator(mode="after")
+    def _backoff_in_order(self) -> CallPolicy:
+        # Temporal refuses a retry policy whose cap is below its first interval,
+        # and it would refuse it in the workflow task: check it at the door.
+        if self.max_retry_seconds < self.initial_retry_seconds:
+            raise ValueError(
+                f"max_retry_seconds ({self.max_retry_seconds:g}) is below"
+                f" initial_retry_seconds ({self.initial_retry_seconds:g})"
+            )
+        return self
+
+    def activity_options(self) -> dict[str, Any]:
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_seconds),
+            "heartbeat_timeout": (
+                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
+            ),
+            # A heartbeating call hears a cancellation and aborts (its HTTP request with it): wait for
+            # that, so a cancelled conversation closes with nothing still running.
+            "cancellation_type": (
+                ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                if self.heartbeat_seconds
+                else ActivityCancellationType.TRY_CANCEL
+            ),
+            "retry_policy": self._retry_policy(),
+        }
+
+    def local_activity_options(self) -> dict[str, Any]:
+        """For a local activity: it runs in the workflow task on the workflow's own worker, so there is
+        no task queue and no heartbeat (a worker dying meanwhile times out the task; the call runs again)."""
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_seconds),
+            "retry_policy": self._retry_policy(),
+        }
+
+    def _retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial_retry_seconds),
+            maximum_interval=timedelta(seconds=self.max_retry_seconds),
+            maximum_attempts=self.max_attempts,
+        )
+
+
+Deadline = Seconds | Literal["none"]
+"""Seconds to wait for a person's decision, or "none" to wait forever."""
+
+
+DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
+
+
+class ApprovalPolicy(BaseModel):
+    """Which tool calls wait for a person, and for how long.
+
+    A tool in ``auto`` never waits; one in ``require`` always does; otherwise the
+    tool's own default (``@tool(requires_approval=True)``) applies, then ``default``.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    default: Literal["auto", "require"] = "auto"
+    require: list[str] = Field(default_factory=list)
+    auto: list[str] = Field(default_factory=list)
+    deadline: Deadline = DEFAULT_APPROVAL_DEADLINE
+    """After this many seconds without a decision the call is rejected ("none": wait forever)."""
+    tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
+    """Per-tool deadlines, overriding ``deadline``."""
+
+    def requires_approval(self, tool: ToolSpec) -> bool:
+        name = tool.definition.name
+        if name in self.auto:
+            return False
+        return name in self.require or tool.requires_approval or self.default == "require"
+
+    def deadline_for(self, tool_name: str) -> timedelta | None:
+        deadline = self.tool_deadlines.get(tool_name, self.deadline)
+        return None if deadline == "none" else timedelta(seconds=deadline)
+
+
+HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit"]
+
+
+class HookConfig(BaseModel):
+    """Names of hooks (from the worker's hook registry) to run, in order, at each point."""
+
+    model_config = {"extra": "forbid"}
+
+    pre_tool_use: list[str] = Field(default_factory=list)
+    post_tool_use: list[str] = Field(default_factory=list)
+    user_prompt_submit: list[str] = Field(default_factory=list)
+
+
+_SENSITIVE = re.compile(r"auth|token|key|secret|password|cookie|credential", re.IGNORECASE)
+
+
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""``${NAME}``: a worker environment variable in an MCP server's args, env or headers."""
+
+
+class MCPServerConfig(BaseModel):
+    """An MCP server whose tools an agent may use: stdio (``command``) or streamable HTTP (``url``).
+
+    Values in ``args``, ``env`` and ``headers`` may name the worker's environment variables as ``${NAME}``;
+    they are filled in on the worker, so secrets never enter workflow inputs or history.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,30}$")
+    """Tools are offered to the model as ``<prefix>_<tool>``; none by default."""
+    allow: list[str] = Field(default_factory=list)
+    """Only these of the server's tools (its own names); all when empty."""
+    deny: list[str] = Field(default_factory=list)
+    """Never these of the server's tools."""
+    approval: Literal["auto", "require", "unless_read_only"] = "auto"
+    """The server's tools' own default, like ``@tool(requires_approval=...)``: ``unless_read_only``
+    lets through tools the server marks ``readOnlyHint``. The agent's approval lists still win."""
+    call: CallPolicy = Field(
+        default_factory=lambda: CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=5)
+    )
+    """Timeout and retries of each tool call (and of listing the tools)."""
+    startup_timeout_seconds: Seconds = 30.0
+    """How long one attempt waits for the server to start (or connect); a server still starting
+    keeps starting for the next attempt. Capped by ``call.timeout_seconds``."""
+
+    @model_validator(mode="after")
+    def _no_literal_secrets(self) -> MCPServerConfig:
+        # History records this configuration: secrets must come from the worker's environment.
+        for field, values in (("headers", self.headers), ("env", self.env)):
+            for name, value in values.items():
+                if _SENSITIVE.search(name) and not ENV_REFERENCE.search(value):
+                    raise ValueError(
+                        f"MCP server {self.name!r}: {field}.{name} looks like a secret; write it as"
+                        f" ${{VARIABLE}} and set the variable on the worker"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"MCP server {self.name!r}: give exactly one of 'command' (stdio) or 'url' (HTTP)"
+            )
+        return self
+
+    def exposed_name(self, tool: str) -> str:
+        return f"{self.prefix}_{tool}" if self.prefix else tool
+
+    def offers(self, tool: str) -> bool:
+        return (not self.allow or tool in self.allow) and tool not in self.deny
+
+
+class AgentSpec(BaseModel):
+    """An agent: which model, what it is told, which tools it may use, and its limits."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str
+    model: ModelSettings
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    """Allowlist of tool names from the worker's registry."""
+    local_tools: list[str] = Field(default_factory=list)
+    """Of ``tools``, those that run as local activities (besides tools marked ``@tool(local=True)``):
+    inside the workflow task, with no server round trip. Only for quick tools without side effects."""
+    max_iterations: int = Field(default=5, ge=1)
+    """Model calls that may ask for tools before the limit applies."""
+    on_limit: OnLimit = "final_answer"
+    model_call: CallPolicy = Field(
+        default_factory=lambda: CallPolicy(timeout_seconds=120, heartbeat_seconds=3)
+    )
+    """Timeouts and retries of model calls."""
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    chat: bool = False
+    """Stay open after an answer for follow-up messages, until ``end`` or the idle timeout."""
+    idle_timeout_seconds: Seconds = 24 * 3600.0
+    """An open chat with no new message for this long completes cleanly."""
+    max_model_calls: int = Field(default=100, ge=1)
+    """Model calls in the whole conversation (all messages, all runs): a guard on runaway cost."""
+    continue_as_new_after: int | None = Field(default=None, ge=1)
+    """Start a fresh run after this many model calls; otherwise when Temporal suggests it."""
+    max_tool_output_chars: int = Field(default=20_000, ge=100)
+    """Longer tool outputs are cut before they enter history, and the model is told so."""
+    hooks: HookConfig = Field(default_factory=HookConfig)
+    mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
+    """MCP servers whose tools the agent may use besides ``tools``; listed when the conversation starts."""
+    model_task_queue: str | None = None
+    """Task queue for model calls (a rate-limited pool of model workers); default: the workflow's own."""
+    tool_task_queue: str | None = None
+    """Task queue for tool calls (workers on hosts with the right access); default: the workflow's own."""
+    tool_task_queues: dict[str, str] = Field(default_factory=dict)
+    """Per-tool task queues, overriding ``tool_task_queue``."""
+    token_budget: int | None = Field(default=None, ge=1)
+    """Tokens (input + output, all model calls) the conversation may use; checked before each call."""
+    cost_budget: float | None = Field(default=None, gt=0)
+    """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
+    """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> AgentSpec:
+        names = [s.name for s in self.mcp_servers]
+        if duplicates := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"MCP server name(s) {', '.join(duplicates)} used twice")
+        return self
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = {"extra": "forbid"}
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1_000_000

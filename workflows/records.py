@@ -1,0 +1,105 @@
+"""The audit trail a conversation keeps: tool calls, approvals, hook decisions, replies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, computed_field
+
+from workflows.config import HookEvent
+
+StopReason = Literal[
+    "completed",
+    "max_iterations_reached",
+    "model_call_limit_reached",
+    "token_budget_exhausted",
+    "cost_budget_exhausted",
+    "blocked_by_hook",
+    "cancelled",
+]
+
+
+class HookRecord(BaseModel):
+    """One hook decision in the audit trail."""
+
+    event: HookEvent
+    target: str
+    """The tool call id or user message id it was about."""
+    hook: str
+    action: Literal["allow", "block", "rewrite"]
+    reason: str = ""
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the audit trail keeps it."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    iteration: int
+    content: str
+    is_error: bool
+    mcp_server: str | None = None
+    """The MCP server that ran it, for an MCP tool."""
+
+
+ApprovalState = Literal["pending", "approved", "rejected", "timed_out", "cancelled"]
+
+
+def arguments_digest(arguments: dict[str, Any]) -> str:
+    """A short fingerprint of a tool call's arguments: what a person saw is what gets approved."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+class ApprovalRecord(BaseModel):
+    """A tool call that needed a person: the request and, once made, the decision."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+    deadline: datetime | None = None
+    """None: no deadline, the call waits for a person."""
+    state: ApprovalState = "pending"
+    by: str | None = None
+    reason: str | None = None
+    decided_at: datetime | None = None
+    via: Literal["signal", "update", "deadline", "cancellation"] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def arguments_digest(self) -> str:
+        return arguments_digest(self.arguments)
+
+
+class Reply(BaseModel):
+    """The answer to one user message, as ``send_message`` returns it."""
+
+    message_id: str
+    text: str
+    stop_reason: StopReason
+    iterations: int
+    truncated: bool = False
+
+
+class ApprovalSignal(BaseModel):
+    """Input of the ``approve`` / ``reject`` signals: ``{"call_id": "...", "by": "...", "reason": "..."}``.
+
+    With ``arguments_digest`` (as ``pending_approvals`` shows it) the decision applies only if the
+    pending call's arguments are exactly the ones the person saw.
+    """
+
+    call_id: str = Field(min_length=1)
+    by: str = "unknown"
+    reason: str = ""
+    arguments_digest: str | None = None
+
+
+class Decision(ApprovalSignal):
+    """Input of the ``decide`` update, which answers whether the decision took."""
+
+    approve: bool

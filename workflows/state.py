@@ -1,0 +1,47 @@
+"""What a conversation carries from run to run (continue-as-new): everything it has done."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from workflows.activity_io import ResolvedAgent, ToolOutcome
+from workflows.messages import Message, ToolCall, Usage
+from workflows.records import ApprovalRecord, Decision, HookRecord, Reply, ToolCallRecord
+
+
+class QueuedMessage(BaseModel):
+    id: str
+    text: str
+
+
+class TurnState(BaseModel):
+    """Progress of the answer to one user message; carried across continue-as-new."""
+
+    message_id: str
+    iterations: int = 0
+    calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls of the latest model response that still need outcomes."""
+    outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)
+    truncated: bool = False
+    """A model response of this turn was cut at max_tokens (a cut tool call included)."""
+
+
+class ConversationState(BaseModel):
+    """Everything a conversation carries from one run to the next."""
+
+    agent: ResolvedAgent | None = None
+    messages: list[Message] = Field(default_factory=list)
+    stored: int = 0
+    """How many of ``messages`` the conversation store is known to hold."""
+    queue: list[QueuedMessage] = Field(default_factory=list)
+    turn: TurnState | None = None
+    replies: list[Reply] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    early_decisions: list[Decision] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model_calls: int = 0
+    messages_received: int = 0
+    ended: bool = False
+    runs: int = 1

@@ -47,6 +47,7 @@ from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
     AGENT_STATUS,
+    AgentOverrides,
     ConversationHistory,
     ConversationInput,
     ConversationResult,
@@ -114,10 +115,12 @@ async def start(client: Client, args: argparse.Namespace) -> None:
         conversation = ConversationInput(
             prompt=prompt,
             agent=args.agent,
-            max_iterations=args.max_iterations,
-            on_limit=args.on_limit,
-            model=args.model,
-            chat=True if args.chat else None,
+            overrides={  # validated with the rest, so the first error is the first field's
+                "max_iterations": args.max_iterations,
+                "on_limit": args.on_limit,
+                "model": args.model,
+                "chat": True if args.chat else None,
+            },
         )
     except ValidationError as e:
         raise CommandError(f"invalid input: {first_error(e)}") from e
@@ -226,7 +229,7 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
         workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
         handle = await start_conversation(
             client,
-            ConversationInput(prompt=first.text, agent=args.agent, chat=True),
+            ConversationInput(prompt=first.text, agent=args.agent, overrides=AgentOverrides(chat=True)),
             id=workflow_id,
             task_queue=args.task_queue,
         )
@@ -465,13 +468,10 @@ async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
 
 
 async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
-    """Messages and audit trail; from the result once completed, so no worker is needed.
-
-    Every field of the history is taken from the result's field of the same name: none is dropped.
-    """
+    """Messages and audit trail; from the result once completed (a result is a whole history), so no
+    worker is needed."""
     if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
-        done = await handle.result()
-        return ConversationHistory(**{name: getattr(done, name) for name in ConversationHistory.model_fields})
+        return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
     return await handle.query(AgentWorkflow.history)
 
 

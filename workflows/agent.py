@@ -40,8 +40,6 @@ with workflow.unsafe.imports_passed_through():
         ActivityRef,
     )
     from workflows.api import (
-        AGENT_NAME,
-        AGENT_STATUS,
         ClosedBy,
         ConversationHistory,
         ConversationInput,
@@ -71,8 +69,8 @@ with workflow.unsafe.imports_passed_through():
         ToolCallRecord,
     )
     from workflows.state import ConversationState, QueuedMessage, TurnState
+    from workflows.status import StatusBoard
 
-SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
 (none when the start already set them): a workflow task and seven events less per conversation.
@@ -105,13 +103,7 @@ class AgentWorkflow:
         self._input = input
         self._s = input.state or ConversationState()
         self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
-        self._status = ConversationStatus(  # what a continued run carries shows at once
-            state="starting",
-            run=self._s.runs,
-            queued_messages=len(self._s.queue),
-            pending_approvals=len(self._approvals.pending),
-        )
-        self._search_status = ""
+        self._board = StatusBoard(self._s, pending_approvals=len(self._approvals.pending))
         self._lean = False
         self._run_model_calls = 0
         self._tools_in_flight = 0
@@ -127,22 +119,12 @@ class AgentWorkflow:
         input = self._input
         try:
             self._lean = workflow.patched(LEAN_START_PATCH)
-            known = workflow.info().typed_search_attributes  # set by the starter, or the previous run
-            if self._lean:
-                self._search_status = known.get(AGENT_STATUS) or "running"
+            self._board.begin(lean=self._lean)
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
-            self._status.agent, self._status.max_iterations = agent.spec.name, agent.spec.max_iterations
-            self._status.model_calls, self._status.usage = self._s.model_calls, self._s.usage
-            self._status.cost = self._cost(agent)
-            if self._lean:
-                if known.get(AGENT_NAME) != agent.spec.name or known.get(AGENT_STATUS) is None:
-                    workflow.upsert_search_attributes(
-                        [AGENT_NAME.value_set(agent.spec.name), AGENT_STATUS.value_set(self._search_status)]
-                    )
-            elif workflow.patched(SEARCH_ATTRIBUTES_PATCH):
-                workflow.upsert_search_attributes([AGENT_NAME.value_set(agent.spec.name)])
+            self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
+            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
                 if self._continue_as_new_due():
                     self._continue_as_new(input)
@@ -161,7 +143,7 @@ class AgentWorkflow:
             await workflow.wait_condition(workflow.all_handlers_finished)
             return result
         except Exception as err:
-            self._set_state("failed", f"failed: {err}")
+            self._board.set("failed", f"failed: {err}")
             raise
 
     # -- inspection ---------------------------------------------------------------
@@ -177,7 +159,7 @@ class AgentWorkflow:
 
     @workflow.query
     def status(self) -> ConversationStatus:
-        return self._status
+        return self._board.view
 
     @workflow.query
     def pending_approvals(self) -> list[ApprovalRecord]:
@@ -234,7 +216,7 @@ class AgentWorkflow:
         self._s.messages_received += 1
         message_id = f"m{self._s.messages_received}"
         self._s.queue.append(QueuedMessage(id=message_id, text=text))
-        self._status.queued_messages = len(self._s.queue)
+        self._board.show(queued_messages=len(self._s.queue))
         return message_id
 
     # -- decisions from people ----------------------------------------------------
@@ -278,11 +260,11 @@ class AgentWorkflow:
     # -- the loop -----------------------------------------------------------------
 
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
-        self._set_state("starting", "resolving the agent")
+        self._board.set("starting", "resolving the agent")
         try:
             resolved = await _execute(
                 RESOLVE_AGENT,
-                AgentRef(name=input.agent, spec=input.agent_spec, model=input.model),
+                AgentRef(name=input.agent, spec=input.agent_spec, model=input.overrides.model),
                 local=self._lean,  # in the workflow task itself: no round trip through the server
                 # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
                 start_to_close_timeout=timedelta(seconds=10),
@@ -294,9 +276,9 @@ class AgentWorkflow:
                 raise  # runs from before the patch failed with the activity's error as it was
             kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
             raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
-        resolved.spec = input.agent_for_conversation(resolved.spec)
+        resolved.spec = input.overrides.apply(resolved.spec)
         if resolved.spec.mcp_servers:
-            self._set_state("starting", "listing the tools of the MCP servers")
+            self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
         if resolved.spec.system_prompt:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
@@ -364,7 +346,7 @@ class AgentWorkflow:
             return False
         if not agent.spec.chat:
             return False
-        self._set_state("idle", "waiting for the next message")
+        self._board.set("idle", "waiting for the next message")
         try:
             await workflow.wait_condition(
                 lambda: bool(self._s.queue) or self._s.ended or self._continue_as_new_due(),
@@ -382,9 +364,9 @@ class AgentWorkflow:
     async def _start_turn(self, agent: ResolvedAgent) -> None:
         """Take the next message; ``user_prompt_submit`` hooks fire here, once per user message."""
         message = self._s.queue.pop(0)
-        self._status.queued_messages = len(self._s.queue)
+        self._board.show(queued_messages=len(self._s.queue))
         self._s.turn = TurnState(message_id=message.id)
-        self._status.iteration = 0
+        self._board.show(iteration=0)
         text = message.text
         for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):
             if decision.action == "block":
@@ -454,7 +436,7 @@ class AgentWorkflow:
         limit = self._limit(turn, agent)
         if limit is None:
             turn.iterations += 1
-            self._status.iteration = turn.iterations
+            self._board.show(iteration=turn.iterations)
             response = await self._call_model(agent, allow_tool_calls=True)
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
@@ -468,7 +450,7 @@ class AgentWorkflow:
         if spec.on_limit == "stop" or limit != "max_iterations_reached":
             self._finish_turn(limit)
             return
-        self._say(f"{_limit_text(limit, agent)}, asking for a final answer")
+        self._board.say(f"{_limit_text(limit, agent)}, asking for a final answer")
         await self._call_model(agent, allow_tool_calls=False)
         self._finish_turn(limit)
 
@@ -506,7 +488,7 @@ class AgentWorkflow:
         workflow.logger.info(
             "answered %s: %s", turn.message_id, reason, extra={"message_id": turn.message_id}
         )
-        self._say(f"answered {turn.message_id}: {reason}")
+        self._board.say(f"answered {turn.message_id}: {reason}")
 
     def _last_text(self) -> str:
         """The latest assistant text of the current turn (empty if the model gave none)."""
@@ -522,10 +504,10 @@ class AgentWorkflow:
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
         settings = agent.spec.model
         label = f"{settings.provider}:{settings.model}"
-        self._set_state("calling_model", f"calling model {label}, iteration {self._status.iteration}")
+        self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
         workflow.logger.info(
             "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
-            extra={"iteration": self._status.iteration, "model": label},
+            extra={"iteration": self._board.view.iteration, "model": label},
         )  # fmt: skip
         try:
             try:
@@ -549,9 +531,7 @@ class AgentWorkflow:
         self._s.usage += response.usage
         self._s.model_calls += 1
         self._run_model_calls += 1
-        self._status.model_calls = self._s.model_calls
-        self._status.usage = self._s.usage
-        self._status.cost = self._cost(agent)
+        self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
         return response
 
     def _cost(self, agent: ResolvedAgent) -> float | None:
@@ -573,7 +553,7 @@ class AgentWorkflow:
                     allow_tool_calls=allow_tool_calls,
                 ),
                 timeout_seconds=policy.timeout_seconds,
-                iteration=self._status.iteration,
+                iteration=self._board.view.iteration,
             ),
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
@@ -600,7 +580,7 @@ class AgentWorkflow:
         A call still waiting for a person when a continue-as-new is due is left
         without an outcome and carried to the next run.
         """
-        self._set_state("running_tools", f"running tools: {', '.join(c.name for c in turn.calls)}")
+        self._board.set("running_tools", f"running tools: {', '.join(c.name for c in turn.calls)}")
         tools = {tool.definition.name: tool for tool in agent.tools}
 
         async def settle(call: ToolCall) -> None:
@@ -674,7 +654,7 @@ class AgentWorkflow:
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id
-        log = {"iteration": self._status.iteration, "call_id": call.id, "tool": call.name}
+        log = {"iteration": self._board.view.iteration, "call_id": call.id, "tool": call.name}
         workflow.logger.info("running tool %s", call.name, extra=log)
         options = (  # a local tool runs in this workflow task, on this worker: no queue, no heartbeat
             tool.call.local_activity_options()
@@ -696,7 +676,7 @@ class AgentWorkflow:
                     idempotency_key=f"{_conversation_key()}/{call.id}",
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
-                    iteration=self._status.iteration,
+                    iteration=self._board.view.iteration,
                     mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
                     mcp_tool=tool.mcp_tool,
                 ),
@@ -715,7 +695,7 @@ class AgentWorkflow:
 
     async def _wait_for_decision(self, record: ApprovalRecord) -> bool:
         """Wait for a person; False when the wait is handed over to the next run."""
-        log = {"iteration": self._status.iteration, "call_id": record.call_id, "tool": record.tool}
+        log = {"iteration": self._board.view.iteration, "call_id": record.call_id, "tool": record.tool}
         workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
         remaining = None
@@ -736,12 +716,12 @@ class AgentWorkflow:
 
     def _refresh_approval_state(self) -> None:
         pending = self._approvals.pending
-        self._status.pending_approvals = len(pending)
+        self._board.show(pending_approvals=len(pending))
         if pending:
             names = ", ".join(f"{r.tool} ({r.call_id})" for r in pending)
-            self._set_state("awaiting_approval", f"awaiting approval: {names}")
+            self._board.set("awaiting_approval", f"awaiting approval: {names}")
         else:
-            self._set_state("running_tools", "running tools")
+            self._board.set("running_tools", "running tools")
 
     # -- continue-as-new ----------------------------------------------------------
 
@@ -793,46 +773,27 @@ class AgentWorkflow:
                 )
             )
         self._s.queue = []
-        self._status.queued_messages = 0
-        self._status.pending_approvals = 0
-        self._set_state("cancelled", f"cancelled: {reason}")
+        self._board.show(queued_messages=0, pending_approvals=0)
+        self._board.set("cancelled", f"cancelled: {reason}")
         return self._result()
-
-    def _say(self, detail: str) -> None:
-        """The one line the status query and the Web UI show: always both, never one without the other."""
-        self._status.detail = detail
-        workflow.set_current_details(detail)
-
-    def _set_state(self, state: str, detail: str | None = None) -> None:
-        """Keep the status query, the Web UI details and the AgentStatus search attribute in step."""
-        self._status.state = state  # type: ignore[assignment]
-        if detail is not None:
-            self._say(detail)
-        searchable = "running" if state in ("starting", "calling_model", "running_tools") else state
-        if searchable != self._search_status and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
-            workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
-            self._search_status = searchable
 
     def _result(self) -> ConversationResult:
         if self._closed_by != "cancelled":
-            self._set_state("completed", f"finished: {self._closed_by}")
+            self._board.set("completed", f"finished: {self._closed_by}")
         last = self._s.replies[-1] if self._s.replies else None
         return ConversationResult(
+            **dict(self.history()),
             final_text=last.text if last else self._last_text(),
             stop_reason=last.stop_reason if last else "completed",
             max_iterations_reached=last is not None and last.stop_reason == "max_iterations_reached",
             iterations=last.iterations if last else (self._s.turn.iterations if self._s.turn else 0),
             model_calls=self._s.model_calls,
             truncated=last is not None and last.truncated,
-            tool_calls=self._s.tool_calls,
-            approvals=list(self._approvals.records.values()),
             usage=self._s.usage,
             cost=self._cost(self._s.agent) if self._s.agent else None,
-            messages=self._s.messages,
             replies=self._s.replies,
-            hooks=self._s.hooks,
             closed_by=self._closed_by,
-            detail=self._status.detail,
+            detail=self._board.view.detail,
             runs=self._s.runs,
         )
 

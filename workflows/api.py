@@ -3,7 +3,7 @@ and search attributes."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import SearchAttributeKey
@@ -23,31 +23,12 @@ AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 
-OVERRIDABLE = (
-    "max_iterations",
-    "on_limit",
-    "approval",
-    "chat",
-    "idle_timeout_seconds",
-    "max_model_calls",
-    "continue_as_new_after",
-    "token_budget",
-    "cost_budget",
-)
-
-"""AgentSpec fields a start input may override for one conversation."""
-
-
-class ConversationInput(BaseModel):
-    """Start input of one conversation: an agent (by name or inline), a prompt, limits."""
+class AgentOverrides(BaseModel):
+    """What one conversation changes of its agent. A new override is one field here (and, when it
+    is not an AgentSpec field of the same name, one line in ``apply``)."""
 
     model_config = {"extra": "forbid"}
 
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
-    agent: str | None = None
-    """Name of an agent file known to the worker."""
-    agent_spec: AgentSpec | None = None
-    """Inline agent settings, used instead of a named agent."""
     max_iterations: int | None = Field(default=None, ge=1)
     on_limit: OnLimit | None = None
     model: str | None = None
@@ -60,16 +41,46 @@ class ConversationInput(BaseModel):
     continue_as_new_after: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
     cost_budget: float | None = Field(default=None, gt=0)
-    state: ConversationState | None = None
-    """Set by the workflow itself when it continues as new; never by callers."""
 
-    def agent_for_conversation(self, spec: AgentSpec) -> AgentSpec:
-        """The agent with this conversation's overrides applied."""
-        updates = {name: getattr(self, name) for name in OVERRIDABLE if getattr(self, name) is not None}
-        spec = spec.model_copy(update=updates, deep=True)
+    def apply(self, spec: AgentSpec) -> AgentSpec:
+        """The agent with these overrides merged onto it."""
+        updates = self.model_dump(exclude_none=True, exclude={"model"})
+        spec = spec.model_copy(update={name: getattr(self, name) for name in updates}, deep=True)
         if self.model:
             spec.model.model = self.model
         return spec
+
+
+class ConversationInput(BaseModel):
+    """Start input of one conversation: an agent (by name or inline), a prompt, and the overrides.
+
+    The overrides may also be given as top-level fields (``{"prompt": ..., "max_iterations": 3}``),
+    as operators type them and as conversations started before ``overrides`` existed recorded them.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    agent: str | None = None
+    """Name of an agent file known to the worker."""
+    agent_spec: AgentSpec | None = None
+    """Inline agent settings, used instead of a named agent."""
+    overrides: AgentOverrides = Field(default_factory=AgentOverrides)
+    state: ConversationState | None = None
+    """Set by the workflow itself when it continues as new; never by callers."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat_overrides(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not data.keys() & AgentOverrides.model_fields.keys():
+            return data
+        data = dict(data)
+        nested = data.get("overrides")
+        flat = {name: data.pop(name) for name in AgentOverrides.model_fields if name in data}
+        if isinstance(nested, AgentOverrides):
+            nested = nested.model_dump(exclude_none=True)
+        data["overrides"] = {**flat, **(nested or {})} if isinstance(nested, dict | None) else nested
+        return data
 
     @model_validator(mode="after")
     def _one_agent(self) -> ConversationInput:
@@ -87,7 +98,19 @@ class MessageInput(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
 
 
-class ConversationResult(BaseModel):
+class ConversationHistory(BaseModel):
+    """The messages and the audit trail of decisions: what the ``history`` query returns, and the
+    part of the result a finished conversation keeps."""
+
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
+
+
+class ConversationResult(ConversationHistory):
+    """A finished conversation: its whole history, the answer and why it closed."""
+
     final_text: str
     stop_reason: StopReason
     max_iterations_reached: bool = False
@@ -96,27 +119,14 @@ class ConversationResult(BaseModel):
     model_calls: int
     truncated: bool = False
     """The last answer was cut by the model's max_tokens."""
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    approvals: list[ApprovalRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None
-    messages: list[Message] = Field(default_factory=list)
     replies: list[Reply] = Field(default_factory=list)
-    hooks: list[HookRecord] = Field(default_factory=list)
     closed_by: ClosedBy = "answered"
     detail: str = ""
     """Why it closed, in words (e.g. the cancellation reason)."""
     runs: int = 1
     """Workflow runs the conversation used (continue-as-new starts a new one)."""
-
-
-class ConversationHistory(BaseModel):
-    """What the ``history`` query returns: the messages and the audit trail of decisions."""
-
-    messages: list[Message]
-    tool_calls: list[ToolCallRecord]
-    approvals: list[ApprovalRecord]
-    hooks: list[HookRecord] = Field(default_factory=list)
 
 
 class ConversationStatus(BaseModel):

@@ -1,0 +1,71 @@
+"""What people see of a running conversation: the ``status`` query, the Web UI's current details and
+the AgentStatus search attribute. ``StatusBoard`` is their one writer, so the three never disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import TypedSearchAttributes
+
+from workflows.api import AGENT_NAME, AGENT_STATUS, ConversationStatus
+from workflows.state import ConversationState
+
+SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
+"""Runs that started after it keep AgentStatus current (older ones never set it)."""
+
+_RUNNING = ("starting", "calling_model", "running_tools")
+
+
+class StatusBoard:
+    def __init__(self, carried: ConversationState, *, pending_approvals: int) -> None:
+        # what a continued run carries shows at once
+        self.view = ConversationStatus(
+            state="starting",
+            run=carried.runs,
+            queued_messages=len(carried.queue),
+            pending_approvals=pending_approvals,
+        )
+        self._searchable = ""
+        self._lean = False
+        self._known = TypedSearchAttributes.empty
+
+    def begin(self, *, lean: bool) -> None:
+        """Reads what the starter (or the previous run) already set. A lean start upserts AgentStatus
+        only when it changes from that."""
+        self._lean = lean
+        self._known = workflow.info().typed_search_attributes
+        if lean:
+            self._searchable = self._known.get(AGENT_STATUS) or "running"
+
+    def name_agent(self, name: str, max_iterations: int) -> None:
+        """Shows the resolved agent, and names it in the search attributes when the start did not."""
+        self.view.agent, self.view.max_iterations = name, max_iterations
+        if self._lean:
+            if self._known.get(AGENT_NAME) != name or self._known.get(AGENT_STATUS) is None:
+                workflow.upsert_search_attributes(
+                    [AGENT_NAME.value_set(name), AGENT_STATUS.value_set(self._searchable)]
+                )
+        elif workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            workflow.upsert_search_attributes([AGENT_NAME.value_set(name)])
+
+    def show(self, **fields: Any) -> None:
+        """Counters of the status query (iteration, usage, queued messages, ...)."""
+        for name, value in fields.items():
+            setattr(self.view, name, value)
+
+    def say(self, detail: str) -> None:
+        """The one line the status query and the Web UI show: always both, never one without the other."""
+        self.view.detail = detail
+        workflow.set_current_details(detail)
+
+    def set(self, state: str, detail: str | None = None) -> None:
+        """A new state for the status query and, as running / awaiting_approval / idle / completed /
+        cancelled / failed, for the AgentStatus search attribute."""
+        self.view.state = state  # type: ignore[assignment]
+        if detail is not None:
+            self.say(detail)
+        searchable = "running" if state in _RUNNING else state
+        if searchable != self._searchable and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
+            workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
+            self._searchable = searchable

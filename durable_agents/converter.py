@@ -25,12 +25,18 @@ PAYLOAD_THRESHOLD = 128 * 1024
 
 
 class _CompactJSON(PydanticJSONPlainPayloadConverter):
-    """Pydantic JSON without the fields that are null: a null field takes its default (every
-    nullable field's default is None) when read back. Nulls inside free-form values (tool
-    arguments, results) are kept. About a quarter of a conversation's history bytes."""
+    """Pydantic JSON without the fields that are null, and, for our own models (workflows/), without
+    the fields at their defaults: read back, each takes its default again. That keeps out about 40%
+    of a conversation's history bytes; tests/test_recorded_defaults.py pins every default, since a
+    changed one would change what old histories replay. Nulls inside free-form values (tool
+    arguments, results) are kept; a message always says its ``kind``."""
 
     def to_payload(self, value: Any) -> Payload | None:
-        return Payload(metadata={"encoding": b"json/plain"}, data=to_json(value, exclude_none=True))
+        if type(value).__module__.startswith("workflows."):
+            data = value.__pydantic_serializer__.to_json(value, exclude_none=True, exclude_defaults=True)
+        else:
+            data = to_json(value, exclude_none=True)
+        return Payload(metadata={"encoding": b"json/plain"}, data=data)
 
 
 class PayloadConverter(CompositePayloadConverter):

@@ -10,15 +10,24 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
-class SystemMessage(BaseModel):
+class _Kinded(BaseModel):
+    """A message says its ``kind`` even where defaults are left out (see durable_agents/converter.py):
+    it tells the four kinds apart when read back."""
+
+    @model_serializer(mode="wrap")
+    def _with_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {"kind": self.kind, **handler(self)}  # type: ignore[attr-defined]
+
+
+class SystemMessage(_Kinded):
     kind: Literal["system"] = "system"
     text: str
 
 
-class UserMessage(BaseModel):
+class UserMessage(_Kinded):
     kind: Literal["user"] = "user"
     text: str
 
@@ -49,13 +58,13 @@ class ToolCall(BaseModel):
         return cls(id=id, name=name, arguments=arguments)
 
 
-class AssistantMessage(BaseModel):
+class AssistantMessage(_Kinded):
     kind: Literal["assistant"] = "assistant"
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class ToolResultMessage(BaseModel):
+class ToolResultMessage(_Kinded):
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     name: str

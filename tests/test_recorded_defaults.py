@@ -1,0 +1,64 @@
+"""Payloads leave out fields at their defaults (durable_agents/converter.py), so a history recorded
+today is read back with the defaults of the code that replays it. This test pins every default of
+every model under workflows/: changing one fails here. Add a new field (or a ``workflow.patched``
+branch) instead; only a new default may be added to tests/data/recorded_defaults.json."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined, to_jsonable_python
+
+from durable_agents.converter import PayloadConverter
+from workflows.messages import AssistantMessage, ToolCall, UserMessage
+
+ROOT = Path(__file__).resolve().parent.parent
+PINNED = Path(__file__).parent / "data" / "recorded_defaults.json"
+
+
+def recorded_defaults() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        module = importlib.import_module(f"workflows.{path.stem}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if not issubclass(cls, BaseModel) or cls.__module__ != module.__name__:
+                continue
+            for field_name, field in cls.model_fields.items():
+                if field.default is not PydanticUndefined:
+                    value = field.default
+                elif field.default_factory is not None:
+                    value = field.default_factory()  # type: ignore[call-arg]
+                else:
+                    continue
+                found[f"{module.__name__}.{name}.{field_name}"] = to_jsonable_python(value)
+    return found
+
+
+def test_no_default_of_a_recorded_model_changed() -> None:
+    pinned = json.loads(PINNED.read_text())
+    now = recorded_defaults()
+    changed = {key: (pinned[key], now[key]) for key in pinned.keys() & now.keys() if pinned[key] != now[key]}
+    assert changed == {}, "defaults changed (old, new): histories would replay with the new ones"
+
+
+def test_every_default_is_pinned() -> None:
+    """A new field's default is pinned too (rewrite the file with the printed JSON)."""
+    now = recorded_defaults()
+    missing = {key: value for key, value in now.items() if key not in json.loads(PINNED.read_text())}
+    assert missing == {}, json.dumps(now, indent=1, sort_keys=True)
+
+
+def test_payloads_leave_out_defaults_and_read_back_the_same() -> None:
+    message = AssistantMessage(tool_calls=[ToolCall(id="c1", name="add", arguments={"a": 1, "b": None})])
+    converter = PayloadConverter()
+    [payload] = converter.to_payloads([message])
+    call = b'{"id":"c1","name":"add","arguments":{"a":1,"b":null}}'
+    assert payload.data == b'{"kind":"assistant","tool_calls":[' + call + b"]}"
+    assert converter.from_payloads([payload], [AssistantMessage]) == [message]
+    [payload] = converter.to_payloads([UserMessage(text="hi")])
+    assert payload.data == b'{"kind":"user","text":"hi"}'

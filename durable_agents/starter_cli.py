@@ -396,7 +396,7 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
             reason=args.reason,
             arguments_digest=args.digest,
             arguments=_edited_arguments(getattr(args, "arguments", None)),
-            remember=getattr(args, "remember", False),
+            remember=getattr(args, "remember", False) or None,
         )
     except ValidationError as e:
         raise CommandError(f"invalid decision: {first_error(e)}") from e

@@ -178,7 +178,7 @@ class Approvals:
         record.decided_at = now
         record.via = via  # type: ignore[assignment]
         record.edited_arguments = decision.arguments
-        record.remember = decision.remember
+        record.remember = bool(decision.remember)
         if decision.remember and self.allowance(record.tool) is None:
             self.allowances.append(
                 ToolAllowance(tool=record.tool, by=decision.by, call_id=record.call_id, granted_at=now)

@@ -106,8 +106,9 @@ class ApprovalSignal(BaseModel):
     arguments_digest: str | None = None
     arguments: dict[str, Any] | None = None
     """Approve with these arguments instead (checked against the tool's schema)."""
-    remember: bool = False
-    """Approve, and let later calls of this tool run without asking for the rest of the conversation."""
+    remember: bool | None = None
+    """true: approve, and let later calls of this tool run without asking for the rest of the
+    conversation. (None rather than false when not given: a plain decision's payload stays as it was.)"""
 
 
 class Decision(ApprovalSignal):

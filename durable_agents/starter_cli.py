@@ -63,7 +63,7 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from workflows.records import ApprovalRecord, Decision, Reply
+from workflows.records import ApprovalRecord, Decision, Reply, Revocation
 
 PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
 """How long `pending` waits for each conversation's worker to answer."""
@@ -95,6 +95,10 @@ def format_approval(record: ApprovalRecord) -> str:
         deadline = f"deadline {record.deadline:%Y-%m-%d %H:%M:%S} UTC" if record.deadline else "no deadline"
         return f"[approval {record.call_id}] {record.tool} awaits a decision ({deadline})"
     why = f": {record.reason}" if record.reason else ""
+    if record.edited_arguments is not None:
+        why += f" (edited to {json.dumps(record.edited_arguments)})"
+    if record.remember:
+        why += f" ({record.tool} allowed for the conversation)"
     return f"[approval {record.call_id}] {record.tool} {record.state} by {record.by} via {record.via}{why}"
 
 
@@ -355,11 +359,15 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
             age = _duration(now - record.requested_at)
             deadline = f"{record.deadline:%Y-%m-%d %H:%M:%S}Z" if record.deadline else "none"
             digest, arguments = record.arguments_digest, json.dumps(record.arguments)
-            rows.append((workflow_id, record.call_id, record.tool, digest, age, deadline, arguments))
+            decisions = ",".join(record.allowed_decisions)
+            rows.append(
+                (workflow_id, record.call_id, record.tool, digest, age, deadline, decisions, arguments)
+            )
     if not rows:
         print("No tool calls wait for approval.")
         return
-    _print_table(("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "ARGUMENTS"), rows)
+    header = ("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "DECISIONS", "ARGUMENTS")
+    _print_table(header, rows)
 
 
 async def _pending_approvals(client: Client, workflow_id: str) -> list[ApprovalRecord] | str:
@@ -387,6 +395,8 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
             by=args.by,
             reason=args.reason,
             arguments_digest=args.digest,
+            arguments=_edited_arguments(getattr(args, "arguments", None)),
+            remember=getattr(args, "remember", False) or None,
         )
     except ValidationError as e:
         raise CommandError(f"invalid decision: {first_error(e)}") from e
@@ -394,7 +404,37 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
         record = await handle.execute_update(AgentWorkflow.decide, decision)
     except WorkflowUpdateFailedError as e:
         raise CommandError(f"not {args.command.rstrip('e')}ed: {_refusal(e)}") from e
-    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}")
+    extra = " with edited arguments" if record.edited_arguments is not None else ""
+    extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
+    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}{extra}")
+
+
+def _edited_arguments(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--arguments: not JSON ({e.msg} at position {e.pos})") from e
+    if not isinstance(arguments, dict):
+        raise CommandError('--arguments: give a JSON object, such as \'{"path": "notes.txt"}\'')
+    return arguments
+
+
+async def revoke(client: Client, args: argparse.Namespace) -> None:
+    """Take back a tool allowed for the conversation: its later calls wait for a person again."""
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        revocation = Revocation(tool=args.tool, by=args.by)
+    except ValidationError as e:
+        raise CommandError(f"invalid revocation: {first_error(e)}") from e
+    try:
+        allowance = await handle.execute_update(AgentWorkflow.revoke, revocation)
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not revoked: {_refusal(e)}") from e
+    print(
+        f"{allowance.tool} of {args.workflow_id}: asks for approval again (revoked by {allowance.revoked_by})"
+    )
 
 
 async def watch(client: Client, args: argparse.Namespace) -> None:
@@ -635,7 +675,18 @@ def parser() -> argparse.ArgumentParser:
         d.add_argument(
             "--digest", help="the arguments digest `pending` showed: refused if the call's arguments differ"
         )
+        if name == "approve":
+            d.add_argument("--arguments", metavar="JSON", help="run the call with these arguments instead")
+            d.add_argument(
+                "--remember", action="store_true", help="also allow the tool for the rest of the conversation"
+            )
         d.set_defaults(func=decide)
+
+    rv = sub.add_parser("revoke", help="make a tool allowed with --remember ask for approval again")
+    rv.add_argument("workflow_id")
+    rv.add_argument("tool")
+    rv.add_argument("--by", default=getpass.getuser())
+    rv.set_defaults(func=revoke)
 
     pd = sub.add_parser("pending", help="tool calls waiting for approval, across all conversations")
     pd.set_defaults(func=pending)

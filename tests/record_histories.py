@@ -23,7 +23,7 @@ from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.config import ApprovalPolicy, MCPServerConfig
 from workflows.messages import ScriptStep
-from workflows.records import ApprovalSignal
+from workflows.records import ApprovalSignal, Decision, Revocation
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -84,7 +84,33 @@ SHAPES: dict[str, ConversationInput] = {
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
     ),
+    # call_1_0 approved (decide) with edited arguments and "remember"; call_2_0, the same tool, runs
+    # without asking while add (call_2_1) waits; write_file is revoked, add approved, and call_3_0 of
+    # write_file waits again and is rejected.
+    "approval_decisions": conversation(
+        scripted_agent(
+            step("", WRITE),
+            step("", ("write_file", {"path": "b.txt", "content": "b"}), ("add", {"a": 1, "b": 2})),
+            step("", ("write_file", {"path": "c.txt", "content": "c"})),
+            step("{last_result}"),
+            tools=["write_file", "add"],
+        ),
+        approval=ApprovalPolicy(require=["add"]),
+    ),
 }
+DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
+    "approval_decisions": [
+        ("call_1_0", "decide", Decision(
+            call_id="call_1_0", approve=True, by="recorder", remember=True,
+            arguments={"path": "out.txt", "content": "edited"},
+        )),
+        ("call_2_1", "revoke", Revocation(tool="write_file", by="recorder")),
+        ("call_2_1", "approve", ApprovalSignal(call_id="call_2_1", by="recorder")),
+        ("call_3_0", "reject", ApprovalSignal(call_id="call_3_0", by="recorder", reason="enough files")),
+    ],
+}  # fmt: skip
+"""Sent once the named call waits for a person: updates (decide, revoke) or signals."""
+UPDATES = {"decide", "revoke"}
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
     "follow_ups": ("post_message", MessageInput(text="second")),
@@ -113,6 +139,15 @@ async def record(names: list[str]) -> None:
                     if name in CANCEL_AFTER:
                         await asyncio.sleep(CANCEL_AFTER[name])
                         await handle.cancel(reason="recorded cancellation")
+                    for call_id, handler, payload in DECISIONS.get(name, []):
+                        while call_id not in [
+                            p.call_id for p in await handle.query(AgentWorkflow.pending_approvals)
+                        ]:
+                            await asyncio.sleep(0.05)
+                        if handler in UPDATES:
+                            await handle.execute_update(handler, payload)
+                        else:
+                            await handle.signal(handler, payload)
                     await handle.result()  # follows continue-as-new to the end
                     first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
                     history = await first_run.fetch_history()

@@ -244,6 +244,7 @@ def _random_json(rng: random.Random, depth: int = 0) -> Any:
         case "dict":
             return {rng.choice(["a", "", "text", "ü"]): _random_json(rng, depth + 1) for _ in range(3)}
     names = ["call_id", "approve", "by", "reason", "text", "arguments_digest", "prompt"]
+    names += ["arguments", "remember", "tool"]
     return {name: _random_json(rng, depth + 1) for name in rng.sample(names, rng.randint(1, 4))}
 
 
@@ -263,7 +264,7 @@ async def test_fuzzed_signals_updates_and_queries_never_fail_a_workflow_task(env
     await wait_for_pending(handle)
     rng = random.Random(20261123)
     signals = ["approve", "reject", "post_message"]  # `end` would end it: see the next test
-    updates = ["decide", "send_message", "refresh_tools"]
+    updates = ["decide", "send_message", "refresh_tools", "revoke"]
     queries = ["history", "status", "pending_approvals", "replies"]
     sent = 0
     for _ in range(120):

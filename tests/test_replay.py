@@ -18,6 +18,7 @@ def test_histories_are_checked_in() -> None:
     assert [p.stem for p in HISTORIES] == [
         "approval",
         "approval_bound",
+        "approval_decisions",
         "cancelled",
         "continue_as_new",
         "demo",

@@ -43,6 +43,7 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
         "DIGEST",
         "AGE",
         "DEADLINE",
+        "DECISIONS",
         "ARGUMENTS",
     ]
     assert [row.split()[:3] for row in rows if row.startswith("cli-1 ")] == [

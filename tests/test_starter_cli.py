@@ -574,11 +574,13 @@ async def test_pending_shows_the_digest_and_a_decision_must_match_it(
         "DIGEST",
         "AGE",
         "DEADLINE",
+        "DECISIONS",
         "ARGUMENTS",
     ]
     [mine] = [line for line in lines if line.startswith(f"{handle.id} ")]
     assert mine.split()[:4] == [handle.id, "call_3_0", "write_file", digest]
     assert mine[header.index("DIGEST") :].startswith(digest)
+    assert mine[header.index("DECISIONS") :].startswith("approve,edit,reject,remember ")
     assert mine[header.index("ARGUMENTS") :] == json.dumps(DEMO_WRITE)
 
     assert await starter(server, "approve", handle.id, "call_3_0", "--digest", "0123456789ab") == (

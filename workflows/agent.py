@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.approvals import Approvals
     from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, HookEvent
+    from workflows.decisions import edit_note
     from workflows.inputs import one_input
     from workflows.messages import (
         AssistantMessage,
@@ -65,7 +66,9 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         HookRecord,
         Reply,
+        Revocation,
         StopReason,
+        ToolAllowance,
         ToolCallRecord,
     )
     from workflows.state import ConversationState, QueuedMessage, TurnState
@@ -81,6 +84,7 @@ ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
 _DECIDE_EXAMPLE = '{"call_id": "call_1_0", "approve": true, "by": "alice"}'
+_REVOKE_EXAMPLE = '{"tool": "write_file", "by": "alice"}'
 
 
 @workflow.defn(
@@ -102,7 +106,9 @@ class AgentWorkflow:
             input = ConversationInput.model_construct(state=None)
         self._input = input
         self._s = input.state or ConversationState()
-        self._approvals = Approvals(self._s.approvals, self._s.early_decisions)
+        self._approvals = Approvals(
+            self._s.approvals, self._s.early_decisions, self._s.allowances, schema_of=self._schema_of
+        )
         self._board = StatusBoard(self._s, pending_approvals=len(self._approvals.pending))
         self._lean = False
         self._run_model_calls = 0
@@ -155,6 +161,7 @@ class AgentWorkflow:
             tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
             hooks=self._s.hooks,
+            allowances=self._approvals.allowances,
         )
 
     @workflow.query
@@ -223,7 +230,8 @@ class AgentWorkflow:
 
     @workflow.signal(name="approve")
     def approve(self, *args: Any) -> None:
-        """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``"""
+        """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``, and optionally
+        ``"arguments": {...}`` (run with these instead), ``"remember": true`` (allow the tool from now on)."""
         self._on_signal(args, approve=True)
 
     @workflow.signal(name="reject")
@@ -256,6 +264,24 @@ class AgentWorkflow:
     @staticmethod
     def _decision(args: tuple[Any, ...]) -> Decision:
         return one_input(Decision, args, "decide", _DECIDE_EXAMPLE)
+
+    @workflow.update(name="revoke")
+    def revoke(self, *args: Any) -> ToolAllowance:
+        """``{"tool": "write_file", "by": "alice"}``: the tool's later calls wait for a person again."""
+        return self._approvals.revoke(self._revocation(args), workflow.now())
+
+    @revoke.validator
+    def _check_revocation(self, *args: Any) -> None:
+        self._approvals.check_revocation(self._revocation(args))
+
+    @staticmethod
+    def _revocation(args: tuple[Any, ...]) -> Revocation:
+        return one_input(Revocation, args, "revoke", _REVOKE_EXAMPLE)
+
+    def _schema_of(self, tool: str) -> dict[str, Any] | None:
+        """The JSON schema of the tool's arguments, as the model is told it."""
+        tools = self._s.agent.tools if self._s.agent else []
+        return next((t.definition.parameters for t in tools if t.definition.name == tool), None)
 
     # -- the loop -----------------------------------------------------------------
 
@@ -598,6 +624,7 @@ class AgentWorkflow:
         for call in turn.calls:
             outcome = turn.outcomes[call.id]
             tool = tools.get(call.name)
+            ran_with = self._approvals.arguments_for(call)
             self._s.messages.append(
                 ToolResultMessage(
                     call_id=call.id, name=call.name, content=outcome.content, is_error=outcome.is_error
@@ -607,7 +634,7 @@ class AgentWorkflow:
                 ToolCallRecord(
                     call_id=call.id,
                     name=call.name,
-                    arguments=call.arguments,
+                    arguments=ran_with,
                     iteration=turn.iterations,
                     content=outcome.content,
                     is_error=outcome.is_error,
@@ -642,14 +669,22 @@ class AgentWorkflow:
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
         if approval.requires_approval(tool):
-            record = record or self._approvals.request(call, approval.deadline_for(call.name), workflow.now())
-            if not await self._wait_for_decision(record):
+            record = record or self._approvals.request(
+                call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
+            )
+            # A call of a tool a person allowed for the conversation is approved already: no wait.
+            if record.via != "remember" and not await self._wait_for_decision(record):
                 return None
             if record.state != "approved":
                 why = f": {record.reason}" if record.reason else "."
                 return ToolOutcome(
                     content=f"Tool call '{call.name}' was rejected by {record.by}{why}", is_error=True
                 )
+            if record.edited_arguments is not None:
+                # The model's call stays as it asked; the result leads with what ran instead.
+                edited = call.model_copy(update={"arguments": record.edited_arguments})
+                outcome = await self._run_tool(agent, tool, edited)
+                return outcome.model_copy(update={"content": f"{edit_note(record)}\n{outcome.content}"})
         return await self._run_tool(agent, tool, call)
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
@@ -744,6 +779,7 @@ class AgentWorkflow:
     def _continue_as_new(self, input: ConversationInput) -> None:
         self._s.approvals = list(self._approvals.records.values())
         self._s.early_decisions = self._approvals.early
+        self._s.allowances = self._approvals.allowances
         self._s.runs += 1
         workflow.logger.info("continuing as new (run %d)", self._s.runs)
         workflow.continue_as_new(input.model_copy(update={"state": self._s}))

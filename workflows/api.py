@@ -10,7 +10,7 @@ from temporalio.common import SearchAttributeKey
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
 from workflows.messages import Message, Usage
-from workflows.records import ApprovalRecord, HookRecord, Reply, StopReason, ToolCallRecord
+from workflows.records import ApprovalRecord, HookRecord, Reply, StopReason, ToolAllowance, ToolCallRecord
 from workflows.state import ConversationState
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
@@ -106,6 +106,8 @@ class ConversationHistory(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
+    allowances: list[ToolAllowance] = Field(default_factory=list)
+    """Tools a person allowed for the rest of the conversation, and who revoked them."""
 
 
 class ConversationResult(ConversationHistory):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
+from workflows.config import DecisionKind
+from workflows.decisions import kinds_of, schema_error
 from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance
 
 MAX_EARLY_DECISIONS = 100
 """Bound of the decisions kept for calls not requested yet (conversations started before
@@ -13,9 +17,19 @@ decisions were bound to pending calls; see ``keep_early``)."""
 
 
 class Approvals:
-    def __init__(self, records: list[ApprovalRecord] = (), early: list[Decision] = ()) -> None:  # type: ignore[assignment]
+    def __init__(
+        self,
+        records: list[ApprovalRecord] = (),  # type: ignore[assignment]
+        early: list[Decision] = (),  # type: ignore[assignment]
+        allowances: list[ToolAllowance] = (),  # type: ignore[assignment]
+        schema_of: Callable[[str], dict[str, Any] | None] = lambda tool: None,
+    ) -> None:
         self.records: dict[str, ApprovalRecord] = {r.call_id: r for r in records}
         self._early: dict[str, Decision] = {d.call_id: d for d in early}
+        self.allowances: list[ToolAllowance] = list(allowances)
+        """Tools allowed for the rest of the conversation, revoked ones included (the audit)."""
+        self._schema_of = schema_of
+        """The JSON schema of a tool's arguments, to check edited ones."""
 
     @property
     def early(self) -> list[Decision]:
@@ -26,7 +40,14 @@ class Approvals:
     def pending(self) -> list[ApprovalRecord]:
         return [r for r in self.records.values() if r.state == "pending"]
 
-    def request(self, call: ToolCall, deadline: timedelta | None, now: datetime) -> ApprovalRecord:
+    def request(
+        self,
+        call: ToolCall,
+        deadline: timedelta | None,
+        now: datetime,
+        decisions: list[DecisionKind] | None = None,
+    ) -> ApprovalRecord:
+        """The call's approval record: pending, or approved at once when its tool is allowed."""
         record = ApprovalRecord(
             call_id=call.id,
             tool=call.name,
@@ -34,7 +55,14 @@ class Approvals:
             requested_at=now,
             deadline=now + deadline if deadline is not None else None,
         )
+        if decisions is not None:
+            record.allowed_decisions = decisions
         self.records[call.id] = record
+        if allowance := self.allowance(call.name):
+            record.state, record.by, record.decided_at, record.via = "approved", allowance.by, now, "remember"
+            record.reason = f"{call.name} allowed for the conversation on call {allowance.call_id}"
+            record.deadline = None
+            return record
         if early := self._early.pop(call.id, None):
             self._apply(record, early, now, "signal")
         return record
@@ -49,6 +77,10 @@ class Approvals:
         """
         decision = Decision(approve=approve, **signal.model_dump())
         if signal.call_id not in self.records and keep_early:
+            if signal.arguments is not None or signal.remember:
+                return (
+                    f"ignored: call {signal.call_id!r} is not pending; edits and 'remember' need one that is"
+                )
             if len(self._early) >= MAX_EARLY_DECISIONS or signal.call_id in self._early:
                 return f"ignored decision for unknown call {signal.call_id!r}"
             self._early[signal.call_id] = decision
@@ -81,12 +113,45 @@ class Approvals:
                 f"call {decision.call_id!r} has arguments digest {record.arguments_digest}, not {digest}:"
                 " look at its arguments again (pending_approvals)"
             )
+        allowed = record.allowed_decisions
+        if refused := [kind for kind in kinds_of(decision) if kind not in allowed]:
+            raise ValueError(
+                f"{refused[0]!r} is not a decision allowed for {record.tool} (allowed: {', '.join(allowed)})"
+            )
+        if decision.arguments is not None:
+            if (schema := self._schema_of(record.tool)) is None:
+                raise ValueError(f"cannot check edited arguments: {record.tool} is no longer offered")
+            if (error := schema_error(decision.arguments, schema)) is not None:
+                raise ValueError(f"edited arguments for {record.tool} do not fit its schema: {error}")
         return record
 
     def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
         record = self.check(decision, now)
         self._apply(record, decision, now, "update")
         return record
+
+    def arguments_for(self, call: ToolCall) -> dict[str, Any]:
+        """The arguments the call runs with: a person's edit, or the model's own."""
+        record = self.records.get(call.id)
+        edited = record.edited_arguments if record else None
+        return call.arguments if edited is None else edited
+
+    def allowance(self, tool: str) -> ToolAllowance | None:
+        """The tool's standing allowance, if a person gave one and nobody revoked it."""
+        return next((a for a in self.allowances if a.tool == tool and a.revoked_at is None), None)
+
+    def check_revocation(self, revocation: Revocation) -> ToolAllowance:
+        """The allowance to revoke; ``ValueError`` when the tool has none."""
+        if (allowance := self.allowance(revocation.tool)) is None:
+            allowed = ", ".join(a.tool for a in self.allowances if a.revoked_at is None) or "none"
+            raise ValueError(f"{revocation.tool} is not allowed for this conversation (allowed: {allowed})")
+        return allowance
+
+    def revoke(self, revocation: Revocation, now: datetime) -> ToolAllowance:
+        """Later calls of the tool wait for a person again (calls already approved stay approved)."""
+        allowance = self.check_revocation(revocation)
+        allowance.revoked_by, allowance.revoked_at = revocation.by, now
+        return allowance
 
     def time_out(self, record: ApprovalRecord, now: datetime) -> None:
         self._close(record, "timed_out", "approval timed out", now, "deadline")
@@ -106,10 +171,15 @@ class Approvals:
         record.decided_at = now
         record.via = via  # type: ignore[assignment]
 
-    @staticmethod
-    def _apply(record: ApprovalRecord, decision: Decision, now: datetime, via: str) -> None:
+    def _apply(self, record: ApprovalRecord, decision: Decision, now: datetime, via: str) -> None:
         record.state = "approved" if decision.approve else "rejected"
         record.by = decision.by
         record.reason = decision.reason
         record.decided_at = now
         record.via = via  # type: ignore[assignment]
+        record.edited_arguments = decision.arguments
+        record.remember = bool(decision.remember)
+        if decision.remember and self.allowance(record.tool) is None:
+            self.allowances.append(
+                ToolAllowance(tool=record.tool, by=decision.by, call_id=record.call_id, granted_at=now)
+            )

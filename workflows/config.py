@@ -99,6 +99,17 @@ Deadline = Seconds | Literal["none"]
 DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
 
 
+DecisionKind = Literal["approve", "edit", "reject", "remember"]
+"""What a person may decide about a call: approve it, approve it with edited arguments, reject it,
+or approve it and allow the tool for the rest of the conversation."""
+
+
+DECISION_KINDS: list[DecisionKind] = ["approve", "edit", "reject", "remember"]
+
+
+Decisions = Annotated[list[DecisionKind], Field(min_length=1)]
+
+
 class ApprovalPolicy(BaseModel):
     """Which tool calls wait for a person, and for how long.
 
@@ -115,6 +126,10 @@ class ApprovalPolicy(BaseModel):
     """After this many seconds without a decision the call is rejected ("none": wait forever)."""
     tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
     """Per-tool deadlines, overriding ``deadline``."""
+    decisions: Decisions = Field(default_factory=lambda: list(DECISION_KINDS))
+    """The decisions a person may take about a waiting call (all by default)."""
+    tool_decisions: dict[str, Decisions] = Field(default_factory=dict)
+    """Per-tool decisions, overriding ``decisions``."""
 
     def requires_approval(self, tool: ToolSpec) -> bool:
         name = tool.definition.name
@@ -125,6 +140,9 @@ class ApprovalPolicy(BaseModel):
     def deadline_for(self, tool_name: str) -> timedelta | None:
         deadline = self.tool_deadlines.get(tool_name, self.deadline)
         return None if deadline == "none" else timedelta(seconds=deadline)
+
+    def decisions_for(self, tool_name: str) -> list[DecisionKind]:
+        return list(self.tool_decisions.get(tool_name, self.decisions))
 
 
 HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit"]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from workflows.config import HookEvent
+from workflows.config import DECISION_KINDS, DecisionKind, HookEvent
 
 StopReason = Literal[
     "completed",
@@ -68,7 +68,14 @@ class ApprovalRecord(BaseModel):
     by: str | None = None
     reason: str | None = None
     decided_at: datetime | None = None
-    via: Literal["signal", "update", "deadline", "cancellation"] | None = None
+    via: Literal["signal", "update", "deadline", "cancellation", "remember"] | None = None
+    """``remember``: approved without asking, the tool being allowed for the conversation."""
+    edited_arguments: dict[str, Any] | None = None
+    """The arguments the person approved instead of ``arguments``: the call ran with these."""
+    remember: bool = False
+    """The approval also allowed the tool for the rest of the conversation."""
+    allowed_decisions: list[DecisionKind] = Field(default_factory=lambda: list(DECISION_KINDS))
+    """What a person may decide about this call (the agent's ``approval.tool_decisions``)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -97,9 +104,33 @@ class ApprovalSignal(BaseModel):
     by: str = "unknown"
     reason: str = ""
     arguments_digest: str | None = None
+    arguments: dict[str, Any] | None = None
+    """Approve with these arguments instead (checked against the tool's schema)."""
+    remember: bool | None = None
+    """true: approve, and let later calls of this tool run without asking for the rest of the
+    conversation. (None rather than false when not given: a plain decision's payload stays as it was.)"""
 
 
 class Decision(ApprovalSignal):
     """Input of the ``decide`` update, which answers whether the decision took."""
 
     approve: bool
+
+
+class ToolAllowance(BaseModel):
+    """A tool a person allowed for the rest of the conversation (an approval with ``remember``)."""
+
+    tool: str
+    by: str
+    call_id: str
+    """The approval that allowed it."""
+    granted_at: datetime
+    revoked_by: str | None = None
+    revoked_at: datetime | None = None
+
+
+class Revocation(BaseModel):
+    """Input of the ``revoke`` update: ``{"tool": "write_file", "by": "alice"}``."""
+
+    tool: str = Field(min_length=1)
+    by: str = "unknown"

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from workflows.activity_io import ResolvedAgent, ToolOutcome
 from workflows.messages import Message, ToolCall, Usage
-from workflows.records import ApprovalRecord, Decision, HookRecord, Reply, ToolCallRecord
+from workflows.records import ApprovalRecord, Decision, HookRecord, Reply, ToolAllowance, ToolCallRecord
 
 
 class QueuedMessage(BaseModel):
@@ -39,6 +39,7 @@ class ConversationState(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     early_decisions: list[Decision] = Field(default_factory=list)
+    allowances: list[ToolAllowance] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model_calls: int = 0

@@ -1,0 +1,46 @@
+"""Decisions beyond yes or no: which kinds a decision takes (an agent may allow only some), edited
+arguments checked against the tool's JSON schema, and what the model is told of an edit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio import workflow
+
+from workflows.config import DecisionKind
+from workflows.records import ApprovalRecord, Decision
+
+with workflow.unsafe.imports_passed_through():
+    # Pure and deterministic (no format checks, no remote references); loaded once, outside the sandbox.
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+
+
+def kinds_of(decision: Decision) -> list[DecisionKind]:
+    """The kinds of decision it takes: each must be among the call's ``allowed_decisions``."""
+    if not decision.approve:
+        if decision.arguments is not None or decision.remember:
+            raise ValueError("a rejection takes no 'arguments' and no 'remember'")
+        return ["reject"]
+    kinds: list[DecisionKind] = ["approve" if decision.arguments is None else "edit"]
+    return [*kinds, "remember"] if decision.remember else kinds
+
+
+def schema_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """The first way ``arguments`` break ``schema``, on one line (``field: reason``); None if they fit."""
+    try:
+        error = best_match(validator_for(schema)(schema).iter_errors(arguments))
+    except Exception as e:  # a schema (say, an MCP server's) that jsonschema cannot use
+        return f"the tool's schema cannot be checked ({' '.join(str(e).split()[:20])})"
+    if error is None:
+        return None
+    where = ".".join(str(part) for part in error.absolute_path)
+    message = " ".join(error.message.split())
+    return f"{where}: {message}" if where else message
+
+
+def edit_note(record: ApprovalRecord) -> str:
+    """Leads the tool result, so the model knows that a person changed its call, and what ran."""
+    edited = json.dumps(record.edited_arguments, ensure_ascii=False)
+    return f"[{record.by} edited the arguments before the call ran; it ran with {edited}]"

@@ -158,6 +158,35 @@ def finish(status: int, tmp: Path, keep: bool) -> None:
     exit_now(status)
 
 
+def run_benchmark(
+    name: str,
+    keep: bool,
+    measure: Callable[[Path, Path], Awaitable[dict[str, Any]]],
+    report: Callable[[dict[str, Any]], int],
+    versions: dict[str, str] | None = None,
+) -> None:
+    """The frame of a benchmark's main: a temp dir, the state and a snapshot of the code measured,
+    a line about the machine, ``measure(tmp, code)``, then ``report(figures)`` (its exit status);
+    any error is one line and status 1; ``finish`` ends it all."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"agent-{name.replace('.', '-')}-"))
+    status = 1
+    try:
+        state, code, info = source_state(), snapshot(tmp), machine()
+        versions = versions or {"temporalio": info["temporalio"], "temporal CLI": info["temporal_cli"]}
+        print(
+            f"machine: {info['nproc']} cores ({info['cpu']}), {info['memory']}, Python {info['python']}, "
+            f"{info['os']}; {', '.join(f'{k} {v}' for k, v in versions.items())}",
+            flush=True,
+        )
+        figures = asyncio.run(measure(tmp, code))
+        figures["code"] = state
+        status = report(figures)
+    except BaseException as e:
+        print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    finally:
+        finish(status, tmp, keep)
+
+
 def proc_stat(pid: int) -> list[str]:
     """Fields of /proc/<pid>/stat after the command name (index 0 is field 3, the state)."""
     raw = Path(f"/proc/{pid}/stat").read_text()
@@ -988,32 +1017,14 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, databases)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: (_kill_leftovers(), os._exit(143)))
-    tmp = Path(tempfile.mkdtemp(prefix="agent-bench-"))
-    status = 0
-    try:
-        state = source_state()
-        code = snapshot(tmp)
-        info = machine()
-        print(
-            f"machine: {info['nproc']} cores ({info['cpu']}), {info['memory']}, Python {info['python']}, "
-            f"{info['os']}; temporalio {info['temporalio']}, temporal CLI {info['temporal_cli']}",
-            flush=True,
-        )
-        report = asyncio.run(measure(args.quick, tmp, code))
-        report["code"] = state
-        args.output.write_text(json.dumps(report, indent=2) + "\n")
-        print()
-        print(report["table"])
-        print()
-        print("checks:", json.dumps(report["checks"], indent=2))
-        print(f"\n{report['seconds']:.0f} s in all; written to {args.output}")
-        if not report["checks"].get("scale_out", {}).get("ok"):
-            status = 1
-    except BaseException as e:
-        print(f"bench: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        status = 1
-    finally:
-        finish(status, tmp, args.keep)
+
+    def report(figures: dict[str, Any]) -> int:
+        args.output.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"\n{figures['table']}\n\nchecks: {json.dumps(figures['checks'], indent=2)}")
+        print(f"\n{figures['seconds']:.0f} s in all; written to {args.output}")
+        return 0 if figures["checks"].get("scale_out", {}).get("ok") else 1
+
+    run_benchmark("bench", args.keep, lambda tmp, code: measure(args.quick, tmp, code), report)
 
 
 if __name__ == "__main__":

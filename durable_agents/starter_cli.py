@@ -12,9 +12,10 @@ import re
 import sys
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -64,6 +65,8 @@ from workflows.messages import (
     UserMessage,
 )
 from workflows.records import ApprovalRecord, Decision, Reply, Revocation
+
+M = TypeVar("M")
 
 PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
 """How long `pending` waits for each conversation's worker to answer."""
@@ -197,10 +200,7 @@ async def end(client: Client, args: argparse.Namespace) -> None:
 
 async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    try:
-        names = await handle.execute_update(AgentWorkflow.refresh_tools)
-    except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not refreshed: {_refusal(e)}") from e
+    names = await _update(handle, AgentWorkflow.refresh_tools, None, "not refreshed")
     print(f"{args.workflow_id} now offers: {', '.join(names)}")
 
 
@@ -283,10 +283,7 @@ async def _answering_approvals(handle: WorkflowHandle, reply: asyncio.Task[Reply
 
 
 def _message(text: str) -> MessageInput:
-    try:
-        return MessageInput(text=text)
-    except ValidationError as e:
-        raise CommandError(f"invalid message: {first_error(e)}") from e
+    return _valid("message", lambda: MessageInput(text=text))
 
 
 async def result(client: Client, args: argparse.Namespace) -> None:
@@ -388,8 +385,9 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 async def decide(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    try:
-        decision = Decision(
+    decision = _valid(
+        "decision",
+        lambda: Decision(
             call_id=args.call_id,
             approve=args.command == "approve",
             by=args.by,
@@ -397,13 +395,9 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
             arguments_digest=args.digest,
             arguments=_edited_arguments(getattr(args, "arguments", None)),
             remember=getattr(args, "remember", False) or None,
-        )
-    except ValidationError as e:
-        raise CommandError(f"invalid decision: {first_error(e)}") from e
-    try:
-        record = await handle.execute_update(AgentWorkflow.decide, decision)
-    except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not {args.command.rstrip('e')}ed: {_refusal(e)}") from e
+        ),
+    )
+    record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")
     extra = " with edited arguments" if record.edited_arguments is not None else ""
     extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
     print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}{extra}")
@@ -424,14 +418,8 @@ def _edited_arguments(text: str | None) -> dict | None:
 async def revoke(client: Client, args: argparse.Namespace) -> None:
     """Take back a tool allowed for the conversation: its later calls wait for a person again."""
     handle = client.get_workflow_handle(args.workflow_id)
-    try:
-        revocation = Revocation(tool=args.tool, by=args.by)
-    except ValidationError as e:
-        raise CommandError(f"invalid revocation: {first_error(e)}") from e
-    try:
-        allowance = await handle.execute_update(AgentWorkflow.revoke, revocation)
-    except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not revoked: {_refusal(e)}") from e
+    revocation = _valid("revocation", lambda: Revocation(tool=args.tool, by=args.by))
+    allowance = await _update(handle, AgentWorkflow.revoke, revocation, "not revoked")
     print(
         f"{allowance.tool} of {args.workflow_id}: asks for approval again (revoked by {allowance.revoked_by})"
     )
@@ -563,6 +551,22 @@ def _failure_message(error: WorkflowFailureError) -> str:
     while isinstance(cause, ActivityError | ChildWorkflowError) and cause.__cause__ is not None:
         cause = cause.__cause__
     return str(getattr(cause, "message", cause))
+
+
+def _valid(what: str, make: Callable[[], M]) -> M:
+    """``make()``, or the first thing pydantic found wrong as one line: ``invalid <what>: ...``."""
+    try:
+        return make()
+    except ValidationError as e:
+        raise CommandError(f"invalid {what}: {first_error(e)}") from e
+
+
+async def _update(handle: WorkflowHandle, update: Any, arg: Any, refused: str) -> Any:
+    """An update's result, or the worker's reason for refusing it as one line: ``<refused>: ...``."""
+    try:
+        return await (handle.execute_update(update) if arg is None else handle.execute_update(update, arg))
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"{refused}: {_refusal(e)}") from e
 
 
 def _refusal(error: WorkflowUpdateFailedError) -> str:

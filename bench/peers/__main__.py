@@ -47,7 +47,6 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -70,11 +69,9 @@ from bench.run import (
     cpu_seconds,
     descendants,
     dev_server_pids,
-    finish,
     machine,
     output_to,
-    snapshot,
-    source_state,
+    run_benchmark,
     vm_kib,
 )
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
@@ -613,40 +610,28 @@ def main() -> None:
         os._exit(143)
 
     signal.signal(signal.SIGTERM, leave)
-    tmp = Path(tempfile.mkdtemp(prefix="agent-peers-"))
-    # Read here (the clients' data converter, the in-process loops) and by every worker spawned.
-    os.environ.update(
-        AGENT_PAYLOAD_STORE=str(tmp / "payloads.db"),
-        AGENT_STORE=str(tmp / "conversations.db"),
-        AGENT_WORKSPACE=str(tmp / "workspace"),
-        OPENAI_API_KEY="x",
-        OPENAI_AGENTS_DISABLE_TRACING="1",  # the Agents SDK would export traces to OpenAI
-    )
-    (tmp / "workspace").mkdir()
-    status = 0
-    try:
-        state = source_state()
-        code = snapshot(tmp)
-        info = machine()
-        print(
-            f"machine: {info['nproc']} cores ({info['cpu']}), {info['memory']}, Python {info['python']}; "
-            f"{', '.join(f'{k} {v}' for k, v in _versions().items())}",
-            flush=True,
+
+    async def measure_here(tmp: Path, code: Path) -> dict[str, Any]:
+        # Read here (the clients' data converter, the in-process loops) and by every worker spawned.
+        os.environ.update(
+            AGENT_PAYLOAD_STORE=str(tmp / "payloads.db"),
+            AGENT_STORE=str(tmp / "conversations.db"),
+            AGENT_WORKSPACE=str(tmp / "workspace"),
+            OPENAI_API_KEY="x",
+            OPENAI_AGENTS_DISABLE_TRACING="1",  # the Agents SDK would export traces to OpenAI
         )
-        report = asyncio.run(measure(args, tmp, code))
-        report["code"] = state
-        print()
-        print(report["table"])
-        print(f"\n{report['seconds']:.0f} s in all", end="")
+        (tmp / "workspace").mkdir()
+        return await measure(args, tmp, code)
+
+    def report(figures: dict[str, Any]) -> int:
+        print(f"\n{figures['table']}\n\n{figures['seconds']:.0f} s in all", end="")
         if args.json:
-            args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
+            args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
             print(f"; written to {args.json}", end="")
         print()
-    except BaseException as e:
-        print(f"bench.peers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        status = 1
-    finally:
-        finish(status, tmp, args.keep)
+        return 0
+
+    run_benchmark("bench.peers", args.keep, measure_here, report, _versions())
 
 
 if __name__ == "__main__":

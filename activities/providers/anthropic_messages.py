@@ -110,7 +110,11 @@ def answer_from_tool(response: ModelResponse) -> ModelResponse:
     answer = next((c for c in message.tool_calls if c.name == OUTPUT_NAME), None)
     if answer is None:
         return response
-    text = (answer.raw_arguments or "") if answer.arguments_error else json.dumps(answer.arguments)
+    text = (
+        (answer.raw_arguments or "")
+        if answer.arguments_error
+        else json.dumps(answer.arguments, ensure_ascii=False)
+    )
     calls = [c for c in message.tool_calls if c.name != OUTPUT_NAME]
     finish = "stop" if not calls and response.finish_reason == "tool_calls" else response.finish_reason
     return response.model_copy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 
 from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
+from workflows.answers import OUTPUT_NAME
 from workflows.config import AgentSpec
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
@@ -24,12 +26,22 @@ def load_agent_file(path: Path, registry: ToolRegistry, hooks: HookRegistry | No
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise AgentFileError(f"{path}: cannot read agent file: {e}") from e
     data.setdefault("name", path.stem)
+    if isinstance(schema := data.get("output_schema"), str):
+        data["output_schema"] = _schema_file(path, path.parent / schema)
     try:
         spec = AgentSpec.model_validate(data)
     except ValidationError as e:
         raise AgentFileError(f"{path}: {field_errors(e)}") from e
     check_agent(spec, registry, hooks, where=str(path))
     return spec
+
+
+def _schema_file(path: Path, schema: Path) -> object:
+    """``output_schema = "schemas/x.json"``: a JSON schema in a file beside the agent file."""
+    try:
+        return json.loads(schema.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AgentFileError(f"{path}: field 'output_schema': cannot read {schema}: {e}") from e
 
 
 def field_errors(error: ValidationError, prefix: str = "") -> str:
@@ -66,6 +78,11 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
         raise AgentFileError(
             f"{where}: field 'local_tools': {', '.join(routed)} cannot run locally and on a tool task"
             " queue too; a local tool runs on the workflow's own worker"
+        )
+    if spec.output_schema is not None and OUTPUT_NAME in spec.tools:
+        raise AgentFileError(
+            f"{where}: field 'tools': a tool named {OUTPUT_NAME!r} would clash with the typed answer"
+            " (output_schema)"
         )
     for event, names in spec.hooks.model_dump().items():
         for name in names:

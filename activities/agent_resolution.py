@@ -57,4 +57,9 @@ class AgentResolver:
             spec=spec,
             tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools],
             price=self.prices.get(ref.model or spec.model.model),
+            fallback_prices={
+                entry: self.prices[model]
+                for entry in spec.model.fallback
+                if (model := entry.partition(":")[2]) in self.prices
+            },
         )

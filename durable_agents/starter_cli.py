@@ -299,6 +299,9 @@ async def history(client: Client, args: argparse.Namespace) -> None:
         print(format_transcript(found.messages))
         for record in found.approvals:
             print(format_approval(record))
+        for attempt in found.model_attempts:
+            outcome = f"failed: {attempt.error}" if attempt.error else "answered"
+            print(f"[model call {attempt.model_call}] {attempt.model} {outcome}")
 
 
 async def status(client: Client, args: argparse.Namespace) -> None:

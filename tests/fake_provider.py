@@ -1,7 +1,8 @@
 """A local HTTP server speaking the OpenAI Chat Completions and Anthropic Messages protocols.
 
-Tests queue the responses; the real ``openai`` and ``anthropic`` SDKs talk to it
-over HTTP, so adapters, SDK parsing and error handling are all exercised.
+Tests queue the responses (for any request, or for one model's); the real ``openai`` and
+``anthropic`` SDKs talk to it over HTTP, so adapters, SDK parsing and error handling are all
+exercised. A reply may be a typed answer, sent the way the request asked for it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class Reply:
     """Server-sent events to stream instead of ``body``."""
     delay: float = 0.0
     """Seconds to wait before each event (or before the body)."""
+    answer: Any = None
+    """A JSON value to send as the typed answer instead of ``body``: the message content under OpenAI's
+    ``response_format``, a call of the tool Anthropic's ``tool_choice`` names (see ``typed_answer``)."""
 
 
 @dataclass
@@ -39,10 +43,21 @@ class Received:
     disconnected: bool = False
     """The client hung up before the whole reply was sent."""
 
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        """OpenAI's structured-output request, if any."""
+        return self.body.get("response_format")
+
+    @property
+    def tool_choice(self) -> Any:
+        return self.body.get("tool_choice")
+
 
 class FakeProvider:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
+        self.model_replies: dict[str, list[Reply]] = {}
+        """Replies for requests naming one model, before ``replies``."""
         self.received: list[Received] = []
         self._lock = threading.Lock()
         fake = self
@@ -56,7 +71,10 @@ class FakeProvider:
                 )
                 with fake._lock:
                     fake.received.append(received)
-                    reply = fake.replies.pop(0) if fake.replies else Reply(500, _error("no reply queued"))
+                    queue = fake.model_replies.get(body.get("model")) or fake.replies
+                    reply = queue.pop(0) if queue else Reply(500, _error("no reply queued"))
+                if reply.answer is not None:
+                    reply = _typed(received, reply.answer)
                 try:
                     received.disconnected = not self._send(reply)
                 except (BrokenPipeError, ConnectionResetError):
@@ -112,9 +130,10 @@ class FakeProvider:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def queue(self, *replies: Reply) -> None:
+    def queue(self, *replies: Reply, model: str | None = None) -> None:
+        """Replies in order, for any request; with ``model``, for the requests naming that model."""
         with self._lock:
-            self.replies.extend(replies)
+            (self.replies if model is None else self.model_replies.setdefault(model, [])).extend(replies)
 
     def __enter__(self) -> FakeProvider:
         self._thread.start()
@@ -205,6 +224,22 @@ def anthropic_message(
         "stop_sequence": None,
         "usage": {"input_tokens": 100, "output_tokens": 10},
     }
+
+
+def typed_answer(value: Any) -> Reply:
+    """A reply that gives ``value`` the way the request asked for a typed answer."""
+    return Reply(answer=value)
+
+
+def _typed(received: Received, value: Any) -> Reply:
+    if received.path.endswith("/chat/completions"):
+        return Reply(body=openai_completion(json.dumps(value)))
+    choice = received.tool_choice or {}
+    if choice.get("type") != "tool":  # not forced: the answer tool is the last one offered
+        choice = {"name": received.body["tools"][-1]["name"]}
+    return Reply(
+        body=anthropic_message(calls=[("toolu_answer", choice["name"], value)], stop_reason="tool_use")
+    )
 
 
 def _pieces(text: str, size: int = 4) -> list[str]:

@@ -21,8 +21,8 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
-from workflows.config import ApprovalPolicy, MCPServerConfig
-from workflows.messages import ScriptStep
+from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
+from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
 from workflows.records import ApprovalSignal, Decision, Revocation
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -96,6 +96,39 @@ SHAPES: dict[str, ConversationInput] = {
             tools=["write_file", "add"],
         ),
         approval=ApprovalPolicy(require=["add"]),
+    ),
+    # A typed answer (output_schema): the first answer lacks a field and goes back; the second fits.
+    "typed_answer": conversation(
+        scripted_agent(
+            step('{"city": "Paris"}'),
+            step('{"city": "Paris", "celsius": 21.5}'),
+            tools=[],
+            output_schema={
+                "type": "object",
+                "required": ["city", "celsius"],
+                "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+            },
+        )
+    ),
+    # Model fallback: the model "broken" fails the first call for good, "backup" answers it; "broken"
+    # answers the second.
+    "model_fallback": conversation(
+        AgentSpec(
+            name="test-agent",
+            model=ModelSettings(
+                provider="scripted",
+                model="broken",
+                fallback=["scripted:backup"],
+                script=[
+                    ScriptStep(
+                        tool_calls=[ScriptedToolCall(name="add", arguments={"a": 1, "b": 2})],
+                        fails_on=["broken"],
+                    ),
+                    ScriptStep(text="{last_result}"),
+                ],
+            ),
+            tools=["add"],
+        )
     ),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {

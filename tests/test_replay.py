@@ -26,7 +26,9 @@ def test_histories_are_checked_in() -> None:
         "lean_start",
         "limit_final_answer",
         "mcp_time",
+        "model_fallback",
         "tool_errors",
+        "typed_answer",
     ]
 
 

@@ -72,6 +72,8 @@ class ResolvedAgent(BaseModel):
     tools: list[ToolSpec]
     price: Price | None = None
     """The model's price from the worker's price table, when it has one."""
+    fallback_prices: dict[str, Price] = Field(default_factory=dict)
+    """The prices of the fallback models (by their ``provider:model`` entry) that the table has."""
 
 
 class ModelCallInput(BaseModel):

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         RUN_TOOL,
         ActivityRef,
     )
+    from workflows.answers import correction, parse_answer
     from workflows.api import (
         ClosedBy,
         ConversationHistory,
@@ -48,16 +49,19 @@ with workflow.unsafe.imports_passed_through():
         MessageInput,
     )
     from workflows.approvals import Approvals
-    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, HookEvent
+    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, HookEvent
     from workflows.decisions import edit_note
+    from workflows.fallback import candidates, cost, models_used
     from workflows.inputs import one_input
     from workflows.messages import (
         AssistantMessage,
         ModelRequest,
         ModelResponse,
+        ModelSettings,
         SystemMessage,
         ToolCall,
         ToolResultMessage,
+        Usage,
         UserMessage,
     )
     from workflows.records import (
@@ -65,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalSignal,
         Decision,
         HookRecord,
+        ModelAttempt,
         Reply,
         Revocation,
         StopReason,
@@ -162,6 +167,7 @@ class AgentWorkflow:
             approvals=list(self._approvals.records.values()),
             hooks=self._s.hooks,
             allowances=self._approvals.allowances,
+            model_attempts=self._s.model_attempts,
         )
 
     @workflow.query
@@ -466,8 +472,10 @@ class AgentWorkflow:
             response = await self._call_model(agent, allow_tool_calls=True)
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
-            else:
+            elif spec.output_schema is None:
                 self._finish_turn("completed")
+            else:
+                self._check_answer(spec, turn, response.message.text)
             return
         if spec.on_limit == "fail":
             raise ApplicationError(_limit_text(limit, agent), type=_limit_type(limit), non_retryable=True)
@@ -477,8 +485,23 @@ class AgentWorkflow:
             self._finish_turn(limit)
             return
         self._board.say(f"{_limit_text(limit, agent)}, asking for a final answer")
-        await self._call_model(agent, allow_tool_calls=False)
-        self._finish_turn(limit)
+        response = await self._call_model(agent, allow_tool_calls=False)
+        output = parse_answer(response.message.text, spec.output_schema)[0] if spec.output_schema else None
+        self._finish_turn(limit, output)
+
+    def _check_answer(self, spec: AgentSpec, turn: TurnState, text: str) -> None:
+        """A typed answer: one that matches the schema ends the turn; one that does not goes back to
+        the model with the problem (the next step calls it again), ``output_retries`` times at most."""
+        assert spec.output_schema is not None
+        output, problem = parse_answer(text, spec.output_schema)
+        if problem is None:
+            self._finish_turn("completed", output)
+        elif turn.output_retries < spec.output_retries:
+            turn.output_retries += 1
+            workflow.logger.info("answer does not match the output schema: %s", problem)
+            self._s.messages.append(UserMessage(text=correction(problem)))
+        else:
+            self._finish_turn("invalid_output")
 
     def _limit(self, turn: TurnState, agent: ResolvedAgent) -> StopReason | None:
         """Checked before each model call, from recorded usage only: replay decides the same."""
@@ -494,7 +517,7 @@ class AgentWorkflow:
             return "max_iterations_reached"
         return None
 
-    def _finish_turn(self, reason: StopReason) -> None:
+    def _finish_turn(self, reason: StopReason, output: dict[str, Any] | None = None) -> None:
         turn = self._s.turn
         assert turn is not None
         text = self._last_text()
@@ -508,6 +531,10 @@ class AgentWorkflow:
                 stop_reason=reason,
                 iterations=turn.iterations,
                 truncated=turn.truncated,
+                output=output,
+                model=self._s.model_attempts[-1].model
+                if self._s.model_attempts and turn.iterations
+                else None,
             )
         )
         self._s.turn = None
@@ -528,26 +555,41 @@ class AgentWorkflow:
     # -- model calls --------------------------------------------------------------
 
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
-        settings = agent.spec.model
-        label = f"{settings.provider}:{settings.model}"
-        self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
-        workflow.logger.info(
-            "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
-            extra={"iteration": self._board.view.iteration, "model": label},
-        )  # fmt: skip
-        try:
+        """The agent's model, or when a call to it fails for good, each fallback model in turn."""
+        failures: list[str] = []
+        for settings in candidates(agent.spec.model):
+            label = settings.label
+            self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
+            workflow.logger.info(
+                "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
+                extra={"iteration": self._board.view.iteration, "model": label},
+            )  # fmt: skip
             try:
-                response = await self._model_activity(agent, allow_tool_calls, stored=self._s.stored)
+                try:
+                    response = await self._model_activity(
+                        agent, settings, allow_tool_calls, stored=self._s.stored
+                    )
+                except ActivityError as err:
+                    if not (isinstance(err.cause, ApplicationError) and err.cause.type == STORE_GAP):
+                        raise
+                    # The store lost messages (wiped, or another machine's): send the whole transcript.
+                    workflow.logger.warning(
+                        "conversation store gap: %s; resending the transcript", _cause(err)
+                    )
+                    response = await self._model_activity(agent, settings, allow_tool_calls, stored=0)
             except ActivityError as err:
-                if not (isinstance(err.cause, ApplicationError) and err.cause.type == STORE_GAP):
-                    raise
-                # The store lost messages (wiped, or another machine's): send the whole transcript.
-                workflow.logger.warning("conversation store gap: %s; resending the transcript", _cause(err))
-                response = await self._model_activity(agent, allow_tool_calls, stored=0)
-        except ActivityError as err:
+                failures.append(f"{label} failed: {_cause(err)}")
+                self._record_attempt(agent, label, _cause(err))
+                failed = err
+                continue
+            self._record_attempt(agent, label, None)
+            break
+        else:
             raise ApplicationError(
-                f"model call to {label} failed: {_cause(err)}", type="ModelCallFailed", non_retryable=True
-            ) from err
+                "model call to " + "; then ".join(failures), type="ModelCallFailed", non_retryable=True
+            ) from failed
+        if agent.spec.model.fallback:
+            self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
         self._s.stored = len(self._s.messages)
         message = response.message
         message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
@@ -560,13 +602,26 @@ class AgentWorkflow:
         self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
         return response
 
+    def _record_attempt(self, agent: ResolvedAgent, label: str, error: str | None) -> None:
+        if agent.spec.model.fallback:
+            self._s.model_attempts.append(
+                ModelAttempt(
+                    model=label,
+                    model_call=self._s.model_calls + 1,
+                    iteration=self._board.view.iteration,
+                    error=error,
+                )
+            )
+
     def _cost(self, agent: ResolvedAgent) -> float | None:
+        if agent.spec.model.fallback:
+            return cost(agent, self._s.usage_by_model)
         return agent.price.cost(self._s.usage) if agent.price else None
 
     async def _model_activity(
-        self, agent: ResolvedAgent, allow_tool_calls: bool, *, stored: int
+        self, agent: ResolvedAgent, settings: ModelSettings, allow_tool_calls: bool, *, stored: int
     ) -> ModelResponse:
-        settings, policy = agent.spec.model, agent.spec.model_call
+        policy = agent.spec.model_call
         return await _execute(
             CALL_MODEL,
             ModelCallInput(
@@ -577,6 +632,7 @@ class AgentWorkflow:
                     messages=self._s.messages[stored:],
                     tools=[tool.definition for tool in agent.tools],
                     allow_tool_calls=allow_tool_calls,
+                    output_schema=agent.spec.output_schema,
                 ),
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._board.view.iteration,
@@ -831,6 +887,8 @@ class AgentWorkflow:
             closed_by=self._closed_by,
             detail=self._board.view.detail,
             runs=self._s.runs,
+            output=last.output if last else None,
+            models_used=models_used(self._s.model_attempts),
         )
 
 
@@ -864,6 +922,8 @@ def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
             return f"cost budget of ${spec.cost_budget:g} exhausted"
         case "cancelled":
             return "the conversation was cancelled"
+        case "invalid_output":
+            return f"no answer matched the output schema after {spec.output_retries} retries"
     return f"iteration limit of {spec.max_iterations} reached"
 
 

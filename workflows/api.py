@@ -10,7 +10,15 @@ from temporalio.common import SearchAttributeKey
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
 from workflows.messages import Message, Usage
-from workflows.records import ApprovalRecord, HookRecord, Reply, StopReason, ToolAllowance, ToolCallRecord
+from workflows.records import (
+    ApprovalRecord,
+    HookRecord,
+    ModelAttempt,
+    Reply,
+    StopReason,
+    ToolAllowance,
+    ToolCallRecord,
+)
 from workflows.state import ConversationState
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
@@ -108,6 +116,8 @@ class ConversationHistory(BaseModel):
     hooks: list[HookRecord] = Field(default_factory=list)
     allowances: list[ToolAllowance] = Field(default_factory=list)
     """Tools a person allowed for the rest of the conversation, and who revoked them."""
+    model_attempts: list[ModelAttempt] = Field(default_factory=list)
+    """Every try of every model call, for an agent with fallback models."""
 
 
 class ConversationResult(ConversationHistory):
@@ -129,6 +139,10 @@ class ConversationResult(ConversationHistory):
     """Why it closed, in words (e.g. the cancellation reason)."""
     runs: int = 1
     """Workflow runs the conversation used (continue-as-new starts a new one)."""
+    output: dict[str, Any] | None = None
+    """The last answer as an object, for an agent with an ``output_schema``."""
+    models_used: list[str] = Field(default_factory=list)
+    """The models that answered, in order of their first answer, for an agent with fallback models."""
 
 
 class ConversationStatus(BaseModel):

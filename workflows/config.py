@@ -6,10 +6,11 @@ import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
+from workflows.answers import check_schema
 from workflows.messages import ModelSettings, Usage
 
 if TYPE_CHECKING:
@@ -271,6 +272,26 @@ class AgentSpec(BaseModel):
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
     """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
+    output_schema: dict[str, Any] | None = None
+    """JSON schema of a JSON object the final answer must be (workflows/answers.py); the reply carries
+    the parsed object. In code, a pydantic model class stands for its JSON schema."""
+    output_retries: int = Field(default=2, ge=0)
+    """Answers that do not match ``output_schema`` go back to the model with the problem this many
+    times; then the turn stops with ``invalid_output``."""
+
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _schema_of_model(cls, value: Any) -> Any:
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value.model_json_schema()
+        return value
+
+    @field_validator("output_schema")
+    @classmethod
+    def _enforceable_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_schema(value)
+        return value
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

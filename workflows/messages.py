@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 
 class _Kinded(BaseModel):
@@ -108,10 +108,13 @@ OnText = Callable[[str], None]
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
 
+Provider = Literal["openai", "anthropic", "scripted"]
+
+
 class ModelSettings(BaseModel):
     """Which model to call and how. Keys and base URLs stay in the worker's environment."""
 
-    provider: Literal["openai", "anthropic", "scripted"]
+    provider: Provider
     model: str
     max_tokens: int = 1024
     temperature: float | None = None
@@ -119,6 +122,25 @@ class ModelSettings(BaseModel):
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     script: list[ScriptStep] = Field(default_factory=list)
     """Responses of the offline ``scripted`` provider, in order (ignored by real providers)."""
+    fallback: list[str] = Field(default_factory=list)
+    """``provider:model`` names to call, in order, when a call to this model fails for good (the
+    other settings stay the same); each call starts again with this model."""
+
+    @field_validator("fallback")
+    @classmethod
+    def _provider_and_model(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            provider, _, model = entry.partition(":")
+            if provider not in get_args(Provider) or not model:
+                known = ", ".join(get_args(Provider))
+                raise ValueError(
+                    f"fallback {entry!r}: write it as 'provider:model', the provider one of {known}"
+                )
+        return entries
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}"
 
 
 class ScriptStep(BaseModel):
@@ -132,6 +154,9 @@ class ScriptStep(BaseModel):
     """Play this step so many times in a row."""
     delay_seconds: float = Field(default=0.0, ge=0)
     """Think this long before answering, like a slow model."""
+    fails_on: list[str] = Field(default_factory=list)
+    """Scripted model names that fail this step for good, as a provider's HTTP 400 would (the other
+    names answer it): a model fallback, offline."""
 
 
 class ScriptedToolCall(BaseModel):
@@ -151,6 +176,8 @@ class ModelRequest(BaseModel):
     tools: list[ToolDefinition] = Field(default_factory=list)
     allow_tool_calls: bool = True
     """False asks for a text answer: tools stay declared (history may reference them) but unusable."""
+    output_schema: dict[str, Any] | None = None
+    """JSON schema of the object the answer must be: adapters ask their provider for it natively."""
 
 
 class ModelResponse(BaseModel):

@@ -19,6 +19,7 @@ StopReason = Literal[
     "cost_budget_exhausted",
     "blocked_by_hook",
     "cancelled",
+    "invalid_output",
 ]
 
 
@@ -44,6 +45,18 @@ class ToolCallRecord(BaseModel):
     is_error: bool
     mcp_server: str | None = None
     """The MCP server that ran it, for an MCP tool."""
+
+
+class ModelAttempt(BaseModel):
+    """One try of a model call by an agent with fallback models: the model, and whether it answered."""
+
+    model: str
+    """``provider:model``."""
+    model_call: int
+    """The conversation's model call (counting from 1) this try belongs to."""
+    iteration: int
+    error: str | None = None
+    """Why the call failed for good; None: this model answered."""
 
 
 ApprovalState = Literal["pending", "approved", "rejected", "timed_out", "cancelled"]
@@ -91,6 +104,10 @@ class Reply(BaseModel):
     stop_reason: StopReason
     iterations: int
     truncated: bool = False
+    output: dict[str, Any] | None = None
+    """The answer as an object, for an agent with an ``output_schema`` (when the answer matched it)."""
+    model: str | None = None
+    """The ``provider:model`` that gave the answer, for an agent with fallback models."""
 
 
 class ApprovalSignal(BaseModel):

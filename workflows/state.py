@@ -6,7 +6,15 @@ from pydantic import BaseModel, Field
 
 from workflows.activity_io import ResolvedAgent, ToolOutcome
 from workflows.messages import Message, ToolCall, Usage
-from workflows.records import ApprovalRecord, Decision, HookRecord, Reply, ToolAllowance, ToolCallRecord
+from workflows.records import (
+    ApprovalRecord,
+    Decision,
+    HookRecord,
+    ModelAttempt,
+    Reply,
+    ToolAllowance,
+    ToolCallRecord,
+)
 
 
 class QueuedMessage(BaseModel):
@@ -24,6 +32,8 @@ class TurnState(BaseModel):
     outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)
     truncated: bool = False
     """A model response of this turn was cut at max_tokens (a cut tool call included)."""
+    output_retries: int = 0
+    """Answers of this turn sent back for not matching the agent's ``output_schema``."""
 
 
 class ConversationState(BaseModel):
@@ -42,6 +52,9 @@ class ConversationState(BaseModel):
     allowances: list[ToolAllowance] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
+    model_attempts: list[ModelAttempt] = Field(default_factory=list)
     model_calls: int = 0
     messages_received: int = 0
     ended: bool = False

@@ -12,6 +12,7 @@ import httpx2
 from activities.errors import provider_error
 from activities.providers._response import ResponseBuilder, collect
 from activities.providers._sdk import SDKModel, client_options
+from workflows.answers import OUTPUT_NAME
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -43,6 +44,10 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
+        response = await self._complete(request, timeout, on_text)
+        return answer_from_tool(response) if request.output_schema is not None else response
+
+    async def _complete(self, request: ModelRequest, timeout: float, on_text: OnText | None) -> ModelResponse:
         try:
             with self.sdk_errors(anthropic):  # an error event inside the stream is a status error too
                 if request.settings.stream:
@@ -83,7 +88,38 @@ def to_wire(request: ModelRequest) -> dict[str, Any]:
         ]
         if not request.allow_tool_calls:
             wire["tool_choice"] = {"type": "none"}
+    if request.output_schema is not None:
+        # A typed answer is a call of the answer tool: forced, or among the tools the model must pick from.
+        answer = {"name": OUTPUT_NAME, "description": _ANSWER_TOOL, "input_schema": request.output_schema}
+        wire["tools"] = [*wire.get("tools", []), answer]
+        wire["tool_choice"] = (
+            {"type": "any"}
+            if request.tools and request.allow_tool_calls
+            else {"type": "tool", "name": OUTPUT_NAME}
+        )
     return wire
+
+
+_ANSWER_TOOL = "Give your final answer: call this once, when you are done, with the answer as its input."
+
+
+def answer_from_tool(response: ModelResponse) -> ModelResponse:
+    """A typed answer arrives as a call of the answer tool: its input becomes the answer's text
+    (as the model wrote it, when it is not a JSON object, for the workflow to send back)."""
+    message = response.message
+    answer = next((c for c in message.tool_calls if c.name == OUTPUT_NAME), None)
+    if answer is None:
+        return response
+    text = (
+        (answer.raw_arguments or "")
+        if answer.arguments_error
+        else json.dumps(answer.arguments, ensure_ascii=False)
+    )
+    calls = [c for c in message.tool_calls if c.name != OUTPUT_NAME]
+    finish = "stop" if not calls and response.finish_reason == "tool_calls" else response.finish_reason
+    return response.model_copy(
+        update={"message": AssistantMessage(text=text, tool_calls=calls), "finish_reason": finish}
+    )
 
 
 def _messages(messages: list[Message]) -> list[dict[str, Any]]:

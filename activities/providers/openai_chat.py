@@ -11,6 +11,7 @@ import openai
 from activities.errors import stream_error
 from activities.providers._response import ResponseBuilder, collect
 from activities.providers._sdk import SDKModel, client_options
+from workflows.answers import OUTPUT_NAME
 from workflows.messages import (
     AssistantMessage,
     FinishReason,
@@ -86,6 +87,11 @@ def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dic
         ]
         if not request.allow_tool_calls:
             wire["tool_choice"] = "none"
+    if request.output_schema is not None:
+        wire["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": OUTPUT_NAME, "schema": request.output_schema},
+        }
     return wire
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from activities.errors import provider_error
 from workflows.messages import (
     AssistantMessage,
     ModelRequest,
@@ -58,6 +59,10 @@ def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
         )
     if step is None:
         step = ScriptStep(text="(the script has no more steps)")
+    if request.settings.model in step.fails_on:
+        raise provider_error(
+            "scripted", f"model {request.settings.model} fails this step by script", status=400
+        )
 
     calls = [
         ToolCall.from_json(

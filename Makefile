@@ -26,7 +26,7 @@ test: setup
 	COVERAGE_FILE=$(CURDIR)/.coverage $(PY) -m coverage run -m pytest $(ARGS)
 	@$(PY) -m coverage combine -q
 	$(PY) -m coverage report --fail-under=$(COVERAGE_MIN)
-	@for f in durable_agents/starter_cli.py demo.py; do \
+	@for f in durable_agents/starter_cli.py durable_agents/worker_cli.py demo.py; do \
 		$(PY) -m coverage report --include=$$f --fail-under=$(COVERAGE_MIN_ENTRY) >/dev/null \
 		|| { echo "coverage of $$f is under $(COVERAGE_MIN_ENTRY)%"; exit 2; }; done
 

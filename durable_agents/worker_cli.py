@@ -1,0 +1,136 @@
+"""The worker's command line (``python worker.py``): checks the agent files, prices and keys before
+connecting, starts the embedded dev server when no server is named and none answers, then runs
+``build_worker`` until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.hooks import default_hooks
+from activities.prices import DEFAULT_PRICES, load_prices
+from activities.tools import default_registry
+from durable_agents.cli import settings_or_exit
+from durable_agents.connection import (
+    address_is_explicit,
+    connect,
+    connect_config,
+    ensure_search_attributes,
+    reachable,
+)
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import start_embedded_server
+from durable_agents.plugin import MAX_CACHED_WORKFLOWS, build_worker
+from durable_agents.settings import ROLES, Settings
+from durable_agents.telemetry import configure_logging, metrics_runtime, tracing_interceptor
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> int:
+    configure_logging(args.log_format)
+    stores = settings.stores
+    try:
+        registry = default_registry()
+        load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
+        load_prices(settings.prices_file or DEFAULT_PRICES)
+        data_converter(settings)  # and on a bad AGENT_ENCRYPTION_KEY
+    except (AgentFileError, ValueError) as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    try:
+        await stores.open()
+    except RuntimeError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    server = None
+    address = connect_config()["target_host"]
+    print(stores.describe(), flush=True)
+    if warning := stores.several_hosts_warning(address):
+        print(warning, file=sys.stderr, flush=True)
+    if not reachable(address) and not address_is_explicit():
+        print(
+            f"No Temporal server at {address}: starting the embedded dev server "
+            f"(SQLite in {settings.data_dir}/, Web UI http://localhost:8233).",
+            flush=True,
+        )
+        server = await start_embedded_server(settings)
+    runtime = metrics_runtime(args.metrics_port) if args.metrics_port else None
+    tracing = tracing_interceptor(args.trace)
+    try:
+        client = await connect(settings, runtime=runtime, interceptors=[tracing] if tracing else [])
+    except Exception as e:  # connection errors from the Rust core carry no common type
+        print(f"worker: cannot connect to Temporal at {address}: {e}", file=sys.stderr)
+        return 2
+    try:
+        await ensure_search_attributes(client)
+    except RuntimeError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+    worker = build_worker(
+        client,
+        task_queue=args.task_queue,
+        registry=registry,
+        agents_dir=args.agents_dir,
+        role=args.role,
+        activities_per_second=args.rate_limit,
+        max_cached_workflows=args.max_cached_workflows,
+        settings=settings,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        limit = f", at most {args.rate_limit:g} activities/s across the queue" if args.rate_limit else ""
+        where = f"task queue '{args.task_queue}' at {address}{limit}"
+        print(f"Worker ({args.role}) running on {where}. Ctrl-C to stop.", flush=True)
+        await stop.wait()
+    if server:
+        await server.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the durable agent worker.")
+    settings = settings_or_exit("worker")
+    parser.add_argument("--task-queue", default=settings.task_queue)
+    parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
+    parser.add_argument(
+        "--role",
+        choices=ROLES,
+        default=settings.role,
+        help="run everything, or one pool: the loop itself, model calls, or tool calls",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=settings.log_format,
+        help="json: one object per line with workflow id, run id, iteration and tool call id",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=settings.rate_limit,
+        help="activities per second for the whole task queue (e.g. a model pool)",
+    )
+    parser.add_argument(
+        "--max-cached-workflows",
+        type=int,
+        default=settings.max_cached_workflows or MAX_CACHED_WORKFLOWS,
+        help=f"conversations kept in memory between steps (default {MAX_CACHED_WORKFLOWS});"
+        " others are replayed from history when they next have work",
+    )
+    parser.add_argument(
+        "--trace",
+        choices=["console", "otlp"],
+        default=settings.trace,
+        help="OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+    )
+    return asyncio.run(run(parser.parse_args(argv), settings))

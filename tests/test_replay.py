@@ -22,10 +22,12 @@ def test_histories_are_checked_in() -> None:
         "continue_as_new",
         "demo",
         "follow_ups",
+        "interrupted",
         "lean_start",
         "limit_final_answer",
         "mcp_time",
         "tool_errors",
+        "update_with_start",
     ]
 
 

@@ -253,6 +253,9 @@ class AgentSpec(BaseModel):
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
     """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
+    interrupt: bool = False
+    """A message that arrives while a model call runs cancels that call, and the turn starts over with
+    the new message appended; tool calls already running finish, pending approvals stay pending."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

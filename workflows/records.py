@@ -19,6 +19,7 @@ StopReason = Literal[
     "cost_budget_exhausted",
     "blocked_by_hook",
     "cancelled",
+    "interrupted",
 ]
 
 

@@ -40,7 +40,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
-from durable_agents.conversations import start_conversation, ui_link
+from durable_agents.conversations import send_or_start, start_conversation, ui_link
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
 from workflows.activity_refs import CALL_MODEL
@@ -151,6 +151,19 @@ async def start(client: Client, args: argparse.Namespace) -> None:
 async def send(client: Client, args: argparse.Namespace) -> None:
     """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
     text = _text(args.text, args.file, "message")
+    if args.agent:  # start the conversation with this agent if it is not running (update-with-start)
+        try:
+            reply = await send_or_start(
+                client, args.workflow_id, _message(text).text, agent=args.agent, task_queue=args.task_queue
+            )
+        except WorkflowUpdateFailedError as e:
+            if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
+                await client.get_workflow_handle(args.workflow_id).result()  # a failure says why
+            raise CommandError(f"not sent: {_refusal(e)}") from e
+        except WorkflowAlreadyStartedError as e:
+            raise CommandError(f"{args.workflow_id} has closed; send to a new id") from e
+        print(reply.text)
+        return
     handle = client.get_workflow_handle(args.workflow_id)
     print((await send_message(handle, text)).text)
 
@@ -642,6 +655,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("workflow_id")
     m.add_argument("text", nargs="?", help="the message (or --file)")
     m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
+    m.add_argument("--agent", help="start the conversation with this agent if it is not running")
     m.set_defaults(func=send)
 
     c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")

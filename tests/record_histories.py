@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
 
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
@@ -130,6 +132,15 @@ SHAPES: dict[str, ConversationInput] = {
             tools=["add"],
         )
     ),
+    # Started without a prompt by update-with-start, whose send_message carries the first message.
+    "update_with_start": ConversationInput(
+        await_first_message=True, agent_spec=scripted_agent(step("you said {user}"), tools=[])
+    ),
+    # A message arrives a second into a slow model call of an interrupting agent: the call is
+    # cancelled, the first message answered as interrupted, and the model called again for both.
+    "interrupted": conversation(
+        scripted_agent(ScriptStep(text="slow", delay_seconds=3, repeat=2), tools=[]), interrupt=True
+    ),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
@@ -150,6 +161,8 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
+UPDATE_WITH_START: dict[str, MessageInput] = {"update_with_start": MessageInput(text="hello")}
+MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {"interrupted": (1.0, MessageInput(text="never mind"))}
 
 
 async def record(names: list[str]) -> None:
@@ -161,14 +174,33 @@ async def record(names: list[str]) -> None:
             ):
                 for name in names:
                     signal, payload = START_SIGNALS.get(name, (None, None))
-                    handle = await server.client.start_workflow(
-                        AgentWorkflow.run,
-                        SHAPES[name],
-                        id=f"record-{name}",
-                        task_queue="record",
-                        start_signal=signal,
-                        start_signal_args=[payload] if payload else [],
-                    )
+                    if name in UPDATE_WITH_START:
+                        start = WithStartWorkflowOperation(
+                            AgentWorkflow.run,
+                            SHAPES[name],
+                            id=f"record-{name}",
+                            task_queue="record",
+                            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                        )
+                        await server.client.execute_update_with_start_workflow(
+                            AgentWorkflow.send_message,
+                            UPDATE_WITH_START[name],
+                            start_workflow_operation=start,
+                        )
+                        handle = await start.workflow_handle()
+                    else:
+                        handle = await server.client.start_workflow(
+                            AgentWorkflow.run,
+                            SHAPES[name],
+                            id=f"record-{name}",
+                            task_queue="record",
+                            start_signal=signal,
+                            start_signal_args=[payload] if payload else [],
+                        )
+                    if name in MESSAGE_AFTER:
+                        delay, message = MESSAGE_AFTER[name]
+                        await asyncio.sleep(delay)
+                        await handle.signal(AgentWorkflow.post_message, message)
                     if name in CANCEL_AFTER:
                         await asyncio.sleep(CANCEL_AFTER[name])
                         await handle.cancel(reason="recorded cancellation")

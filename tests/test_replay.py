@@ -23,12 +23,14 @@ def test_histories_are_checked_in() -> None:
         "continue_as_new",
         "demo",
         "follow_ups",
+        "interrupted",
         "lean_start",
         "limit_final_answer",
         "mcp_time",
         "model_fallback",
         "tool_errors",
         "typed_answer",
+        "update_with_start",
     ]
 
 

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.decisions import edit_note
     from workflows.fallback import candidates, cost, models_used
     from workflows.inputs import one_input
+    from workflows.interrupts import Interrupted, unless_interrupted
     from workflows.messages import (
         AssistantMessage,
         ModelRequest,
@@ -120,7 +121,7 @@ class AgentWorkflow:
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
-        if input.state is None and not self._input_error:
+        if input.state is None and not self._input_error and input.prompt is not None:
             self._enqueue(input.prompt)
 
     @workflow.run
@@ -140,7 +141,10 @@ class AgentWorkflow:
                 if self._continue_as_new_due():
                     self._continue_as_new(input)
                 if self._s.turn is not None:
-                    await self._step(agent)
+                    try:
+                        await self._step(agent)
+                    except Interrupted:  # a newer message cancelled the model call: its turn is next
+                        self._finish_turn("interrupted")
                 elif self._s.queue:
                     await self._start_turn(agent)
                 elif not await self._wait_for_message(agent):
@@ -216,7 +220,7 @@ class AgentWorkflow:
         size = len(message.text.encode())
         spec = self._s.agent.spec if self._s.agent else self._input.agent_spec  # named: not resolved yet
         limit = spec.max_message_bytes if spec else DEFAULT_MAX_MESSAGE_BYTES
-        if size > limit:
+        if size > limit and self._s.messages_received:  # a first message is a prompt, and as large
             raise ValueError(f"{what}: the message is {size} bytes; this conversation takes at most {limit}")
         return message
 
@@ -376,7 +380,7 @@ class AgentWorkflow:
         if self._s.ended:
             self._closed_by = "end_signal"
             return False
-        if not agent.spec.chat:
+        if not agent.spec.chat and self._s.messages_received:  # else started without a prompt
             return False
         self._board.set("idle", "waiting for the next message")
         try:
@@ -465,6 +469,9 @@ class AgentWorkflow:
             await self._resolve_calls(agent, turn)
             return
         spec = agent.spec
+        if spec.interrupt and self._s.queue:  # a newer message takes over before the next model call
+            self._finish_turn("interrupted")
+            return
         limit = self._limit(turn, agent)
         if limit is None:
             turn.iterations += 1
@@ -622,7 +629,7 @@ class AgentWorkflow:
         self, agent: ResolvedAgent, settings: ModelSettings, allow_tool_calls: bool, *, stored: int
     ) -> ModelResponse:
         policy = agent.spec.model_call
-        return await _execute(
+        call = _execute(
             CALL_MODEL,
             ModelCallInput(
                 conversation_key=_conversation_key(),
@@ -642,6 +649,9 @@ class AgentWorkflow:
             + ("" if allow_tool_calls else " (tools off)"),
             **policy.activity_options(),
         )
+        if agent.spec.interrupt:
+            return await unless_interrupted(call, lambda: bool(self._s.queue))
+        return await call
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
         """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""
@@ -924,6 +934,8 @@ def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
             return "the conversation was cancelled"
         case "invalid_output":
             return f"no answer matched the output schema after {spec.output_retries} retries"
+        case "interrupted":
+            return "interrupted by a newer message"
     return f"iteration limit of {spec.max_iterations} reached"
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
@@ -49,6 +50,8 @@ class AgentOverrides(BaseModel):
     continue_as_new_after: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
     cost_budget: float | None = Field(default=None, gt=0)
+    interrupt: bool | None = None
+    """A newer message cancels the running model call (``AgentSpec.interrupt``)."""
 
     def apply(self, spec: AgentSpec) -> AgentSpec:
         """The agent with these overrides merged onto it."""
@@ -68,7 +71,11 @@ class ConversationInput(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    await_first_message: bool = False
+    """Start without a prompt: the conversation waits for its first message, as update-with-start
+    sends it (``send_message``)."""
+    prompt: str | None = Field(default=None, min_length=1, max_length=MAX_PROMPT_CHARS, validate_default=True)
+    """The first message; required unless ``await_first_message``."""
     agent: str | None = None
     """Name of an agent file known to the worker."""
     agent_spec: AgentSpec | None = None
@@ -89,6 +96,17 @@ class ConversationInput(BaseModel):
             nested = nested.model_dump(exclude_none=True)
         data["overrides"] = {**flat, **(nested or {})} if isinstance(nested, dict | None) else nested
         return data
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_unless_awaited(cls, prompt: str | None, info: ValidationInfo) -> str | None:
+        # await_first_message is declared before prompt, so it is validated (and in info.data) first.
+        awaited = info.data.get("await_first_message", False)
+        if prompt is None and not awaited:
+            raise PydanticCustomError("missing", "Field required (or await_first_message: true)")
+        if prompt is not None and awaited:
+            raise PydanticCustomError("extra_prompt", "give a prompt or await_first_message, not both")
+        return prompt
 
     @model_validator(mode="after")
     def _one_agent(self) -> ConversationInput:

@@ -293,6 +293,10 @@ class AgentSpec(BaseModel):
             check_schema(value)
         return value
 
+    interrupt: bool = False
+    """A message that arrives while a model call runs cancels that call, and the turn starts over with
+    the new message appended; tool calls already running finish, pending approvals stay pending."""
+
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:
         names = [s.name for s in self.mcp_servers]

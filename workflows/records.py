@@ -20,6 +20,7 @@ StopReason = Literal[
     "blocked_by_hook",
     "cancelled",
     "invalid_output",
+    "interrupted",
 ]
 
 

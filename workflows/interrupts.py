@@ -1,0 +1,37 @@
+"""Interrupting a turn: a message that arrives while the model answers an older one cancels the call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """The model call was cancelled because a newer message arrived."""
+
+
+async def unless_interrupted(call: Awaitable[T], interrupted: Callable[[], bool]) -> T:
+    """``call``'s result, unless ``interrupted()`` turns true first: then the call is cancelled and,
+    once its cancellation completed (a heartbeating activity hears it and aborts its request),
+    ``Interrupted`` is raised. A call that completed meanwhile keeps its result."""
+    task = asyncio.ensure_future(call)
+    try:
+        await workflow.wait_condition(lambda: task.done() or interrupted())
+    except asyncio.CancelledError:  # the conversation's cancellation: the call's too, and waited for
+        task.cancel()
+        await workflow.wait([task])
+        raise
+    if not task.done():
+        task.cancel()
+    try:
+        return await task
+    except ActivityError as err:
+        if not isinstance(err.cause, CancelledError):
+            raise
+    raise Interrupted

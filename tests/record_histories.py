@@ -15,19 +15,27 @@ import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
+from temporalio.client import Client
 
 from durable_agents.dev_server import start_embedded_server
+from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
-from workflows.config import ApprovalPolicy, MCPServerConfig
+from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
 from workflows.messages import ScriptStep
 from workflows.records import ApprovalSignal
 
 HISTORIES = Path(__file__).parent / "histories"
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
+
+
+def _streaming(agent: AgentSpec) -> AgentSpec:
+    agent.model.stream = True
+    return agent
+
 
 SHAPES: dict[str, ConversationInput] = {
     "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
@@ -84,6 +92,19 @@ SHAPES: dict[str, ConversationInput] = {
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
     ),
+    # Followed on its event stream while it runs (poll updates); the first model call streams its
+    # text (text delta signals from the model activity); the run hands its pollers over to the next.
+    "streamed": conversation(
+        _streaming(
+            scripted_agent(
+                step(
+                    "Let me add these two numbers for you, carefully.", ("add", {"a": 1, "b": 2})
+                ).model_copy(update={"delay_seconds": 2}),
+                step("The sum is {last_result}."),
+                continue_as_new_after=1,
+            )
+        )
+    ),
 }
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
@@ -91,6 +112,8 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
+FOLLOWED = {"streamed"}
+"""Shapes recorded with a subscriber following the event stream."""
 
 
 async def record(names: list[str]) -> None:
@@ -110,6 +133,8 @@ async def record(names: list[str]) -> None:
                         start_signal=signal,
                         start_signal_args=[payload] if payload else [],
                     )
+                    if name in FOLLOWED:
+                        await _follow(server.client, handle.id)
                     if name in CANCEL_AFTER:
                         await asyncio.sleep(CANCEL_AFTER[name])
                         await handle.cancel(reason="recorded cancellation")
@@ -120,6 +145,12 @@ async def record(names: list[str]) -> None:
                     print(f"wrote {HISTORIES / name}.json")
         finally:
             await server.stop()
+
+
+async def _follow(client: Client, workflow_id: str) -> None:
+    """Follow the stream to its end, and check the offsets come in order."""
+    offsets = [offset async for offset, _ in follow(client, workflow_id)]
+    assert offsets == list(range(len(offsets))), offsets
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ def test_histories_are_checked_in() -> None:
         "lean_start",
         "limit_final_answer",
         "mcp_time",
+        "streamed",
         "tool_errors",
     ]
 

@@ -27,7 +27,7 @@ from durable_agents.conversations import start_conversation, ui_link
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
-from durable_agents.starter_cli import format_approval, format_result, format_transcript
+from durable_agents.starter_cli import format_result, show_live
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.records import ApprovalSignal
@@ -57,13 +57,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
             id=workflow_id,
             task_queue=args.task_queue,
         )
+        print("Live events")
+        print("-----------")
+        live = asyncio.create_task(show_live(client, workflow_id, approve_hints=False))
         await approve_like_an_operator(handle, wait_for_person=args.manual)
+        await live
         result = await handle.result()
-        print("Transcript")
-        print("----------")
-        print(format_transcript(result.messages))
-        for record in result.approvals:
-            print(format_approval(record))
         print("\nFinal answer")
         print("------------")
         print(format_result(result))

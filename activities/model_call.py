@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
+from activities.text_deltas import text_deltas
 from workflows.activity_io import ModelCallInput
 from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse
@@ -43,18 +44,25 @@ class ModelActivities:
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         provider = await self._provider(input.request.settings.provider)
         # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
-        async with heartbeating() as publish:
+        async with heartbeating() as publish, text_deltas(input.model_call) as to_stream:
             request = await self._with_transcript(input)
             model = f"{provider.name}:{request.settings.model}"
             activity.logger.info(
                 "calling %s with %d messages", model, len(request.messages),
                 extra={"iteration": input.iteration, "model": model},
             )  # fmt: skip
-            on_text = (
-                (lambda text: publish(ModelProgress(partial_text=text))) if request.settings.stream else None
-            )
+
+            def on_text(text: str) -> None:
+                publish(ModelProgress(partial_text=text))
+                if to_stream:
+                    to_stream(text)
+
             try:
-                return await provider.complete(request, timeout=input.timeout_seconds, on_text=on_text)
+                return await provider.complete(
+                    request,
+                    timeout=input.timeout_seconds,
+                    on_text=on_text if request.settings.stream else None,
+                )
             except ValueError as e:  # a response we cannot map: retrying would give the same
                 raise ApplicationError(
                     f"{provider.name}: unusable response: {e}",

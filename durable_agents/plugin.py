@@ -52,7 +52,7 @@ STICKY_SECONDS = 5.0
 goes to any worker (a full replay). 1 s turned every queueing delay of a busy worker into a timeout
 and a replay; after a crash, conversations the dead worker had cached move within this time."""
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
-"""Streamed partial answers reach ``describe`` (and ``starter.py watch``) within a second."""
+"""Streamed partial answers reach ``describe`` (and the Web UI) within a second."""
 
 _SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them at the SDK's default
     "max_cached_workflows": (1000, MAX_CACHED_WORKFLOWS),

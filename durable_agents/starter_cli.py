@@ -42,8 +42,9 @@ from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import send_or_start, start_conversation, ui_link
 from durable_agents.converter import data_converter
+from durable_agents.live import POLL_COOLDOWN, follow, next_offset
 from durable_agents.settings import Settings
-from workflows.activity_refs import CALL_MODEL
+from durable_agents.sse import DEFAULT_PORT, serve
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
@@ -55,11 +56,23 @@ from workflows.api import (
     ConversationStatus,
     MessageInput,
 )
+from workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    HookDecided,
+    MessageAdded,
+    ModelCallFinished,
+    ReplySent,
+    StateChanged,
+    StreamedText,
+    TextDelta,
+    ToolCallFinished,
+)
 from workflows.inputs import first_error
 from workflows.messages import (
     AssistantMessage,
     Message,
-    ModelProgress,
     SystemMessage,
     ToolResultMessage,
     UserMessage,
@@ -241,6 +254,10 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
     if args.workflow_id:
         handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
         first = None
+        # What waits already, then what happens from now on.
+        events = _Events(client, handle.id, await next_offset(client, handle.id))
+        for record in await handle.query(AgentWorkflow.pending_approvals):
+            events.approvals.put_nowait(record)
     else:
         first = _message(await asyncio.to_thread(input, "you> "))
         workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
@@ -251,9 +268,17 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
             task_queue=args.task_queue,
         )
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
+        events = _Events(client, handle.id, 0)
+    try:
+        await _chat_turns(handle, events, first)
+    finally:
+        await events.close()
+
+
+async def _chat_turns(handle: WorkflowHandle, events: _Events, first: MessageInput | None) -> None:
     while True:
         if first is not None:
-            reply = asyncio.create_task(_first_reply(handle))
+            reply = asyncio.create_task(events.reply_to("m1"))
             first = None
         else:
             text = (await asyncio.to_thread(input, "you> ")).strip()
@@ -264,35 +289,70 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
             if not text:
                 continue
             reply = asyncio.create_task(send_message(handle, text))
-        print(f"agent> {(await _answering_approvals(handle, reply)).text}")
+        print(f"agent> {(await _answering_approvals(handle, events, reply)).text}")
 
 
-async def _first_reply(handle: WorkflowHandle) -> Reply:
-    while not (replies := await handle.query(AgentWorkflow.replies)):
-        await asyncio.sleep(0.2)
-    return replies[0]
+class _Events:
+    """What a chat needs of the conversation's event stream, read by one task: the tool calls that
+    wait for approval, in order, and the replies."""
+
+    def __init__(self, client: Client, workflow_id: str, from_offset: int) -> None:
+        self.approvals: asyncio.Queue[ApprovalRecord] = asyncio.Queue()
+        self._replies: dict[str, asyncio.Future[Reply]] = {}
+        self._reader = asyncio.create_task(self._read(client, workflow_id, from_offset))
+
+    async def _read(self, client: Client, workflow_id: str, from_offset: int) -> None:
+        try:
+            async for _, event in follow(client, workflow_id, from_offset):
+                if isinstance(event, ApprovalRequested):
+                    self.approvals.put_nowait(event.record)
+                elif isinstance(event, ReplySent) and not self._reply(event.reply.message_id).done():
+                    self._reply(event.reply.message_id).set_result(event.reply)
+        finally:
+            for waiting in self._replies.values():
+                if not waiting.done():
+                    waiting.set_exception(CommandError("the conversation ended without a reply"))
+
+    def _reply(self, message_id: str) -> asyncio.Future[Reply]:
+        return self._replies.setdefault(message_id, asyncio.get_running_loop().create_future())
+
+    async def reply_to(self, message_id: str) -> Reply:
+        waiting = self._reply(message_id)
+        if self._reader.done() and not waiting.done():
+            raise CommandError("the conversation ended without a reply")
+        return await waiting
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
 
 
-async def _answering_approvals(handle: WorkflowHandle, reply: asyncio.Task[Reply]) -> Reply:
-    """Wait for the reply, asking the operator about each tool call that needs approval."""
+async def _answering_approvals(handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply]) -> Reply:
+    """Wait for the reply, asking the operator about each tool call that needs approval as the
+    stream says it waits."""
     asked: set[str] = set()
     while not reply.done():
-        for record in await handle.query(AgentWorkflow.pending_approvals):
-            if record.call_id in asked:
-                continue
-            asked.add(record.call_id)
-            question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
-            answer = (await asyncio.to_thread(input, question)).strip().lower()
-            decision = Decision(
-                call_id=record.call_id,
-                approve=answer in ("y", "yes"),
-                by=getpass.getuser(),
-                reason="answered in chat",
-                arguments_digest=record.arguments_digest,
-            )
-            await handle.execute_update(AgentWorkflow.decide, decision)
-        await asyncio.wait([reply], timeout=0.2)
-    return reply.result()
+        waiting = asyncio.ensure_future(events.approvals.get())
+        await asyncio.wait([reply, waiting], return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            waiting.cancel()
+            break
+        record = waiting.result()
+        if record.call_id in asked:
+            continue
+        asked.add(record.call_id)
+        question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
+        answer = (await asyncio.to_thread(input, question)).strip().lower()
+        decision = Decision(
+            call_id=record.call_id,
+            approve=answer in ("y", "yes"),
+            by=getpass.getuser(),
+            reason="answered in chat",
+            arguments_digest=record.arguments_digest,
+        )
+        await handle.execute_update(AgentWorkflow.decide, decision)
+    return await reply
 
 
 def _message(text: str) -> MessageInput:
@@ -442,73 +502,102 @@ async def revoke(client: Client, args: argparse.Namespace) -> None:
 
 
 async def watch(client: Client, args: argparse.Namespace) -> None:
-    """Follow a conversation live: new messages, approvals awaited and decided, until it ends."""
+    """Follow a conversation live on its event stream until it ends; Ctrl-C says where to resume."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    shown_messages, shown_approvals, last_detail = 0, dict[str, str](), ""
-    typing = _TypingLine()
-    while True:
-        finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
-        found = await _conversation(handle)
-        new = format_transcript(found.messages[shown_messages:])
-        if new:
-            typing.close()
-            print(new)
-        shown_messages = len(found.messages)
-        for record in found.approvals:
-            if shown_approvals.get(record.call_id) != record.state:
-                shown_approvals[record.call_id] = record.state
+    await handle.describe()  # an unknown id is one line, not a wait
+    await show_live(client, args.workflow_id, args.from_offset, cooldown=timedelta(seconds=args.interval))
+    print(format_result(await handle.result()))
+
+
+async def show_live(
+    client: Client,
+    workflow_id: str,
+    from_offset: int = 0,
+    *,
+    cooldown: timedelta = POLL_COOLDOWN,
+    approve_hints: bool = True,
+) -> None:
+    """Print a conversation's events as they come: the transcript as it grows, approvals awaited
+    and decided, a streamed answer as it is typed, what the loop is doing; until it ends."""
+    typing, last_detail, offset = _TypingLine(), "", from_offset - 1
+    try:
+        async for at, event in follow(client, workflow_id, from_offset, cooldown=cooldown):
+            offset = at
+            if isinstance(event, TextDelta | ModelCallFinished):
+                typing.add(event)
+            if isinstance(event, StateChanged):
+                if event.detail == last_detail:
+                    continue
+                last_detail = event.detail
+            if lines := format_event(event):
                 typing.close()
-                print(format_approval(record))
-                if record.state == "pending":
-                    print(
-                        f"  approve: python starter.py approve {args.workflow_id} {record.call_id}"
-                        f" --digest {record.arguments_digest}"
-                    )
-        if finished:
-            typing.close()
-            print(format_result(await handle.result()))
-            return
-        status = await handle.query(AgentWorkflow.status)
-        if status.detail != last_detail:
-            last_detail = status.detail
-            typing.close()
-            print(f"... {status.detail}")
-        typing.show(await partial_answer(client, handle))
-        await asyncio.sleep(args.interval)
+                print("\n".join(lines), flush=True)
+            if isinstance(event, ApprovalRequested) and approve_hints:
+                record = event.record
+                print(
+                    f"  approve: python starter.py approve {workflow_id} {record.call_id}"
+                    f" --digest {record.arguments_digest}"
+                )
+    except asyncio.CancelledError:  # Ctrl-C
+        typing.close()
+        resume = f"python starter.py watch {workflow_id} --from {offset + 1}"
+        print(f"(left after event {offset}; resume with: {resume})", file=sys.stderr)
+        raise
+    typing.close()
+
+
+def format_event(event: Event) -> list[str]:
+    """An event's lines as ``watch`` prints them (the transcript's own format); none for the events
+    that only say what starts (the status line says it), and for text deltas (``_TypingLine``)."""
+    match event:
+        case MessageAdded(role="system", text=text):
+            return [format_transcript([SystemMessage(text=text)])]
+        case MessageAdded(text=text):
+            return [format_transcript([UserMessage(text=text)])]
+        case ModelCallFinished(text=text, tool_calls=calls):
+            found = format_transcript([AssistantMessage(text=text, tool_calls=calls)])
+            return found.splitlines() if found else []
+        case ToolCallFinished(call_id=call_id, tool=tool, content=content, is_error=is_error):
+            return [
+                format_transcript(
+                    [ToolResultMessage(call_id=call_id, name=tool, content=content, is_error=is_error)]
+                )
+            ]
+        case ApprovalRequested(record=record) | ApprovalDecided(record=record):
+            return [format_approval(record)]
+        case HookDecided(record=record):
+            why = f": {record.reason}" if record.reason else ""
+            return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]
+        case StateChanged(detail=detail) if detail:
+            return [f"... {detail}"]
+    return []
 
 
 class _TypingLine:
-    """A streamed answer on one growing line: each poll prints only the text that is new."""
+    """A streamed answer on one growing line, printing only what is new: by the dedupe rule of
+    ``StreamedText``, a retried model call repeats nothing already shown."""
 
     def __init__(self) -> None:
-        self._shown = ""
+        self._text = StreamedText()
+        self._open = False
 
-    def show(self, partial: str) -> None:
-        if self._shown and partial.startswith(self._shown):
-            print(partial[len(self._shown) :], end="", flush=True)
-        else:  # another model call (or none): a line of its own
-            self.close()
-            if partial:
-                print(f"agent (typing)> {partial}", end="", flush=True)
-        self._shown = partial
+    def add(self, event: TextDelta | ModelCallFinished) -> None:
+        update = self._text.add(event)
+        if isinstance(event, ModelCallFinished):
+            self.close()  # the whole answer follows as the transcript's line
+        elif update is not None:
+            how, text = update
+            if how == "restart" or not self._open:
+                self.close()
+                print("agent (typing)> ", end="")
+                self._open = True
+            print(text, end="", flush=True)
 
     def close(self) -> None:
         """End the line before anything else is printed."""
-        if self._shown:
+        if self._open:
             print()
-            self._shown = ""
-
-
-async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
-    """The text a streaming model call has produced so far (from its heartbeat details), or ""."""
-    described = await handle.describe()
-    for pending in described.raw_description.pending_activities:
-        if pending.activity_type.name == CALL_MODEL.name and pending.heartbeat_details.payloads:
-            [progress] = await client.data_converter.decode(
-                list(pending.heartbeat_details.payloads), [ModelProgress]
-            )
-            return progress.partial_text
-    return ""
+            self._open = False
 
 
 async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
@@ -517,6 +606,18 @@ async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
     if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
         return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
     return await handle.query(AgentWorkflow.history)
+
+
+def _offset(given: str) -> int:
+    if not given.isdigit():
+        raise argparse.ArgumentTypeError(f"an event offset is 0, 1, 2, ..., not {given!r}")
+    return int(given)
+
+
+async def serve_events(client: Client, args: argparse.Namespace) -> None:
+    url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
+    print(f"Serving conversation events on {url} (Ctrl-C stops)", flush=True)
+    await serve(client, args.host, args.port)
 
 
 def _duration(delta: timedelta) -> str:
@@ -714,8 +815,14 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="follow a conversation live until it ends")
     w.add_argument("workflow_id")
-    w.add_argument("--interval", type=float, default=0.5)
+    w.add_argument("--from", dest="from_offset", type=_offset, default=0, help="the event offset to start at")
+    w.add_argument("--interval", type=float, default=0.1, help="seconds between polls once caught up")
     w.set_defaults(func=watch)
+
+    sv = sub.add_parser("serve", help="serve conversations' event streams as Server-Sent Events")
+    sv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.set_defaults(func=serve_events)
 
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=int, default=20)

@@ -15,10 +15,11 @@ import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporalio.client import WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 from durable_agents.dev_server import start_embedded_server
+from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
@@ -30,6 +31,12 @@ from workflows.records import ApprovalSignal, Decision, Revocation
 HISTORIES = Path(__file__).parent / "histories"
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
+
+
+def _streaming(agent: AgentSpec) -> AgentSpec:
+    agent.model.stream = True
+    return agent
+
 
 SHAPES: dict[str, ConversationInput] = {
     "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
@@ -141,6 +148,19 @@ SHAPES: dict[str, ConversationInput] = {
     "interrupted": conversation(
         scripted_agent(ScriptStep(text="slow", delay_seconds=3, repeat=2), tools=[]), interrupt=True
     ),
+    # Followed on its event stream while it runs (poll updates); the first model call streams its
+    # text (text delta signals from the model activity); the run hands its pollers over to the next.
+    "streamed": conversation(
+        _streaming(
+            scripted_agent(
+                step(
+                    "Let me add these two numbers for you, carefully.", ("add", {"a": 1, "b": 2})
+                ).model_copy(update={"delay_seconds": 2}),
+                step("The sum is {last_result}."),
+                continue_as_new_after=1,
+            )
+        )
+    ),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
@@ -163,6 +183,8 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
 UPDATE_WITH_START: dict[str, MessageInput] = {"update_with_start": MessageInput(text="hello")}
 MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {"interrupted": (1.0, MessageInput(text="never mind"))}
+FOLLOWED = {"streamed"}
+"""Shapes recorded with a subscriber following the event stream."""
 
 
 async def record(names: list[str]) -> None:
@@ -201,6 +223,8 @@ async def record(names: list[str]) -> None:
                         delay, message = MESSAGE_AFTER[name]
                         await asyncio.sleep(delay)
                         await handle.signal(AgentWorkflow.post_message, message)
+                    if name in FOLLOWED:
+                        await _follow(server.client, handle.id)
                     if name in CANCEL_AFTER:
                         await asyncio.sleep(CANCEL_AFTER[name])
                         await handle.cancel(reason="recorded cancellation")
@@ -220,6 +244,12 @@ async def record(names: list[str]) -> None:
                     print(f"wrote {HISTORIES / name}.json")
         finally:
             await server.stop()
+
+
+async def _follow(client: Client, workflow_id: str) -> None:
+    """Follow the stream to its end, and check the offsets come in order."""
+    offsets = [offset async for offset, _ in follow(client, workflow_id)]
+    assert offsets == list(range(len(offsets))), offsets
 
 
 if __name__ == "__main__":

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from durable_agents import starter_cli as starter
 from tests.conftest import Env
 from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
+from workflows.activity_refs import CALL_MODEL
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, CallPolicy
-from workflows.messages import ModelSettings
+from workflows.messages import ModelProgress, ModelSettings
 
 DATA = Path(__file__).parent / "data"
 SECRET = "sk-test-secret-never-in-history"
@@ -198,7 +198,7 @@ async def test_partial_answer_is_visible_while_the_model_streams(env: Env, fake:
     handle = await env.start(_streaming("openai", "gpt-4o-mini"))
     seen: list[str] = []
     while not (await handle.describe()).close_time:
-        partial = await starter.partial_answer(env.client, handle)
+        partial = await _partial_answer(env.client, handle)
         if partial and partial not in seen:
             seen.append(partial)
         await asyncio.sleep(0.1)
@@ -208,6 +208,18 @@ async def test_partial_answer_is_visible_while_the_model_streams(env: Env, fake:
     # Partials grow towards the answer; the last may be all of it (the call ends a chunk later).
     assert all(final.startswith(p) for p in seen)
     assert any(len(p) < len(final) for p in seen), f"no partial answer before the whole one: {seen}"
+
+
+async def _partial_answer(client: Client, handle: WorkflowHandle) -> str:
+    """The text a streaming model call has produced so far, from its heartbeat details (the Web UI
+    shows them), or ""."""
+    for pending in (await handle.describe()).raw_description.pending_activities:
+        if pending.activity_type.name == CALL_MODEL.name and pending.heartbeat_details.payloads:
+            [progress] = await client.data_converter.decode(
+                list(pending.heartbeat_details.payloads), [ModelProgress]
+            )
+            return progress.partial_text
+    return ""
 
 
 async def test_server_error_500_is_retried(env: Env, fake: FakeProvider) -> None:

@@ -9,13 +9,13 @@ import importlib
 import inspect
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from durable_agents.converter import PayloadConverter
-from workflows.messages import AssistantMessage, ToolCall, UserMessage
+from workflows.messages import AssistantMessage, Tagged, ToolCall, UserMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED = Path(__file__).parent / "data" / "recorded_defaults.json"
@@ -52,6 +52,24 @@ def test_every_default_is_pinned() -> None:
     """A new field's default is pinned too: ``python -m tests.test_recorded_defaults`` adds it."""
     pinned = json.loads(PINNED.read_text())
     assert {key: value for key, value in recorded_defaults().items() if key not in pinned} == {}
+
+
+def test_every_union_tag_is_written_even_at_its_default() -> None:
+    """A field of one literal value with that value as default tells union members apart: left out as
+    a default, the member could not be told when read back. Each such field is a ``Tagged`` model's TAG."""
+    untagged = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        module = importlib.import_module(f"workflows.{path.stem}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if not issubclass(cls, BaseModel) or cls.__module__ != module.__name__:
+                continue
+            for field_name, field in cls.model_fields.items():
+                tag = get_origin(field.annotation) is Literal and get_args(field.annotation) == (
+                    field.default,
+                )
+                if tag and not (issubclass(cls, Tagged) and field_name == cls.TAG):
+                    untagged.append(f"{name}.{field_name}")
+    assert untagged == []
 
 
 def test_payloads_leave_out_defaults_and_read_back_the_same() -> None:

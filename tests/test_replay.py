@@ -28,6 +28,7 @@ def test_histories_are_checked_in() -> None:
         "limit_final_answer",
         "mcp_time",
         "model_fallback",
+        "streamed",
         "tool_errors",
         "typed_answer",
         "update_with_start",

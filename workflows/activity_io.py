@@ -91,6 +91,9 @@ class ModelCallInput(BaseModel):
     timeout_seconds: float = 120.0
     iteration: int = 0
     """For log lines."""
+    model_call: int | None = None
+    """The call's number in the conversation's event stream, set when it streams: its text goes to
+    the stream as ``text_delta`` events (workflows/events.py)."""
 
 
 class ToolInvocation(BaseModel):

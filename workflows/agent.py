@@ -10,6 +10,8 @@ person) and pick up exactly where it was.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +53,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import Approvals
     from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, HookEvent
     from workflows.decisions import edit_note
+    from workflows.events import (
+        ApprovalDecided,
+        ApprovalRequested,
+        ConversationEvents,
+        Ended,
+        HookDecided,
+        MessageAdded,
+        ModelCallFinished,
+        ModelCallStarted,
+        ReplySent,
+        ToolCallFinished,
+        ToolCallStarted,
+    )
     from workflows.fallback import candidates, cost, models_used
     from workflows.inputs import one_input
     from workflows.interrupts import Interrupted, unless_interrupted
@@ -115,7 +130,13 @@ class AgentWorkflow:
         self._approvals = Approvals(
             self._s.approvals, self._s.early_decisions, self._s.allowances, schema_of=self._schema_of
         )
-        self._board = StatusBoard(self._s, pending_approvals=len(self._approvals.pending))
+        self._events = ConversationEvents(self._s.stream)  # the stream's handlers are registered here
+        self._s.stream = None  # the stream holds it now; the next run gets it back from the stream
+        self._board = StatusBoard(
+            self._s, pending_approvals=len(self._approvals.pending), events=self._events
+        )
+        self._answering = 0
+        """Updates (send_message, refresh_tools) still waiting: a continue-as-new waits for them."""
         self._lean = False
         self._run_model_calls = 0
         self._tools_in_flight = 0
@@ -139,7 +160,7 @@ class AgentWorkflow:
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
                 if self._continue_as_new_due():
-                    self._continue_as_new(input)
+                    await self._continue_as_new(input)
                 if self._s.turn is not None:
                     try:
                         await self._step(agent)
@@ -149,16 +170,19 @@ class AgentWorkflow:
                     await self._start_turn(agent)
                 elif not await self._wait_for_message(agent):
                     self._closing = True
+                    self._events.release()
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     return self._result()
         except asyncio.CancelledError:
             if workflow.cancellation_reason() is None:
                 raise  # not a cancellation of the conversation (say, an evicted run)
             result = self._cancelled(workflow.cancellation_reason() or "no reason given")
+            self._events.release()
             await workflow.wait_condition(workflow.all_handlers_finished)
             return result
         except Exception as err:
             self._board.set("failed", f"failed: {err}")
+            self._events.publish(Ended(outcome="failed", detail=self._board.view.detail))
             raise
 
     # -- inspection ---------------------------------------------------------------
@@ -191,9 +215,18 @@ class AgentWorkflow:
     @workflow.update(name="send_message")
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
-        message_id = self._enqueue(self._message(args, "send_message").text)
-        await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
-        return next(r for r in self._s.replies if r.message_id == message_id)
+        with self._waiting_update():
+            message_id = self._enqueue(self._message(args, "send_message").text)
+            await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
+            return next(r for r in self._s.replies if r.message_id == message_id)
+
+    @contextmanager
+    def _waiting_update(self) -> Iterator[None]:
+        self._answering += 1
+        try:
+            yield
+        finally:
+            self._answering -= 1
 
     @send_message.validator
     def _check_message(self, *args: Any) -> None:
@@ -259,13 +292,17 @@ class AgentWorkflow:
         keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
             BIND_APPROVALS_PATCH
         )
+        were_pending = self._approvals.pending
         outcome = self._approvals.on_signal(signal, approve, workflow.now(), keep_early=keep_early)
+        self._events.approvals_decided(were_pending)
         workflow.logger.info("%s signal: %s", name, outcome)
 
     @workflow.update(name="decide")
     def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
-        return self._approvals.decide(self._decision(args), workflow.now())
+        record = self._approvals.decide(self._decision(args), workflow.now())
+        self._events.publish(ApprovalDecided(record=record))
+        return record
 
     @decide.validator
     def _check_decision(self, *args: Any) -> None:
@@ -318,6 +355,7 @@ class AgentWorkflow:
             resolved.tools += await self._list_mcp_tools(resolved)
         if resolved.spec.system_prompt:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
+            self._events.publish(MessageAdded(role="system", text=resolved.spec.system_prompt))
         return resolved
 
     async def _list_mcp_tools(self, agent: ResolvedAgent) -> list[ToolSpec]:
@@ -361,12 +399,13 @@ class AgentWorkflow:
         """List the MCP servers' tools again for the next model calls; returns every tool name."""
         agent = self._s.agent
         assert agent is not None
-        own = [t for t in agent.tools if t.mcp_server is None]
-        mcp = await self._list_mcp_tools(ResolvedAgent(spec=agent.spec, tools=own))
-        # Calls the model already asked for run with the tools it was offered.
-        await workflow.wait_condition(lambda: self._s.turn is None or not self._s.turn.calls)
-        agent.tools = own + mcp
-        return [t.definition.name for t in agent.tools]
+        with self._waiting_update():
+            own = [t for t in agent.tools if t.mcp_server is None]
+            mcp = await self._list_mcp_tools(ResolvedAgent(spec=agent.spec, tools=own))
+            # Calls the model already asked for run with the tools it was offered.
+            await workflow.wait_condition(lambda: self._s.turn is None or not self._s.turn.calls)
+            agent.tools = own + mcp
+            return [t.definition.name for t in agent.tools]
 
     @refresh_tools.validator
     def _check_refresh(self, *args: Any) -> None:
@@ -408,6 +447,11 @@ class AgentWorkflow:
             if decision.action == "block":
                 # The refused text stays out of the transcript (and so out of later model calls).
                 self._s.messages.append(UserMessage(text=f"[message {message.id} blocked by hook]"))
+                self._events.publish(
+                    MessageAdded(
+                        role="user", text=f"[message {message.id} blocked by hook]", message_id=message.id
+                    )
+                )
                 self._s.messages.append(
                     AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
                 )
@@ -416,6 +460,7 @@ class AgentWorkflow:
             if decision.action == "rewrite" and decision.text is not None:
                 text = decision.text
         self._s.messages.append(UserMessage(text=text))
+        self._events.publish(MessageAdded(role="user", text=text, message_id=message.id))
 
     async def _hooks(
         self, agent: ResolvedAgent, event: HookEvent, target: str, about: HookInvocation
@@ -460,6 +505,7 @@ class AgentWorkflow:
                 event=event, target=target, hook=decision.hook, action=decision.action, reason=decision.reason
             )
         )
+        self._events.publish(HookDecided(record=self._s.hooks[-1]))
 
     async def _step(self, agent: ResolvedAgent) -> None:
         """One step of the current turn: resolve the pending tool calls, or call the model."""
@@ -544,6 +590,7 @@ class AgentWorkflow:
                 else None,
             )
         )
+        self._events.publish(ReplySent(reply=self._s.replies[-1]))
         self._s.turn = None
         workflow.logger.info(
             "answered %s: %s", turn.message_id, reason, extra={"message_id": turn.message_id}
@@ -564,6 +611,7 @@ class AgentWorkflow:
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
         """The agent's model, or when a call to it fails for good, each fallback model in turn."""
         failures: list[str] = []
+        number = self._s.model_calls + 1
         for settings in candidates(agent.spec.model):
             label = settings.label
             self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
@@ -571,6 +619,14 @@ class AgentWorkflow:
                 "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
                 extra={"iteration": self._board.view.iteration, "model": label},
             )  # fmt: skip
+            self._events.publish(
+                ModelCallStarted(
+                    model_call=number,
+                    model=label,
+                    iteration=self._board.view.iteration,
+                    tools=allow_tool_calls,
+                )
+            )
             try:
                 try:
                     response = await self._model_activity(
@@ -606,6 +662,15 @@ class AgentWorkflow:
         self._s.usage += response.usage
         self._s.model_calls += 1
         self._run_model_calls += 1
+        self._events.publish(
+            ModelCallFinished(
+                model_call=number,
+                text=message.text,
+                tool_calls=message.tool_calls,
+                usage=response.usage,
+                finish_reason=response.finish_reason,
+            )
+        )
         self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
         return response
 
@@ -643,6 +708,7 @@ class AgentWorkflow:
                 ),
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._board.view.iteration,
+                model_call=self._s.model_calls + 1 if settings.stream else None,
             ),
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
@@ -679,6 +745,11 @@ class AgentWorkflow:
             # Kept as each call ends: a cancellation meanwhile keeps what completed.
             if (outcome := await self._resolve_call(agent, tools, call)) is not None:
                 turn.outcomes[call.id] = outcome
+                self._events.publish(
+                    ToolCallFinished(
+                        call_id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
+                    )
+                )
 
         await asyncio.gather(*(settle(c) for c in turn.calls if c.id not in turn.outcomes))
         if len(turn.outcomes) == len(turn.calls):
@@ -735,9 +806,13 @@ class AgentWorkflow:
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
         if approval.requires_approval(tool):
-            record = record or self._approvals.request(
-                call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
-            )
+            if record is None:
+                record = self._approvals.request(
+                    call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
+                )
+                self._events.publish(ApprovalRequested(record=record))
+                # decided already: by a tool a person allowed, or a decision that came first (older runs)
+                self._events.approvals_decided([record])
             # A call of a tool a person allowed for the conversation is approved already: no wait.
             if record.via != "remember" and not await self._wait_for_decision(record):
                 return None
@@ -766,6 +841,7 @@ class AgentWorkflow:
             }
         )
         self._tools_in_flight += 1
+        self._events.publish(ToolCallStarted(call_id=call.id, tool=call.name, arguments=call.arguments))
         try:
             outcome = await _execute(
                 RUN_TOOL,
@@ -810,6 +886,7 @@ class AgentWorkflow:
             )
         except TimeoutError:
             self._approvals.time_out(record, workflow.now())
+            self._events.approvals_decided([record])
         self._refresh_approval_state()
         if record.state != "pending":
             workflow.logger.info("%s %s by %s", record.tool, record.state, record.by, extra=log)
@@ -828,8 +905,9 @@ class AgentWorkflow:
 
     def _continue_as_new_due(self) -> bool:
         """Due when Temporal suggests it or the run made its share of model calls; only at a point
-        where nothing is in flight and every update handler has answered."""
-        if self._tools_in_flight or not workflow.all_handlers_finished():
+        where nothing is in flight and every update handler has answered (but the stream's polls,
+        which the continue-as-new hands over)."""
+        if self._tools_in_flight or self._answering:
             return False
         return self._rollover_wanted()
 
@@ -842,7 +920,8 @@ class AgentWorkflow:
             every and self._run_model_calls >= every
         )
 
-    def _continue_as_new(self, input: ConversationInput) -> None:
+    async def _continue_as_new(self, input: ConversationInput) -> None:
+        self._s.stream = await self._events.hand_over()
         self._s.approvals = list(self._approvals.records.values())
         self._s.early_decisions = self._approvals.early
         self._s.allowances = self._approvals.allowances
@@ -856,12 +935,22 @@ class AgentWorkflow:
         """Close as cancelled: completed calls kept, the rest (and pending approvals) marked cancelled."""
         self._closing = True
         self._closed_by = "cancelled"
+        were_pending = self._approvals.pending
         self._approvals.cancel_pending(f"conversation cancelled: {reason}", workflow.now())
+        self._events.approvals_decided(were_pending)
         if (turn := self._s.turn) is not None:
             for call in turn.calls:
                 if call.id not in turn.outcomes:
                     turn.outcomes[call.id] = ToolOutcome(
                         content=f"Tool call '{call.name}' was cancelled with the conversation.", is_error=True
+                    )
+                    self._events.publish(
+                        ToolCallFinished(
+                            call_id=call.id,
+                            tool=call.name,
+                            content=turn.outcomes[call.id].content,
+                            is_error=True,
+                        )
                     )
             self._record_outcomes(turn)
             self._finish_turn("cancelled")
@@ -874,6 +963,7 @@ class AgentWorkflow:
                     iterations=0,
                 )
             )
+            self._events.publish(ReplySent(reply=self._s.replies[-1]))
         self._s.queue = []
         self._board.show(queued_messages=0, pending_approvals=0)
         self._board.set("cancelled", f"cancelled: {reason}")
@@ -882,6 +972,8 @@ class AgentWorkflow:
     def _result(self) -> ConversationResult:
         if self._closed_by != "cancelled":
             self._board.set("completed", f"finished: {self._closed_by}")
+        outcome = "cancelled" if self._closed_by == "cancelled" else "completed"
+        self._events.publish(Ended(outcome=outcome, detail=self._board.view.detail))
         last = self._s.replies[-1] if self._s.replies else None
         return ConversationResult(
             **dict(self.history()),

@@ -8,26 +8,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 
-class _Kinded(BaseModel):
-    """A message says its ``kind`` even where defaults are left out (see durable_agents/converter.py):
-    it tells the four kinds apart when read back."""
+class Tagged(BaseModel):
+    """A member of a discriminated union says its tag (the field ``TAG`` names) even where payloads
+    leave out defaults (durable_agents/converter.py): it tells the members apart when read back."""
+
+    TAG: ClassVar[str] = "kind"
 
     @model_serializer(mode="wrap")
-    def _with_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {"kind": self.kind, **handler(self)}  # type: ignore[attr-defined]
+    def _with_tag(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {self.TAG: getattr(self, self.TAG), **handler(self)}
 
 
-class SystemMessage(_Kinded):
+class SystemMessage(Tagged):
     kind: Literal["system"] = "system"
     text: str
 
 
-class UserMessage(_Kinded):
+class UserMessage(Tagged):
     kind: Literal["user"] = "user"
     text: str
 
@@ -58,13 +60,13 @@ class ToolCall(BaseModel):
         return cls(id=id, name=name, arguments=arguments)
 
 
-class AssistantMessage(_Kinded):
+class AssistantMessage(Tagged):
     kind: Literal["assistant"] = "assistant"
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class ToolResultMessage(_Kinded):
+class ToolResultMessage(Tagged):
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     name: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from workflows.activity_io import ResolvedAgent, ToolOutcome
 from workflows.messages import Message, ToolCall, Usage
@@ -59,3 +60,6 @@ class ConversationState(BaseModel):
     messages_received: int = 0
     ended: bool = False
     runs: int = 1
+    stream: WorkflowStreamState | None = None
+    """The event stream's log (workflows/events.py), so subscribers resume at their offset in the
+    next run; None in runs from before the stream."""

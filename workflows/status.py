@@ -1,5 +1,6 @@
 """What people see of a running conversation: the ``status`` query, the Web UI's current details and
-the AgentStatus search attribute. ``StatusBoard`` is their one writer, so the three never disagree."""
+the AgentStatus search attribute, and the ``state`` events of its stream. ``StatusBoard`` is their one
+writer, so they never disagree."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from temporalio import workflow
 from temporalio.common import TypedSearchAttributes
 
 from workflows.api import AGENT_NAME, AGENT_STATUS, ConversationStatus
+from workflows.events import ConversationEvents, StateChanged
 from workflows.state import ConversationState
 
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
@@ -18,7 +20,9 @@ _RUNNING = ("starting", "calling_model", "running_tools")
 
 
 class StatusBoard:
-    def __init__(self, carried: ConversationState, *, pending_approvals: int) -> None:
+    def __init__(
+        self, carried: ConversationState, *, pending_approvals: int, events: ConversationEvents
+    ) -> None:
         # what a continued run carries shows at once
         self.view = ConversationStatus(
             state="starting",
@@ -29,6 +33,8 @@ class StatusBoard:
         self._searchable = ""
         self._lean = False
         self._known = TypedSearchAttributes.empty
+        self._events = events
+        self._published = ("", "")
 
     def begin(self, *, lean: bool) -> None:
         """Reads what the starter (or the previous run) already set. A lean start upserts AgentStatus
@@ -58,6 +64,7 @@ class StatusBoard:
         """The one line the status query and the Web UI show: always both, never one without the other."""
         self.view.detail = detail
         workflow.set_current_details(detail)
+        self._publish()
 
     def set(self, state: str, detail: str | None = None) -> None:
         """A new state for the status query and, as running / awaiting_approval / idle / completed /
@@ -65,7 +72,16 @@ class StatusBoard:
         self.view.state = state  # type: ignore[assignment]
         if detail is not None:
             self.say(detail)
+        else:
+            self._publish()
         searchable = "running" if state in _RUNNING else state
         if searchable != self._searchable and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
             workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
             self._searchable = searchable
+
+    def _publish(self) -> None:
+        """A ``state`` event on the conversation's stream when state or detail changed."""
+        now = (self.view.state, self.view.detail)
+        if now != self._published:
+            self._published = now
+            self._events.publish(StateChanged(state=now[0], detail=now[1]))

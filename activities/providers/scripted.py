@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from activities.errors import provider_error
 from workflows.messages import (
@@ -36,9 +37,15 @@ class ScriptedModel:
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
         response, delay = respond(request)
-        await asyncio.sleep(delay)
-        if on_text and request.settings.stream and response.message.text:
-            on_text(response.message.text)
+        text = response.message.text
+        if not (on_text and request.settings.stream and text):
+            await asyncio.sleep(delay)
+            return response
+        # Streamed word by word across the step's delay, as a model types.
+        words = re.findall(r"\s*\S+", text)
+        for count in range(1, len(words) + 1):
+            await asyncio.sleep(delay / len(words))
+            on_text("".join(words[:count]))
         return response
 
 

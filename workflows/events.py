@@ -1,0 +1,212 @@
+"""A conversation's live event stream: one offset-addressed log (Temporal's Workflow Streams) that
+watchers follow from any offset, across continue-as-new.
+
+The workflow publishes every event but ``text_delta`` in memory (no command, no history event);
+a streamed model call's activity publishes its text in batches (a signal each). A subscriber
+that reconnects asks for the offset after the last event it has and gets exactly the rest.
+
+Text deltas and retries: each ``text_delta`` names its model call, the activity attempt that
+streamed it and where its text starts in that attempt's answer. A retried call streams again
+from the start under a higher attempt, and ``model_call_finished`` carries the whole answer. The
+dedupe rule (``StreamedText``): the text of a model call is the latest attempt's text; a client
+shows only what extends the text it already shows, and starts the line again only when the
+retry's words differ from it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+
+from workflows.messages import Tagged, ToolCall, Usage
+from workflows.records import ApprovalRecord, HookRecord, Reply
+
+EVENTS_TOPIC = "events"
+"""The one topic of a conversation's stream."""
+
+
+class _Event(Tagged):
+    TAG: ClassVar[str] = "type"
+
+
+class MessageAdded(_Event):
+    """The transcript took a system prompt or a user message (as hooks left it)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["system", "user"]
+    text: str
+    message_id: str | None = None
+
+
+class ModelCallStarted(_Event):
+    type: Literal["model_call_started"] = "model_call_started"
+    model_call: int
+    """The call's number in the conversation (1, 2, ...), across runs."""
+    model: str
+    iteration: int
+    tools: bool = True
+    """False for a final-answer call with the tools turned off."""
+
+
+class TextDelta(_Event):
+    """Text a streamed model call produced: ``text`` starts at ``start`` in the answer of ``attempt``."""
+
+    type: Literal["text_delta"] = "text_delta"
+    model_call: int
+    attempt: int
+    start: int
+    text: str
+
+
+class ModelCallFinished(_Event):
+    """The model's whole answer: the text every delta of the call adds up to, and its tool calls."""
+
+    type: Literal["model_call_finished"] = "model_call_finished"
+    model_call: int
+    text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = "stop"
+
+
+class ToolCallStarted(_Event):
+    type: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCallFinished(_Event):
+    """What goes back to the model: the tool's result, or an error (unknown tool, rejection, ...)."""
+
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+
+
+class ApprovalRequested(_Event):
+    type: Literal["approval_requested"] = "approval_requested"
+    record: ApprovalRecord
+
+
+class ApprovalDecided(_Event):
+    """Approved, rejected, timed out or cancelled (``record.state``), by whom and how."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    record: ApprovalRecord
+
+
+class HookDecided(_Event):
+    type: Literal["hook_decided"] = "hook_decided"
+    record: HookRecord
+
+
+class ReplySent(_Event):
+    """The answer to a user message."""
+
+    type: Literal["reply"] = "reply"
+    reply: Reply
+
+
+class StateChanged(_Event):
+    """What the status query says now (state and detail line)."""
+
+    type: Literal["state"] = "state"
+    state: str
+    detail: str = ""
+
+
+class Ended(_Event):
+    """The conversation closed: the last event of the stream."""
+
+    type: Literal["end"] = "end"
+    outcome: Literal["completed", "cancelled", "failed"]
+    detail: str = ""
+
+
+Event = Annotated[
+    MessageAdded
+    | ModelCallStarted
+    | TextDelta
+    | ModelCallFinished
+    | ToolCallStarted
+    | ToolCallFinished
+    | ApprovalRequested
+    | ApprovalDecided
+    | HookDecided
+    | ReplySent
+    | StateChanged
+    | Ended,
+    Field(discriminator="type"),
+]
+
+
+class ConversationEvents:
+    """The workflow's side of the stream. Made in the workflow's ``__init__`` (it registers the
+    stream's signal, update and query handlers there); publishing is in memory."""
+
+    def __init__(self, carried: WorkflowStreamState | None) -> None:
+        self._stream = WorkflowStream(prior_state=carried)
+        self._topic = self._stream.topic(EVENTS_TOPIC)
+
+    def publish(self, event: Event) -> None:
+        """Appended to the log as it is now (serialized at once: later changes to it do not show)."""
+        self._topic.publish(event)
+
+    def approvals_decided(self, were_pending: list[ApprovalRecord]) -> None:
+        """An ``approval_decided`` for each of ``were_pending`` that is no longer pending."""
+        for record in were_pending:
+            if record.state != "pending":
+                self.publish(ApprovalDecided(record=record))
+
+    async def hand_over(self) -> WorkflowStreamState:
+        """Release the subscribers' waiting polls (they follow to the next run, or read the closed
+        run's log), wait for every handler to finish, and return what the next run carries."""
+        self._stream.detach_pollers()
+        if not workflow.all_handlers_finished():
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._stream.get_state()
+
+    def release(self) -> None:
+        """The run is closing: waiting polls return now, and new ones wait for the closed run."""
+        self._stream.detach_pollers()
+
+
+class StreamedText:
+    """The dedupe rule for a model call's streamed text, for a client that shows it as it comes.
+
+    ``add`` takes a call's deltas (any attempt) and its final text, in stream order, and says what
+    to show: ``("append", text)`` to extend what is shown, ``("restart", text)`` when a retried
+    attempt said something else (show ``text`` afresh), or ``None`` when there is nothing new.
+    """
+
+    def __init__(self) -> None:
+        self._attempt: dict[int, int] = {}
+        self._attempt_text: dict[int, str] = {}
+        self._shown: dict[int, str] = {}
+
+    def add(self, event: TextDelta | ModelCallFinished) -> tuple[str, str] | None:
+        call = event.model_call
+        if isinstance(event, TextDelta):
+            if event.attempt < self._attempt.get(call, 0):
+                return None  # a late batch of an attempt that has been retried
+            if event.attempt > self._attempt.get(call, 0):
+                self._attempt[call], self._attempt_text[call] = event.attempt, ""
+            known = self._attempt_text[call]
+            text = known[: event.start] + event.text  # a repeated batch (same start) replaces itself
+            self._attempt_text[call] = text
+        else:
+            text = event.text
+        shown = self._shown.get(call, "")
+        if text.startswith(shown):
+            self._shown[call] = text
+            return ("append", text[len(shown) :]) if len(text) > len(shown) else None
+        if shown.startswith(text):
+            return None  # a retry that has not caught up with what is shown yet
+        self._shown[call] = text
+        return "restart", text

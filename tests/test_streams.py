@@ -137,6 +137,29 @@ async def test_events_in_order_and_none_in_history_without_a_subscriber(env: Env
     ]
 
 
+async def test_a_continue_as_new_carries_only_the_newest_events(env: Env) -> None:
+    def agent(carried: int) -> AgentSpec:
+        return scripted_agent(
+            step("", ("add", {"a": 1, "b": 2})),
+            step("", ("add", {"a": 3, "b": 4})),
+            step("The sum is {last_result}."),
+            continue_as_new_after=1,
+            carried_events=carried,
+        )
+
+    whole = await env.start(conversation(agent(500), prompt="sums"))
+    kept = await env.start(conversation(agent(3), prompt="sums"))
+    assert (await whole.result()).runs == (await kept.result()).runs == 4
+    everything = await _all(env.client, whole.id)
+    tail = await _all(env.client, kept.id)  # the closed last run: what it carried, then its own
+
+    assert [offset for offset, _ in everything] == list(range(len(everything)))
+    # The last run carried the three newest events (16-18: the answer, then its state) and
+    # published two more: the same offsets and events as the conversation that carried them all.
+    assert [offset for offset, _ in tail] == [16, 17, 18, 19, 20]
+    assert tail == everything[16:]
+
+
 @pytest.fixture
 def worker(server: EmbeddedServer, tmp_path: Path) -> Iterator[WorkerProcess]:
     process = WorkerProcess(server.address, f"streams-{uuid.uuid4().hex}", tmp_path / "effects.txt")

@@ -921,7 +921,8 @@ class AgentWorkflow:
         )
 
     async def _continue_as_new(self, input: ConversationInput) -> None:
-        self._s.stream = await self._events.hand_over()
+        agent = self._s.agent
+        self._s.stream = await self._events.hand_over(agent.spec.carried_events if agent else 0)
         self._s.approvals = list(self._approvals.records.values())
         self._s.early_decisions = self._approvals.early
         self._s.allowances = self._approvals.allowances

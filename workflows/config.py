@@ -296,6 +296,9 @@ class AgentSpec(BaseModel):
     interrupt: bool = False
     """A message that arrives while a model call runs cancels that call, and the turn starts over with
     the new message appended; tool calls already running finish, pending approvals stay pending."""
+    carried_events: int = Field(default=500, ge=0)
+    """Events of the live stream a continue-as-new carries to the next run (the newest): a
+    subscriber further behind starts again at the oldest carried one."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

@@ -164,13 +164,20 @@ class ConversationEvents:
             if record.state != "pending":
                 self.publish(ApprovalDecided(record=record))
 
-    async def hand_over(self) -> WorkflowStreamState:
+    async def hand_over(self, keep: int) -> WorkflowStreamState:
         """Release the subscribers' waiting polls (they follow to the next run, or read the closed
-        run's log), wait for every handler to finish, and return what the next run carries."""
+        run's log), wait for every handler to finish, and return what the next run carries: the
+        newest ``keep`` events, so the carried state stays bounded however long the conversation
+        lives (offsets stay as they were)."""
         self._stream.detach_pollers()
         if not workflow.all_handlers_finished():
             await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._stream.get_state()
+        state = self._stream.get_state()
+        end = state.base_offset + len(state.log)
+        if end - state.base_offset > keep:
+            self._stream.truncate(end - keep)
+            state = self._stream.get_state()
+        return state
 
     def release(self) -> None:
         """The run is closing: waiting polls return now, and new ones wait for the closed run."""

@@ -84,6 +84,9 @@ SHAPES: dict[str, ConversationInput] = {
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
     ),
+    # agents/delegator.toml: its scribe runs as a child conversation (recorded as subagent_child) whose
+    # write_file waits for approval, shown at the parent and approved there (DECIDE_THROUGH_PARENT).
+    "subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
 }
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
@@ -91,6 +94,7 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
+DECIDE_THROUGH_PARENT: dict[str, str] = {"subagent": "call_1_0/call_1_0"}
 
 
 async def record(names: list[str]) -> None:
@@ -113,11 +117,26 @@ async def record(names: list[str]) -> None:
                     if name in CANCEL_AFTER:
                         await asyncio.sleep(CANCEL_AFTER[name])
                         await handle.cancel(reason="recorded cancellation")
+                    if name in DECIDE_THROUGH_PARENT:
+                        while not await handle.query(AgentWorkflow.pending_approvals):
+                            await asyncio.sleep(0.1)
+                        call_id = DECIDE_THROUGH_PARENT[name]
+                        await handle.signal(
+                            AgentWorkflow.approve, ApprovalSignal(call_id=call_id, by="recorder")
+                        )
                     await handle.result()  # follows continue-as-new to the end
                     first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
                     history = await first_run.fetch_history()
                     (HISTORIES / f"{name}.json").write_text(history.to_json())
                     print(f"wrote {HISTORIES / name}.json")
+                    for event in history.events:
+                        if event.HasField("child_workflow_execution_started_event_attributes"):
+                            child = event.child_workflow_execution_started_event_attributes.workflow_execution
+                            child_history = await server.client.get_workflow_handle(
+                                child.workflow_id
+                            ).fetch_history()
+                            (HISTORIES / f"{name}_child.json").write_text(child_history.to_json())
+                            print(f"wrote {HISTORIES / name}_child.json")
         finally:
             await server.stop()
 

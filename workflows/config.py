@@ -253,6 +253,14 @@ class AgentSpec(BaseModel):
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
     """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
+    description: str = ""
+    """What the agent does: the model of an agent that delegates to this one reads it (``subagents``)."""
+    subagents: list[str] = Field(default_factory=list)
+    """Agents (by name) this one may delegate to: each is a tool ``ask_<name>`` whose call runs that
+    agent as a child conversation (workflows/subagents.py)."""
+    max_depth: int = Field(default=3, ge=1)
+    """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
+    tools. The top conversation's setting holds for the whole tree."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

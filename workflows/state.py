@@ -41,6 +41,11 @@ class ConversationState(BaseModel):
     early_decisions: list[Decision] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    """Tokens of the whole conversation, its sub-agents' included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """Of ``usage``, the sub-agents' tokens: priced by their own models, into ``subagent_cost``."""
+    subagent_cost: float | None = None
+    """US dollars the sub-agents spent, when their models have a price."""
     model_calls: int = 0
     messages_received: int = 0
     ended: bool = False

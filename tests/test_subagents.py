@@ -133,6 +133,11 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
         if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED
     ]
     assert started == [child.id]
+    assert (await parent.query(AgentWorkflow.history)).tool_calls == result.tool_calls
+    for handle in (parent, child):
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in [
+            e.event_type async for e in handle.fetch_history_events()
+        ]
 
 
 async def test_the_operator_cli_lists_a_sub_agents_approval_once_under_its_parent(
@@ -321,3 +326,28 @@ def test_the_worker_refuses_to_start_on_self_delegation(tmp_path: Path) -> None:
         f"worker: {tmp_path / 'echo.toml'}: field 'subagents':"
         " agent 'echo' delegates to itself (echo -> echo)",
     )
+
+
+SCRIBE = _scripted("scribe", step("", ("write_file", NOTE)), step("{last_result}"), tools=["write_file"])
+CLERK = _scripted(
+    "clerk", step("", ("ask_scribe", {"task": "note"})), step("{last_result}"), subagents=["scribe"]
+)
+
+
+@pytest.mark.parametrize("agents_env", [{"clerk": CLERK, "scribe": SCRIBE}], indirect=True)
+async def test_a_grandchilds_approval_surfaces_at_the_top_and_is_decided_there(agents_env: Env) -> None:
+    top = scripted_agent(
+        step("", ("ask_clerk", {"task": "go"})), step("top: {last_result}"), tools=[], subagents=["clerk"]
+    )
+    handle = await agents_env.start(conversation(top))
+    [pending] = await wait_for_pending(handle)
+    assert (pending.call_id, pending.tool) == ("call_1_0/call_1_0/call_1_0", "write_file")
+    clerk = agents_env.client.get_workflow_handle_for(AgentWorkflow.run, f"{handle.id}/call_1_0")
+    assert [r.call_id for r in await clerk.query(AgentWorkflow.pending_approvals)] == ["call_1_0/call_1_0"]
+
+    record = await handle.execute_update(
+        AgentWorkflow.decide, Decision(call_id=pending.call_id, approve=True, by="carol")
+    )
+    assert (record.call_id, record.state, record.by) == ("call_1_0/call_1_0/call_1_0", "approved", "carol")
+    assert (await handle.result()).final_text == "top: Wrote 9 bytes to note.txt."
+    assert (await handle.query(AgentWorkflow.status)).pending_approvals == 0

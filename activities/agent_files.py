@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -12,6 +14,7 @@ from activities.hooks import HookRegistry
 from activities.tools import ToolRegistry
 from workflows.answers import OUTPUT_NAME
 from workflows.config import AgentSpec
+from workflows.subagents import tool_name
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -98,9 +101,54 @@ def load_agents(
 ) -> dict[str, AgentSpec]:
     """Every ``*.toml`` in ``directory``, by agent name; any bad file stops the worker."""
     agents: dict[str, AgentSpec] = {}
+    paths: dict[str, str] = {}
     for path in sorted(directory.glob("*.toml")):
         spec = load_agent_file(path, registry, hooks)
         if spec.name in agents:
             raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
-        agents[spec.name] = spec
+        agents[spec.name], paths[spec.name] = spec, str(path)
+    check_subagents(agents, paths)
     return agents
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_subagents(agents: Mapping[str, AgentSpec], where: Mapping[str, str] | None = None) -> None:
+    """Each agent's ``subagents`` are agents of this worker, usable as tool names, and no agent
+    delegates to itself, directly or through others (a loop of conversations without end)."""
+    for name, spec in agents.items():
+        at = (where or {}).get(name, f"agent {name!r}")
+        if unknown := [n for n in spec.subagents if n not in agents]:
+            raise AgentFileError(
+                f"{at}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
+                f" the worker has: {', '.join(sorted(agents))}"
+            )
+        if bad := [n for n in spec.subagents if not _TOOL_NAME.match(tool_name(n))]:
+            raise AgentFileError(
+                f"{at}: field 'subagents': {', '.join(bad)} cannot be a tool name"
+                " (letters, digits, '_' and '-', at most 60)"
+            )
+        if taken := [n for n in spec.subagents if tool_name(n) in spec.tools]:
+            raise AgentFileError(
+                f"{at}: field 'subagents': {', '.join(tool_name(n) for n in taken)} is also in 'tools'"
+            )
+        if cycle := _cycle(agents, [name]):
+            raise AgentFileError(
+                f"{at}: field 'subagents': agent {name!r} delegates to itself ({' -> '.join(cycle)})"
+            )
+
+
+def _cycle(
+    agents: Mapping[str, AgentSpec], path: list[str], seen: set[str] | None = None
+) -> list[str] | None:
+    """A way back to ``path[0]`` from the end of ``path``, through sub-agents (each looked at once)."""
+    seen = seen if seen is not None else set(path)
+    for sub in agents[path[-1]].subagents:
+        if sub == path[0]:
+            return [*path, sub]
+        if sub not in seen:
+            seen.add(sub)
+            if found := _cycle(agents, [*path, sub], seen):
+                return found
+    return None

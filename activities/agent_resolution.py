@@ -14,6 +14,7 @@ from activities.tools import ToolRegistry
 from workflows.activity_io import AgentRef, ResolvedAgent
 from workflows.activity_refs import RESOLVE_AGENT
 from workflows.config import AgentSpec, Price
+from workflows.subagents import subagent_tool
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields
@@ -38,6 +39,13 @@ class AgentResolver:
                 raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
             for server in spec.mcp_servers:
                 self.mcp.pool.check_allowed(server)
+            if unknown := [name for name in spec.subagents if name not in self.agents]:
+                raise ApplicationError(
+                    f"inline agent {spec.name!r}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
+                    f" this worker knows: {', '.join(sorted(self.agents)) or 'none'}",
+                    type="ConfigError",
+                    non_retryable=True,
+                )
         elif ref.name in self.agents:
             spec = self.agents[ref.name]
         else:
@@ -55,7 +63,8 @@ class AgentResolver:
 
         return ResolvedAgent(
             spec=spec,
-            tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools],
+            tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools]
+            + [subagent_tool(self.agents[name]) for name in spec.subagents],
             price=self.prices.get(ref.model or spec.model.model),
             fallback_prices={
                 entry: self.prices[model]

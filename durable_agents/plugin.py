@@ -27,7 +27,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent import AgentActivities, WorkerRole
-from activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
+from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
 from activities.hooks import HookRegistry, default_hooks
 from activities.prices import DEFAULT_PRICES, load_prices
 from activities.providers import ModelProvider, import_providers
@@ -100,6 +100,7 @@ class AgentPlugin(SimplePlugin):
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         agents = dict(agents) if agents is not None else load_agents(agents_dir, registry, hooks)
+        check_subagents(agents)
         settings = settings or Settings.from_env()
         stores = stores or settings.stores
         if allow_inline_mcp is None:

@@ -48,6 +48,7 @@ from durable_agents.sse import DEFAULT_PORT, serve
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
+    AGENT_PARENT,
     AGENT_STATUS,
     AgentOverrides,
     ConversationHistory,
@@ -421,7 +422,11 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
     """
     now = datetime.now(UTC)
     query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
-    waiting = [wf.id async for wf in client.list_workflows(query)]
+    listed = [wf async for wf in client.list_workflows(query)]
+    # A sub-agent's approvals show once, under the conversation that delegated to it (which forwards
+    # decisions): not again under the sub-agent's own id.
+    parents = {wf.id for wf in listed}
+    waiting = [wf.id for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
     answers = await asyncio.gather(*(_pending_approvals(client, workflow_id) for workflow_id in waiting))
     rows = []
     for workflow_id, records in zip(waiting, answers, strict=True):

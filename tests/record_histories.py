@@ -161,6 +161,9 @@ SHAPES: dict[str, ConversationInput] = {
             )
         )
     ),
+    # agents/delegator.toml: its scribe runs as a child conversation (recorded as subagent_child) whose
+    # write_file waits for approval, shown at the parent and approved there (DECIDE_THROUGH_PARENT).
+    "subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
@@ -185,6 +188,7 @@ UPDATE_WITH_START: dict[str, MessageInput] = {"update_with_start": MessageInput(
 MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {"interrupted": (1.0, MessageInput(text="never mind"))}
 FOLLOWED = {"streamed"}
 """Shapes recorded with a subscriber following the event stream."""
+DECIDE_THROUGH_PARENT: dict[str, str] = {"subagent": "call_1_0/call_1_0"}
 
 
 async def record(names: list[str]) -> None:
@@ -237,11 +241,26 @@ async def record(names: list[str]) -> None:
                             await handle.execute_update(handler, payload)
                         else:
                             await handle.signal(handler, payload)
+                    if name in DECIDE_THROUGH_PARENT:
+                        while not await handle.query(AgentWorkflow.pending_approvals):
+                            await asyncio.sleep(0.1)
+                        call_id = DECIDE_THROUGH_PARENT[name]
+                        await handle.signal(
+                            AgentWorkflow.approve, ApprovalSignal(call_id=call_id, by="recorder")
+                        )
                     await handle.result()  # follows continue-as-new to the end
                     first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
                     history = await first_run.fetch_history()
                     (HISTORIES / f"{name}.json").write_text(history.to_json())
                     print(f"wrote {HISTORIES / name}.json")
+                    for event in history.events:
+                        if event.HasField("child_workflow_execution_started_event_attributes"):
+                            child = event.child_workflow_execution_started_event_attributes.workflow_execution
+                            child_history = await server.client.get_workflow_handle(
+                                child.workflow_id
+                            ).fetch_history()
+                            (HISTORIES / f"{name}_child.json").write_text(child_history.to_json())
+                            print(f"wrote {HISTORIES / name}_child.json")
         finally:
             await server.stop()
 

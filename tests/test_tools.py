@@ -178,6 +178,14 @@ def test_shipped_agent_files_load() -> None:
     from activities.agent_files import DEFAULT_AGENTS_DIR
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
-    assert sorted(agents) == ["calculator-anthropic", "calculator-openai", "clock", "demo", "triage"]
+    assert sorted(agents) == [
+        "calculator-anthropic",
+        "calculator-openai",
+        "clock",
+        "delegator",
+        "demo",
+        "scribe",
+        "triage",
+    ]
     assert agents["calculator-anthropic"].model.provider == "anthropic"
     assert agents["calculator-openai"].tools == ["add", "subtract", "multiply", "divide", "sqrt"]

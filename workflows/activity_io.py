@@ -63,6 +63,8 @@ class ToolSpec(BaseModel):
     local: bool = False
     """Run as a local activity, in the workflow task on the workflow's own worker (never an MCP tool).
     Conversations recorded before this field existed lack it, so they replay on the normal path."""
+    subagent: str | None = None
+    """For a sub-agent tool: the agent a call runs as a child conversation (no activity)."""
 
 
 class ResolvedAgent(BaseModel):
@@ -120,3 +122,5 @@ class ToolOutcome(BaseModel):
     is_error: bool = False
     hooks: list[HookDecision] = Field(default_factory=list)
     """Decisions of the post_tool_use hooks that shaped ``content``."""
+    subagent_workflow_id: str | None = None
+    """For a sub-agent call: the child conversation that answered it."""

@@ -94,6 +94,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.state import ConversationState, QueuedMessage, TurnState
     from workflows.status import StatusBoard
+    from workflows.subagents import (
+        REPORT_SIGNAL,
+        ApprovalReport,
+        Delegations,
+        Reporter,
+        child_origin,
+        offered,
+        total_cost,
+    )
 
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
@@ -142,6 +151,8 @@ class AgentWorkflow:
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
+        self._subagents = Delegations()
+        self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error and input.prompt is not None:
             self._enqueue(input.prompt)
 
@@ -204,7 +215,7 @@ class AgentWorkflow:
 
     @workflow.query
     def pending_approvals(self) -> list[ApprovalRecord]:
-        return self._approvals.pending
+        return self._approvals.pending + self._subagents.pending
 
     @workflow.query
     def replies(self) -> list[Reply]:
@@ -288,6 +299,9 @@ class AgentWorkflow:
         except ValueError as e:
             workflow.logger.warning("%s signal dropped: %s", name, e)
             return
+        if self._forwarded(signal.call_id):
+            self._subagents.forward(signal, approve)
+            return
         # Conversations started before decisions were bound to pending calls keep the old way.
         keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
             BIND_APPROVALS_PATCH
@@ -298,15 +312,37 @@ class AgentWorkflow:
         workflow.logger.info("%s signal: %s", name, outcome)
 
     @workflow.update(name="decide")
-    def decide(self, *args: Any) -> ApprovalRecord:
+    async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
-        record = self._approvals.decide(self._decision(args), workflow.now())
+        decision = self._decision(args)
+        if self._forwarded(decision.call_id):
+            return await self._subagents.decide(decision, workflow.now())
+        record = self._approvals.decide(decision, workflow.now())
         self._events.publish(ApprovalDecided(record=record))
         return record
 
     @decide.validator
     def _check_decision(self, *args: Any) -> None:
-        self._approvals.check(self._decision(args), workflow.now())
+        decision = self._decision(args)
+        if self._forwarded(decision.call_id):
+            self._subagents.check(decision, workflow.now())
+        else:
+            self._approvals.check(decision, workflow.now())
+
+    def _forwarded(self, call_id: str) -> bool:
+        """A decision for a sub-agent's call goes on to its conversation."""
+        return call_id not in self._approvals.records and self._subagents.routes(call_id)
+
+    @workflow.signal(name=REPORT_SIGNAL)
+    def subagent_approvals(self, *args: Any) -> None:
+        """A sub-agent's approvals, as it reports them (workflows/subagents.py)."""
+        try:
+            report = one_input(ApprovalReport, args, REPORT_SIGNAL, '{"call_id": "call_1_0", ...}')
+        except ValueError as e:
+            workflow.logger.warning("%s dropped: %s", REPORT_SIGNAL, e)
+            return
+        if self._subagents.on_report(report):
+            self._refresh_approval_state()
 
     @staticmethod
     def _decision(args: tuple[Any, ...]) -> Decision:
@@ -350,6 +386,7 @@ class AgentWorkflow:
             kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
             raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
         resolved.spec = input.overrides.apply(resolved.spec)
+        resolved.tools = offered(resolved.tools, input.subagent)
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
@@ -686,9 +723,10 @@ class AgentWorkflow:
             )
 
     def _cost(self, agent: ResolvedAgent) -> float | None:
-        if agent.spec.model.fallback:
-            return cost(agent, self._s.usage_by_model)
-        return agent.price.cost(self._s.usage) if agent.price else None
+        if agent.spec.model.fallback:  # each model's tokens at its own price, and the sub-agents'
+            own = cost(agent, self._s.usage_by_model)
+            return own if self._s.subagent_cost is None else (own or 0.0) + self._s.subagent_cost
+        return total_cost(agent.price, self._s)
 
     async def _model_activity(
         self, agent: ResolvedAgent, settings: ModelSettings, allow_tool_calls: bool, *, stored: int
@@ -776,6 +814,7 @@ class AgentWorkflow:
                     content=outcome.content,
                     is_error=outcome.is_error,
                     mcp_server=tool.mcp_server if tool else None,
+                    subagent_workflow_id=outcome.subagent_workflow_id,
                 )
             )
         turn.calls, turn.outcomes = [], {}
@@ -824,9 +863,26 @@ class AgentWorkflow:
             if record.edited_arguments is not None:
                 # The model's call stays as it asked; the result leads with what ran instead.
                 edited = call.model_copy(update={"arguments": record.edited_arguments})
-                outcome = await self._run_tool(agent, tool, edited)
+                outcome = await self._run(agent, tool, edited)
                 return outcome.model_copy(update={"content": f"{edit_note(record)}\n{outcome.content}"})
+        return await self._run(agent, tool, call)
+
+    async def _run(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
+        """The call's sub-agent conversation, or its tool's activity."""
+        if tool.subagent is not None:
+            return await self._delegate(agent, tool, call)
         return await self._run_tool(agent, tool, call)
+
+    async def _delegate(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
+        """A sub-agent's conversation answers the call; this one does not continue as new meanwhile."""
+        origin = child_origin(self._input.subagent, call.id, agent.spec.max_depth)
+        self._tools_in_flight += 1
+        try:
+            outcome = await self._subagents.run(tool, call, origin, self._s)
+        finally:
+            self._tools_in_flight -= 1
+        self._board.show(usage=self._s.usage, cost=self._cost(agent))
+        return outcome
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id
@@ -893,7 +949,9 @@ class AgentWorkflow:
         return record.state != "pending"
 
     def _refresh_approval_state(self) -> None:
-        pending = self._approvals.pending
+        if self._reporter is not None:
+            self._reporter.report(list(self._approvals.records.values()) + self._subagents.approvals)
+        pending = self._approvals.pending + self._subagents.pending
         self._board.show(pending_approvals=len(pending))
         if pending:
             names = ", ".join(f"{r.tool} ({r.call_id})" for r in pending)

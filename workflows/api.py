@@ -29,6 +29,10 @@ AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 
+AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
+"""Set on a sub-agent's conversation: the workflow id of the conversation that delegated to it."""
+
+
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 
@@ -52,6 +56,7 @@ class AgentOverrides(BaseModel):
     cost_budget: float | None = Field(default=None, gt=0)
     interrupt: bool | None = None
     """A newer message cancels the running model call (``AgentSpec.interrupt``)."""
+    max_depth: int | None = Field(default=None, ge=1)
 
     def apply(self, spec: AgentSpec) -> AgentSpec:
         """The agent with these overrides merged onto it."""
@@ -60,6 +65,19 @@ class AgentOverrides(BaseModel):
         if self.model:
             spec.model.model = self.model
         return spec
+
+
+class SubagentOrigin(BaseModel):
+    """Where a sub-agent's conversation comes from: the delegating conversation and its tool call."""
+
+    model_config = {"extra": "forbid"}
+
+    parent_workflow_id: str
+    call_id: str
+    depth: int = Field(default=1, ge=1)
+    """1 for a child of a top conversation, 2 for a grandchild..."""
+    max_depth: int = Field(default=3, ge=1)
+    """The top conversation's ``max_depth``."""
 
 
 class ConversationInput(BaseModel):
@@ -81,6 +99,8 @@ class ConversationInput(BaseModel):
     agent_spec: AgentSpec | None = None
     """Inline agent settings, used instead of a named agent."""
     overrides: AgentOverrides = Field(default_factory=AgentOverrides)
+    subagent: SubagentOrigin | None = None
+    """Set when another conversation started this one to answer a call of its sub-agent tool."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; never by callers."""
 

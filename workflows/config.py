@@ -299,6 +299,14 @@ class AgentSpec(BaseModel):
     carried_events: int = Field(default=500, ge=0)
     """Events of the live stream a continue-as-new carries to the next run (the newest): a
     subscriber further behind starts again at the oldest carried one."""
+    description: str = ""
+    """What the agent does: the model of an agent that delegates to this one reads it (``subagents``)."""
+    subagents: list[str] = Field(default_factory=list)
+    """Agents (by name) this one may delegate to: each is a tool ``ask_<name>`` whose call runs that
+    agent as a child conversation (workflows/subagents.py)."""
+    max_depth: int = Field(default=3, ge=1)
+    """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
+    tools. The top conversation's setting holds for the whole tree."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

@@ -46,6 +46,8 @@ class ToolCallRecord(BaseModel):
     is_error: bool
     mcp_server: str | None = None
     """The MCP server that ran it, for an MCP tool."""
+    subagent_workflow_id: str | None = None
+    """The sub-agent's conversation that answered it, for a sub-agent tool."""
 
 
 class ModelAttempt(BaseModel):

@@ -53,6 +53,11 @@ class ConversationState(BaseModel):
     allowances: list[ToolAllowance] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    """Tokens of the whole conversation, its sub-agents' included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """Of ``usage``, the sub-agents' tokens: priced by their own models, into ``subagent_cost``."""
+    subagent_cost: float | None = None
+    """US dollars the sub-agents spent, when their models have a price."""
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
     model_attempts: list[ModelAttempt] = Field(default_factory=list)

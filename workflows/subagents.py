@@ -1,0 +1,275 @@
+"""Sub-agents: agents an agent may delegate to, each offered to its model as the tool ``ask_<name>``.
+
+A call runs the agent as a child conversation (an AgentWorkflow with its own history and Web UI
+page, id ``<parent id>/<call id>``, AgentParent set to the parent's id). Its final answer is the
+call's result, its usage and cost count against the parent's budgets, and its failure is a tool
+error for the parent's model. Cancelling the parent cancels it.
+
+The parent shows its children's approvals: a child signals ``subagent_approvals`` to its parent
+each time the approvals it waits for change (its own and its children's), one report after the
+other. The parent lists them under its own call (the child's ``call_1_0`` answering the parent's
+``call_2_0`` is ``call_2_0/call_1_0``), counts them in its status and AgentStatus, and forwards a
+decision sent to it for one of them to the child, as a signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+from workflows.activity_io import ToolOutcome, ToolSpec
+from workflows.api import (
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_STATUS,
+    ConversationInput,
+    ConversationResult,
+    SubagentOrigin,
+)
+from workflows.approvals import Approvals
+from workflows.config import AgentSpec, Price
+from workflows.inputs import first_error
+from workflows.messages import ToolCall, ToolDefinition, Usage
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision
+from workflows.state import ConversationState
+
+REPORT_SIGNAL = "subagent_approvals"
+_TASK_PARAMETERS = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What the agent should do, in full."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+def tool_name(agent: str) -> str:
+    return f"ask_{agent}"
+
+
+def subagent_tool(spec: AgentSpec) -> ToolSpec:
+    """What a delegating agent's model is told of ``spec``: a tool that takes one task."""
+    return ToolSpec(
+        definition=ToolDefinition(
+            name=tool_name(spec.name),
+            description=spec.description or f"Hand a task to the {spec.name} agent; returns its answer.",
+            parameters=_TASK_PARAMETERS,
+        ),
+        subagent=spec.name,
+    )
+
+
+def offered(tools: list[ToolSpec], origin: SubagentOrigin | None) -> list[ToolSpec]:
+    """The agent's tools, without the sub-agent tools for a conversation at the depth limit."""
+    if origin is None or origin.depth < origin.max_depth:
+        return tools
+    return [tool for tool in tools if tool.subagent is None]
+
+
+def total_cost(price: Price | None, state: ConversationState) -> float | None:
+    """Its own tokens at its model's price, plus what its sub-agents spent at theirs."""
+    own = None
+    if price is not None:
+        used, delegated = state.usage, state.subagent_usage
+        own = price.cost(
+            Usage(
+                input_tokens=used.input_tokens - delegated.input_tokens,
+                output_tokens=used.output_tokens - delegated.output_tokens,
+            )
+        )
+    if state.subagent_cost is None:
+        return own
+    return (own or 0.0) + state.subagent_cost
+
+
+class ApprovalReport(BaseModel):
+    """Input of the ``subagent_approvals`` signal: what a child waits for, and what was decided since
+    its previous report, for the parent's call ``call_id``."""
+
+    call_id: str
+    run: int
+    seq: int
+    approvals: list[ApprovalRecord]
+
+
+class Reporter:
+    """A child's reports to its parent; each is sent once the previous one went, so they arrive in order."""
+
+    def __init__(self, origin: SubagentOrigin, run: int) -> None:
+        self._origin, self._run = origin, run
+        self._seq = 0
+        self._told: set[str] = set()
+        """Call ids the parent last heard were pending."""
+        self._sending: asyncio.Task[None] | None = None
+
+    def report(self, approvals: list[ApprovalRecord]) -> None:
+        pending = {r.call_id for r in approvals if r.state == "pending"}
+        if pending == self._told:
+            return
+        changed = [r.model_copy(deep=True) for r in approvals if r.call_id in pending | self._told]
+        self._told, self._seq = pending, self._seq + 1
+        report = ApprovalReport(call_id=self._origin.call_id, run=self._run, seq=self._seq, approvals=changed)
+        self._sending = asyncio.create_task(_after(self._sending, self._send(report)))
+
+    async def _send(self, report: ApprovalReport) -> None:
+        parent = workflow.get_external_workflow_handle(self._origin.parent_workflow_id)
+        try:
+            await parent.signal(REPORT_SIGNAL, report)
+        except FailureError as err:  # the parent has closed: nobody is left to tell
+            workflow.logger.warning("cannot report approvals to %s: %s", self._origin.parent_workflow_id, err)
+
+
+class Delegations:
+    """The sub-agent conversations this one waits for, and their approvals as they last reported them."""
+
+    def __init__(self) -> None:
+        self._children: dict[str, ChildWorkflowHandle] = {}
+        self._approvals: dict[str, dict[str, ApprovalRecord]] = {}
+        """By our call id, then by the approval's call id under it (``call_2_0/call_1_0``)."""
+        self._heard: dict[str, tuple[int, int]] = {}
+        self._forwarding: asyncio.Task[None] | None = None
+
+    @property
+    def approvals(self) -> list[ApprovalRecord]:
+        return [record for records in self._approvals.values() for record in records.values()]
+
+    @property
+    def pending(self) -> list[ApprovalRecord]:
+        return [record for record in self.approvals if record.state == "pending"]
+
+    def on_report(self, report: ApprovalReport) -> bool:
+        """Takes a child's report; False for a stale one, or one from a child no longer waited for."""
+        records = self._approvals.get(report.call_id)
+        if records is None or (report.run, report.seq) <= self._heard.get(report.call_id, (0, 0)):
+            return False
+        self._heard[report.call_id] = (report.run, report.seq)
+        for record in report.approvals:
+            call_id = f"{report.call_id}/{record.call_id}"
+            records[call_id] = record.model_copy(update={"call_id": call_id})
+        return True
+
+    def routes(self, call_id: str) -> bool:
+        """Is ``call_id`` an approval of a running sub-agent (``<our call>/<its call>``)?"""
+        ours, under, _ = call_id.partition("/")
+        return bool(under) and ours in self._children
+
+    def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
+        """As ``Approvals.check``, against what the sub-agent reported."""
+        records = self._approvals[decision.call_id.partition("/")[0]]
+        return Approvals(list(records.values())).check(decision, now)
+
+    def forward(self, signal: ApprovalSignal, approve: bool) -> None:
+        """A decision signalled to this conversation for a sub-agent's call: on to the sub-agent."""
+        self._forwarding = asyncio.create_task(_after(self._forwarding, self._signal(signal, approve)))
+
+    async def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
+        """The ``decide`` update for a sub-agent's call: answers once the sub-agent reports the decision."""
+        self.check(decision, now)
+        ours = decision.call_id.partition("/")[0]
+        await self._signal(decision, decision.approve)
+
+        def reported() -> ApprovalRecord | None:
+            return self._approvals.get(ours, {}).get(decision.call_id)
+
+        await workflow.wait_condition(lambda: (r := reported()) is None or r.state != "pending")
+        if (record := reported()) is None:
+            raise ApplicationError(
+                f"the sub-agent's conversation closed before it reported the decision on"
+                f" {decision.call_id!r}",
+                type="SubagentClosed",
+            )
+        return record
+
+    async def _signal(self, decision: ApprovalSignal, approve: bool) -> None:
+        ours, _, theirs = decision.call_id.partition("/")
+        if (child := self._children.get(ours)) is None:
+            return
+        name = "approve" if approve else "reject"
+        try:
+            await child.signal(name, decision.model_copy(update={"call_id": theirs}))
+        except FailureError as err:  # it closed meanwhile
+            workflow.logger.warning("%s of %s not forwarded to %s: %s", name, decision.call_id, child.id, err)
+
+    async def run(
+        self, tool: ToolSpec, call: ToolCall, origin: SubagentOrigin, state: ConversationState
+    ) -> ToolOutcome:
+        """Run the sub-agent's conversation for ``call``; its usage and cost go into ``state``."""
+        name = tool.subagent
+        assert name is not None
+        task = call.arguments.get("task")
+        if not isinstance(task, str) or not task.strip():
+            return _invalid(call, "'task' must be a non-empty string")
+        try:
+            input = ConversationInput(prompt=task, agent=name, subagent=origin)
+        except ValidationError as e:
+            return _invalid(call, first_error(e))
+        child_id = f"{origin.parent_workflow_id}/{call.id}"
+        self._approvals[call.id] = {}
+        try:
+            child = await workflow.start_child_workflow(
+                "AgentWorkflow",
+                input,
+                id=child_id,
+                result_type=ConversationResult,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(AGENT_NAME, name),
+                        SearchAttributePair(AGENT_STATUS, "running"),
+                        SearchAttributePair(AGENT_PARENT, origin.parent_workflow_id),
+                    ]
+                ),
+                static_summary=f"sub-agent {name} for {origin.parent_workflow_id} ({call.id})",
+            )
+            self._children[call.id] = child
+            result = await child
+        except ChildWorkflowError as err:
+            if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+                raise asyncio.CancelledError(workflow.cancellation_reason()) from err
+            cause = err.cause.message if isinstance(err.cause, FailureError) else str(err)
+            return ToolOutcome(
+                content=f"Sub-agent '{name}' failed: {cause}", is_error=True, subagent_workflow_id=child_id
+            )
+        except FailureError as err:  # not started: its id is taken by a running conversation
+            return ToolOutcome(content=f"Sub-agent '{name}' could not start: {err}", is_error=True)
+        finally:
+            self._children.pop(call.id, None)
+            self._approvals.pop(call.id, None)
+            self._heard.pop(call.id, None)
+        state.usage += result.usage
+        state.subagent_usage += result.usage
+        if result.cost is not None:
+            state.subagent_cost = (state.subagent_cost or 0.0) + result.cost
+        if workflow.cancellation_reason() is not None:  # the child closed as cancelled, with us
+            raise asyncio.CancelledError(workflow.cancellation_reason())
+        return ToolOutcome(
+            content=result.final_text, is_error=result.closed_by == "cancelled", subagent_workflow_id=child_id
+        )
+
+
+def child_origin(mine: SubagentOrigin | None, call_id: str, max_depth: int) -> SubagentOrigin:
+    """What a child started for our call ``call_id`` is told of where it comes from."""
+    return SubagentOrigin(
+        parent_workflow_id=workflow.info().workflow_id,
+        call_id=call_id,
+        depth=mine.depth + 1 if mine else 1,
+        max_depth=mine.max_depth if mine else max_depth,
+    )
+
+
+def _invalid(call: ToolCall, why: str) -> ToolOutcome:
+    return ToolOutcome(content=f"Invalid arguments for '{call.name}': {why}", is_error=True)
+
+
+async def _after(previous: asyncio.Task[None] | None, signal: Coroutine[Any, Any, None]) -> None:
+    """``signal`` once ``previous`` is done: signals to one workflow go out in the order they were made."""
+    if previous is not None:
+        await previous
+    await signal

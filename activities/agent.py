@@ -57,7 +57,7 @@ class AgentActivities:
         self._mcp = LazyMCPPool(
             (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
         )
-        self._models = ModelActivities(store or stores.conversation_store(), providers)
+        self._models = ModelActivities(store or stores.conversation_store(), providers, registry)
         resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp)
         tools = ToolActivities(
             registry, workspaces, idempotency or stores.idempotency_store(), hooks, self._mcp

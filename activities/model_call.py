@@ -13,7 +13,8 @@ from activities.heartbeat import heartbeating
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
 from activities.text_deltas import text_deltas
-from workflows.activity_io import ModelCallInput
+from activities.tools import ToolRegistry
+from workflows.activity_io import ModelCallInput, definitions_digest
 from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse
 
@@ -23,10 +24,15 @@ class ModelActivities:
     ``lifetime``)."""
 
     def __init__(
-        self, store: ConversationStore, providers: Mapping[str, ModelProvider] | None = None
+        self,
+        store: ConversationStore,
+        providers: Mapping[str, ModelProvider] | None = None,
+        registry: ToolRegistry | None = None,
     ) -> None:
-        """``providers`` replace the adapters by name; they belong to the caller, who closes them."""
+        """``providers`` replace the adapters by name; they belong to the caller, who closes them.
+        ``registry`` defines the tools a call names (``ModelCallInput.registry_tools``)."""
         self._store = store
+        self._registry = registry
         self._providers: dict[str, ModelProvider] = dict(providers or {})
         self._created: list[ModelProvider] = []
         """Providers this object made (and so closes)."""
@@ -45,7 +51,7 @@ class ModelActivities:
         provider = await self._provider(input.request.settings.provider)
         # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
         async with heartbeating() as publish, text_deltas(input.model_call) as to_stream:
-            request = await self._with_transcript(input)
+            request = self._with_registry_tools(input, await self._with_transcript(input))
             model = f"{provider.name}:{request.settings.model}"
             activity.logger.info(
                 "calling %s with %d messages", model, len(request.messages),
@@ -85,6 +91,21 @@ class ModelActivities:
             earlier = found
         await self._store.save(input.conversation_key, input.stored, input.request.messages)
         return input.request.model_copy(update={"messages": earlier + input.request.messages})
+
+    def _with_registry_tools(self, input: ModelCallInput, request: ModelRequest) -> ModelRequest:
+        """The tools the call names, defined by this worker's registry, ahead of the others."""
+        if not input.registry_tools:
+            return request
+        known = self._registry or {}
+        definitions = [known[name].definition for name in input.registry_tools if name in known]
+        if definitions_digest(definitions) != input.registry_digest:
+            raise ApplicationError(
+                f"this worker's tool registry defines {', '.join(input.registry_tools)} otherwise"
+                " than the conversation's worker (or lacks one)",
+                type="ToolDefinitionsDiffer",
+                non_retryable=True,
+            )
+        return request.model_copy(update={"tools": definitions + request.tools})
 
     async def _provider(self, name: str) -> ModelProvider:
         if name not in self._providers:

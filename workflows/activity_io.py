@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -96,6 +98,20 @@ class ModelCallInput(BaseModel):
     model_call: int | None = None
     """The call's number in the conversation's event stream, set when it streams: its text goes to
     the stream as ``text_delta`` events (workflows/events.py)."""
+    registry_tools: list[str] = Field(default_factory=list)
+    """Tools the model is offered by name: the activity takes their definitions from its worker's
+    tool registry (ahead of ``request.tools``), so history does not hold them at every call."""
+    registry_digest: str = ""
+    """``definitions_digest`` of those definitions as the workflow knows them: a model worker whose
+    registry differs refuses the call (``ToolDefinitionsDiffer``) and gets them whole."""
+
+
+def definitions_digest(definitions: list[ToolDefinition]) -> str:
+    """A short fingerprint of tool definitions (SHA-256 of their canonical JSON)."""
+    canonical = json.dumps(
+        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 class ToolInvocation(BaseModel):

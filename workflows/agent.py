@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInvocation,
         ToolOutcome,
         ToolSpec,
+        definitions_digest,
     )
     from workflows.activity_refs import (
         CALL_MODEL,
@@ -110,6 +111,8 @@ LEAN_START_PATCH = "agent-lean-start"
 Runs that started before it keep the resolve activity and one upsert each."""
 BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
 STORE_GAP = "ConversationStoreGap"
+RESEND_WHOLE = (STORE_GAP, "ToolDefinitionsDiffer")
+"""Refusals of the model activity that the same call with everything in it answers."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
@@ -670,13 +673,14 @@ class AgentWorkflow:
                         agent, settings, allow_tool_calls, stored=self._s.stored
                     )
                 except ActivityError as err:
-                    if not (isinstance(err.cause, ApplicationError) and err.cause.type == STORE_GAP):
+                    if not (isinstance(err.cause, ApplicationError) and err.cause.type in RESEND_WHOLE):
                         raise
-                    # The store lost messages (wiped, or another machine's): send the whole transcript.
-                    workflow.logger.warning(
-                        "conversation store gap: %s; resending the transcript", _cause(err)
+                    # The store lost messages (wiped, or another machine's), or the model worker's
+                    # tool registry differs: send the whole transcript and every tool definition.
+                    workflow.logger.warning("%s; resending the transcript and the tools", _cause(err))
+                    response = await self._model_activity(
+                        agent, settings, allow_tool_calls, stored=0, whole=True
                     )
-                    response = await self._model_activity(agent, settings, allow_tool_calls, stored=0)
             except ActivityError as err:
                 failures.append(f"{label} failed: {_cause(err)}")
                 self._record_attempt(agent, label, _cause(err))
@@ -729,9 +733,19 @@ class AgentWorkflow:
         return total_cost(agent.price, self._s)
 
     async def _model_activity(
-        self, agent: ResolvedAgent, settings: ModelSettings, allow_tool_calls: bool, *, stored: int
+        self,
+        agent: ResolvedAgent,
+        settings: ModelSettings,
+        allow_tool_calls: bool,
+        *,
+        stored: int,
+        whole: bool = False,
     ) -> ModelResponse:
+        """One call of the model activity: the messages after the ``stored`` ones, and the tools (the
+        registry's by name, unless ``whole``)."""
         policy = agent.spec.model_call
+        by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
+        named = [t.definition.name for t in by_name]
         call = _execute(
             CALL_MODEL,
             ModelCallInput(
@@ -740,13 +754,15 @@ class AgentWorkflow:
                 request=ModelRequest(
                     settings=settings,
                     messages=self._s.messages[stored:],
-                    tools=[tool.definition for tool in agent.tools],
+                    tools=[tool.definition for tool in agent.tools if tool.definition.name not in named],
                     allow_tool_calls=allow_tool_calls,
                     output_schema=agent.spec.output_schema,
                 ),
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._board.view.iteration,
                 model_call=self._s.model_calls + 1 if settings.stream else None,
+                registry_tools=named,
+                registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
             ),
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"

@@ -93,7 +93,27 @@ def registry() -> ToolRegistry:
 
 
 @pytest.fixture
-async def env(client: Client, registry: ToolRegistry, tmp_path: Path) -> AsyncIterator[Env]:
+def environ() -> dict[str, str]:
+    """Tests may override this fixture to give the worker environment variables (see ``env``)."""
+    return {}
+
+
+@pytest.fixture
+async def env(
+    client: Client,
+    registry: ToolRegistry,
+    environ: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> AsyncIterator[Env]:
+    """A worker on a fresh task queue, started after ``environ`` is in the process environment.
+
+    Never add a variable to the environment while a worker starts: its core threads read the
+    environment (``getenv``) as they start, and glibc's ``setenv`` may free the array they read
+    (the test process then dies of a segmentation fault). Changing the value of one set already is safe.
+    """
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     async with build_worker(client, task_queue=task_queue, registry=registry, workspace_root=tmp_path):
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)

@@ -136,14 +136,20 @@ CELLS = [
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, server: EmbeddedServer) -> Iterator[FakeProvider]:
+def fake() -> Iterator[FakeProvider]:
     with FakeProvider() as fake:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)  # for the CLI
         yield fake
+
+
+@pytest.fixture
+def environ(fake: FakeProvider, server: EmbeddedServer) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": f"{fake.url}/v1",
+        "OPENAI_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-test",
+        "TEMPORAL_ADDRESS": server.address,  # for the CLI
+    }
 
 
 @pytest.mark.parametrize(("fault", "provider", "stream"), CELLS)

@@ -85,8 +85,14 @@ class HTTPServer:
 
 
 @pytest.fixture
+def environ(server: EmbeddedServer) -> dict[str, str]:
+    """The variable the HTTP server's header names, and the starter's address."""
+    return {"MCP_TEST_TOKEN": TOKEN, "TEMPORAL_ADDRESS": server.address}
+
+
+@pytest.fixture
 def http_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[HTTPServer]:
-    monkeypatch.setenv("MCP_TEST_TOKEN", TOKEN)
+    monkeypatch.setenv("MCP_TEST_TOKEN", TOKEN)  # set already where a worker runs (``environ``)
     server = HTTPServer()
     server.start("v1")
     yield server
@@ -302,7 +308,7 @@ def test_a_secret_written_into_the_agent_file_is_refused() -> None:
 
 
 async def test_wrong_token_is_named_and_not_retried(env: Env, http_server: HTTPServer, monkeypatch) -> None:
-    monkeypatch.setenv("MCP_TEST_TOKEN", "wrong")
+    monkeypatch.setenv("MCP_TEST_TOKEN", "wrong")  # a new value, not a new variable: safe as the worker runs
     agent = scripted_agent(step("hi"), tools=[], mcp_servers=[http_server.config()])
     handle = await env.start(conversation(agent))
     with pytest.raises(WorkflowFailureError) as info:
@@ -492,9 +498,7 @@ async def test_changed_tool_list_after_a_worker_restart_does_not_break_a_convers
     assert replay.replay_failure is None
 
 
-async def test_refresh_without_mcp_servers_is_refused(
-    env: Env, server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_refresh_without_mcp_servers_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     handle = await env.start(conversation(scripted_agent(step("hi"), chat=True)))
     while not await handle.query(AgentWorkflow.replies):
         await asyncio.sleep(0.05)
@@ -502,7 +506,6 @@ async def test_refresh_without_mcp_servers_is_refused(
         await handle.execute_update(AgentWorkflow.refresh_tools)
     assert info.value.cause.message == "this conversation has no MCP servers to refresh"
 
-    monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)
     assert await starter.run(["refresh-tools", handle.id]) == 1
     assert (
         capsys.readouterr().err == "error: not refreshed: this conversation has no MCP servers to refresh\n"

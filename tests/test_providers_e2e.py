@@ -26,13 +26,19 @@ def _recorded(name: str) -> Reply:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+def fake() -> Iterator[FakeProvider]:
     with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
         yield server
+
+
+@pytest.fixture
+def environ(fake: FakeProvider) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": f"{fake.url}/v1",
+        "OPENAI_API_KEY": SECRET,
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": SECRET,
+    }
 
 
 async def _history_json(env: Env, workflow_id: str) -> str:

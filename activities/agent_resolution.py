@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from temporalio.exceptions import ApplicationError
 
 from activities.agent_files import AgentFileError, check_agent
+from activities.context_windows import context_window
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
@@ -57,4 +58,5 @@ class AgentResolver:
             spec=spec,
             tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools],
             price=self.prices.get(ref.model or spec.model.model),
+            context_window=spec.model.context_window or context_window(ref.model or spec.model.model),
         )

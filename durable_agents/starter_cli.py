@@ -39,7 +39,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
-from durable_agents.conversations import start_conversation, ui_link
+from durable_agents.conversations import conversation_history, fork_conversation, start_conversation, ui_link
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
 from workflows.activity_refs import CALL_MODEL
@@ -48,7 +48,6 @@ from workflows.api import (
     AGENT_NAME,
     AGENT_STATUS,
     AgentOverrides,
-    ConversationHistory,
     ConversationInput,
     ConversationResult,
     ConversationStatus,
@@ -59,6 +58,7 @@ from workflows.messages import (
     AssistantMessage,
     Message,
     ModelProgress,
+    SummaryMessage,
     SystemMessage,
     ToolResultMessage,
     UserMessage,
@@ -87,6 +87,8 @@ def format_transcript(messages: Sequence[Message]) -> str:
                 lines += [f"[tool call {c.id}] {c.name}({json.dumps(c.arguments)})" for c in calls]
             case ToolResultMessage(call_id=call_id, content=content, is_error=is_error):
                 lines.append(f"[tool {'error' if is_error else 'result'} {call_id}] {content}")
+            case SummaryMessage(text=text, replaces=replaces):
+                lines.append(f"[summary of the {replaces} messages before] {text}")
     return "\n".join(lines)
 
 
@@ -137,6 +139,28 @@ async def start(client: Client, args: argparse.Namespace) -> None:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
     print(f"Started {workflow_id}")
     print(f"Web UI: {ui_link(workflow_id, client.namespace, args.settings.ui_url)}")
+    if args.wait:
+        print(format_result(await handle.result()))
+
+
+async def fork(client: Client, args: argparse.Namespace) -> None:
+    """A new conversation from the first N messages of another (same agent, a fresh budget)."""
+    prompt = None if args.prompt is None and args.file is None else _text(args.prompt, args.file, "prompt")
+    try:
+        handle = await fork_conversation(
+            client,
+            args.workflow_id,
+            args.at,
+            id=args.id,
+            prompt=prompt,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    except WorkflowAlreadyStartedError as e:
+        raise CommandError(f"a conversation with id {args.id!r} already exists") from e
+    print(f"Started {handle.id} (fork of {args.workflow_id} at message {args.at})")
+    print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}")
     if args.wait:
         print(format_result(await handle.result()))
 
@@ -291,7 +315,7 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
-    found = await _conversation(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
+    found = await conversation_history(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
     if args.json:
         print(found.model_dump_json(indent=2))
     else:
@@ -404,7 +428,7 @@ async def watch(client: Client, args: argparse.Namespace) -> None:
     typing = _TypingLine()
     while True:
         finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
-        found = await _conversation(handle)
+        found = await conversation_history(handle)
         new = format_transcript(found.messages[shown_messages:])
         if new:
             typing.close()
@@ -465,14 +489,6 @@ async def partial_answer(client: Client, handle: WorkflowHandle) -> str:
             )
             return progress.partial_text
     return ""
-
-
-async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
-    """Messages and audit trail; from the result once completed (a result is a whole history), so no
-    worker is needed."""
-    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
-        return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
-    return await handle.query(AgentWorkflow.history)
 
 
 def _duration(delta: timedelta) -> str:
@@ -590,6 +606,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--model", help="another model name for the agent's provider")
     s.add_argument("--chat", action="store_true", help="stay open for follow-up messages")
     s.set_defaults(func=start)
+
+    f = sub.add_parser("fork", help="start a new conversation from the first N messages of another")
+    f.add_argument("workflow_id")
+    f.add_argument(
+        "--at",
+        type=int,
+        required=True,
+        metavar="N",
+        help="keep messages 1..N, as `history --json` lists them (the system prompt is 1)",
+    )
+    f.add_argument("--prompt", help="a new question after message N (default: ask message N again)")
+    f.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    f.add_argument("--id", help="workflow id of the fork (default: generated)")
+    f.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    f.set_defaults(func=fork)
 
     m = sub.add_parser("send", help="send a follow-up message and print the reply")
     m.add_argument("workflow_id")

@@ -29,6 +29,19 @@ HISTORIES = Path(__file__).parent / "histories"
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 
+
+def compacting() -> ConversationInput:
+    """The first answer reports 505 tokens of a 100-token window: before the second message's model
+    call, the first turn is summarised ("context-compaction")."""
+    agent = scripted_agent(
+        step("", ("add", {"a": 1, "b": 2})),
+        ScriptStep(text="{last_result}", input_tokens=500),
+        step("you said {user}"),
+    )
+    agent.model.context_window = 100
+    return conversation(agent)
+
+
 SHAPES: dict[str, ConversationInput] = {
     "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
     "limit_final_answer": conversation(
@@ -84,10 +97,12 @@ SHAPES: dict[str, ConversationInput] = {
     "continue_as_new": conversation(
         scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"), continue_as_new_after=1)
     ),
+    "compaction": compacting(),
 }
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
     "follow_ups": ("post_message", MessageInput(text="second")),
+    "compaction": ("post_message", MessageInput(text="second")),
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}

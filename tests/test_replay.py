@@ -19,6 +19,7 @@ def test_histories_are_checked_in() -> None:
         "approval",
         "approval_bound",
         "cancelled",
+        "compaction",
         "continue_as_new",
         "demo",
         "follow_ups",

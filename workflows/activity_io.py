@@ -72,6 +72,9 @@ class ResolvedAgent(BaseModel):
     tools: list[ToolSpec]
     price: Price | None = None
     """The model's price from the worker's price table, when it has one."""
+    context_window: int | None = None
+    """The model's context window: the agent's ``model.context_window``, else the worker's table.
+    None in conversations resolved before context compaction existed: they never compact."""
 
 
 class ModelCallInput(BaseModel):
@@ -89,6 +92,8 @@ class ModelCallInput(BaseModel):
     timeout_seconds: float = 120.0
     iteration: int = 0
     """For log lines."""
+    summarise: bool = False
+    """Ask for a summary of the transcript instead of its next message (context compaction)."""
 
 
 class ToolInvocation(BaseModel):

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         AssistantMessage,
         ModelRequest,
         ModelResponse,
+        SummaryMessage,
         SystemMessage,
         ToolCall,
         ToolResultMessage,
@@ -70,6 +71,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.state import ConversationState, QueuedMessage, TurnState
     from workflows.status import StatusBoard
+    from workflows.transcript import (
+        compaction_cut,
+        estimate_tokens,
+        input_tokens,
+        model_view,
+        view_start,
+    )
 
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
@@ -110,6 +118,7 @@ class AgentWorkflow:
         self._closed_by: ClosedBy = "answered"
         self._closing = False
         if input.state is None and not self._input_error:
+            self._s.messages = list(input.history)
             self._enqueue(input.prompt)
 
     @workflow.run
@@ -280,7 +289,7 @@ class AgentWorkflow:
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
-        if resolved.spec.system_prompt:
+        if resolved.spec.system_prompt and not input.history:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
         return resolved
 
@@ -502,6 +511,7 @@ class AgentWorkflow:
     # -- model calls --------------------------------------------------------------
 
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
+        await self._compact_if_due(agent)
         settings = agent.spec.model
         label = f"{settings.provider}:{settings.model}"
         self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
@@ -509,37 +519,79 @@ class AgentWorkflow:
             "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
             extra={"iteration": self._board.view.iteration, "model": label},
         )  # fmt: skip
+        response = await self._request(agent, allow_tool_calls=allow_tool_calls)
+        message = response.message
+        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
+        self._s.messages.append(message)
+        self._s.context_tokens = response.usage.total_tokens
+        self._s.context_messages = len(self._s.messages)
+        if self._s.turn is not None and response.finish_reason == "length":
+            self._s.turn.truncated = True
+        self._count(agent, response)
+        return response
+
+    async def _compact_if_due(self, agent: ResolvedAgent) -> None:
+        """Summarise older messages when the next call's input would pass the agent's share of its
+        context window (workflows/transcript.py). Decided from recorded usage and messages only;
+        agents resolved before compaction existed have no window, so their conversations never do."""
+        s, window = self._s, agent.context_window
+        if window is None:
+            return
+        tokens = input_tokens(s.messages, s.context_tokens, s.context_messages)
+        if tokens <= agent.spec.model.compact_at * window or (cut := compaction_cut(s.messages)) is None:
+            return
+        replaces = cut - view_start(s.messages)
+        self._board.set(
+            "calling_model", f"summarising {replaces} earlier messages: ~{tokens} of {window} tokens"
+        )
+        workflow.logger.info(
+            "compacting at ~%d of %d tokens: summarising %d messages", tokens, window, replaces
+        )
+        response = await self._request(agent, allow_tool_calls=False, summary_of=cut)
+        s.messages.insert(cut, SummaryMessage(text=response.message.text, replaces=replaces))
+        s.context_tokens = estimate_tokens(model_view(s.messages))
+        s.context_messages = len(s.messages)
+        self._count(agent, response)
+
+    async def _request(
+        self, agent: ResolvedAgent, *, allow_tool_calls: bool, summary_of: int | None = None
+    ) -> ModelResponse:
+        """One model activity call: the next message, or a summary of the first ``summary_of``
+        messages. A store that lost messages gets the whole transcript again."""
+        summarise = summary_of is not None
+        upto = len(self._s.messages) if summary_of is None else summary_of
+        stored = min(self._s.stored, upto)
         try:
             try:
-                response = await self._model_activity(agent, allow_tool_calls, stored=self._s.stored)
+                response = await self._model_activity(agent, allow_tool_calls, stored, upto, summarise)
             except ActivityError as err:
                 if not (isinstance(err.cause, ApplicationError) and err.cause.type == STORE_GAP):
                     raise
                 # The store lost messages (wiped, or another machine's): send the whole transcript.
                 workflow.logger.warning("conversation store gap: %s; resending the transcript", _cause(err))
-                response = await self._model_activity(agent, allow_tool_calls, stored=0)
+                response = await self._model_activity(agent, allow_tool_calls, 0, upto, summarise)
         except ActivityError as err:
+            label = f"{agent.spec.model.provider}:{agent.spec.model.model}"
             raise ApplicationError(
                 f"model call to {label} failed: {_cause(err)}", type="ModelCallFailed", non_retryable=True
             ) from err
-        self._s.stored = len(self._s.messages)
-        message = response.message
-        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
-        self._s.messages.append(message)
-        if self._s.turn is not None and response.finish_reason == "length":
-            self._s.turn.truncated = True
+        self._s.stored = upto
+        return response
+
+    def _count(self, agent: ResolvedAgent, response: ModelResponse) -> None:
+        """A summary is a model call like the others: it counts toward the limits and budgets."""
         self._s.usage += response.usage
         self._s.model_calls += 1
         self._run_model_calls += 1
         self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
-        return response
 
     def _cost(self, agent: ResolvedAgent) -> float | None:
         return agent.price.cost(self._s.usage) if agent.price else None
 
     async def _model_activity(
-        self, agent: ResolvedAgent, allow_tool_calls: bool, *, stored: int
+        self, agent: ResolvedAgent, allow_tool_calls: bool, stored: int, upto: int, summarise: bool
     ) -> ModelResponse:
+        """The model activity over the first ``upto`` messages, of which the store holds ``stored``."""
         settings, policy = agent.spec.model, agent.spec.model_call
         return await _execute(
             CALL_MODEL,
@@ -548,16 +600,17 @@ class AgentWorkflow:
                 stored=stored,
                 request=ModelRequest(
                     settings=settings,
-                    messages=self._s.messages[stored:],
+                    messages=self._s.messages[stored:upto],
                     tools=[tool.definition for tool in agent.tools],
                     allow_tool_calls=allow_tool_calls,
                 ),
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._board.view.iteration,
+                summarise=summarise,
             ),
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
-            + ("" if allow_tool_calls else " (tools off)"),
+            + (" (summary)" if summarise else "" if allow_tool_calls else " (tools off)"),
             **policy.activity_options(),
         )
 
@@ -746,7 +799,7 @@ class AgentWorkflow:
         self._s.early_decisions = self._approvals.early
         self._s.runs += 1
         workflow.logger.info("continuing as new (run %d)", self._s.runs)
-        workflow.continue_as_new(input.model_copy(update={"state": self._s}))
+        workflow.continue_as_new(input.model_copy(update={"state": self._s, "history": []}))
 
     # -- status and result --------------------------------------------------------
 

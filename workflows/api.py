@@ -12,12 +12,17 @@ from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimi
 from workflows.messages import Message, Usage
 from workflows.records import ApprovalRecord, HookRecord, Reply, StopReason, ToolCallRecord
 from workflows.state import ConversationState
+from workflows.transcript import history_error
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 """running, awaiting_approval, completed or failed: find conversations that wait for a person."""
 
 
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+
+
+AGENT_FORK_OF = SearchAttributeKey.for_keyword("AgentForkOf")
+"""The id of the conversation a fork started from (``starter.py fork``)."""
 
 
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
@@ -66,6 +71,9 @@ class ConversationInput(BaseModel):
     agent_spec: AgentSpec | None = None
     """Inline agent settings, used instead of a named agent."""
     overrides: AgentOverrides = Field(default_factory=AgentOverrides)
+    history: list[Message] = Field(default_factory=list)
+    """Messages the conversation starts from, before ``prompt`` (a fork's first messages, system
+    prompt included: the agent's own is then not added)."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; never by callers."""
 
@@ -86,6 +94,8 @@ class ConversationInput(BaseModel):
     def _one_agent(self) -> ConversationInput:
         if (self.agent is None) == (self.agent_spec is None):
             raise ValueError("give exactly one of 'agent' (a name) or 'agent_spec' (inline settings)")
+        if error := history_error(self.history):
+            raise ValueError(f"history: {error}")
         return self
 
 

@@ -42,6 +42,11 @@ class ConversationState(BaseModel):
     hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model_calls: int = 0
+    context_tokens: int = 0
+    """Input and output tokens of the latest model call (after a summary: an estimate of what the
+    model sees), for context compaction; 0 when not known."""
+    context_messages: int = 0
+    """How many of ``messages`` ``context_tokens`` counts."""
     messages_received: int = 0
     ended: bool = False
     runs: int = 1

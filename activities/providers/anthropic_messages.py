@@ -19,6 +19,7 @@ from workflows.messages import (
     ModelRequest,
     ModelResponse,
     OnText,
+    SummaryMessage,
     SystemMessage,
     ToolResultMessage,
     Usage,
@@ -66,7 +67,12 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
 def to_wire(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of ``messages.create`` for a neutral request."""
     settings = request.settings
-    system = "\n\n".join(m.text for m in request.messages if isinstance(m, SystemMessage))
+    # Messages has no system role inside the conversation: a summary goes with the system prompt.
+    system = "\n\n".join(
+        m.text if isinstance(m, SystemMessage) else m.context
+        for m in request.messages
+        if isinstance(m, SystemMessage | SummaryMessage)
+    )
     wire: dict[str, Any] = {
         "model": settings.model,
         "max_tokens": settings.max_tokens,
@@ -91,7 +97,7 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         match message:
-            case SystemMessage():
+            case SystemMessage() | SummaryMessage():
                 continue
             case UserMessage(text=text):
                 out.append({"role": "user", "content": text})

@@ -424,16 +424,19 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
 async def watch(client: Client, args: argparse.Namespace) -> None:
     """Follow a conversation live: new messages, approvals awaited and decided, until it ends."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    shown_messages, shown_approvals, last_detail = 0, dict[str, str](), ""
+    shown_messages, shown_summaries, shown_approvals, last_detail = 0, 0, dict[str, str](), ""
     typing = _TypingLine()
     while True:
         finished = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
         found = await conversation_history(handle)
-        new = format_transcript(found.messages[shown_messages:])
+        # A summary is inserted before the recent messages (context compaction): shown as it comes.
+        summaries = [m for m in found.messages if isinstance(m, SummaryMessage)]
+        messages = [m for m in found.messages if not isinstance(m, SummaryMessage)]
+        new = format_transcript(summaries[shown_summaries:] + messages[shown_messages:])
         if new:
             typing.close()
             print(new)
-        shown_messages = len(found.messages)
+        shown_messages, shown_summaries = len(messages), len(summaries)
         for record in found.approvals:
             if shown_approvals.get(record.call_id) != record.state:
                 shown_approvals[record.call_id] = record.state

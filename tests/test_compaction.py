@@ -16,7 +16,9 @@ from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.providers import anthropic_messages, openai_chat
 from activities.tools import default_registry
+from durable_agents import starter_cli as starter
 from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, activity_types
 from tests.fake_provider import FakeProvider, Reply, openai_completion
 from tests.record_histories import compacting
@@ -215,7 +217,9 @@ async def test_a_first_message_over_the_share_goes_to_the_model_whole(env: Env, 
     assert fake.received[0].body["messages"] == [{"role": "user", "content": "x" * 2000}]
 
 
-async def test_the_scripted_model_goes_on_with_its_script_after_a_summary(env: Env) -> None:
+async def test_the_scripted_model_goes_on_with_its_script_after_a_summary(
+    env: Env, server: EmbeddedServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The shape of the checked-in history ``compaction.json``: the first turn is summarised."""
     handle = await env.client.start_workflow(
         AgentWorkflow.run,
@@ -239,4 +243,12 @@ async def test_the_scripted_model_goes_on_with_its_script_after_a_summary(env: E
         "call_model",
         "call_model",  # the summary
         "call_model",
+    ]
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)
+    assert await starter.run(["history", handle.id]) == 0
+    assert capsys.readouterr().out.splitlines()[4:] == [
+        "[summary of the 4 messages before] (scripted summary of 2 model turns) The user said: go",
+        "[user] second",
+        "[assistant] you said second",
     ]

@@ -58,5 +58,6 @@ class AgentResolver:
             spec=spec,
             tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools],
             price=self.prices.get(ref.model or spec.model.model),
-            context_window=spec.model.context_window or context_window(ref.model or spec.model.model),
+            context_window=spec.model.context_window
+            or context_window(spec.model.provider, ref.model or spec.model.model),
         )

@@ -14,5 +14,9 @@ DEFAULT_CONTEXT_WINDOW = 32_000
 """For a model not in the table: small enough for most local models; set ``context_window`` for yours."""
 
 
-def context_window(model: str) -> int:
+def context_window(provider: str, model: str) -> int | None:
+    """The window of ``model``; None for the offline scripted model, which takes in anything (its
+    conversations compact only when the agent sets ``context_window``)."""
+    if provider == "scripted":
+        return None
     return CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)

@@ -108,14 +108,19 @@ def test_context_window_and_share_come_from_the_model_table_and_are_checked(tmp_
 async def test_the_window_is_the_agents_own_else_the_tables_else_the_default() -> None:
     resolver = AgentResolver({}, {}, default_registry(), HookRegistry([]), LazyMCPPool([]))
 
-    async def window(model: str, own: int | None = None, override: str | None = None) -> int | None:
-        spec = AgentSpec(name="a", model=ModelSettings(provider="openai", model=model, context_window=own))
+    async def window(
+        model: str, own: int | None = None, override: str | None = None, provider: str = "openai"
+    ) -> int | None:
+        settings = ModelSettings(provider=provider, model=model, context_window=own)  # type: ignore[arg-type]
+        spec = AgentSpec(name="a", model=settings)
         return (await resolver.resolve_agent(AgentRef(spec=spec, model=override))).context_window
 
     assert await window("claude-haiku-4-5") == 200_000
     assert await window("gpt-4o-mini", own=4000) == 4000
     assert await window("my-local-model") == DEFAULT_CONTEXT_WINDOW == 32_000
     assert await window("my-local-model", override="gpt-4o") == 128_000  # the conversation's model
+    assert await window("scripted-demo", provider="scripted") is None  # takes in anything
+    assert await window("scripted-demo", own=100, provider="scripted") == 100
 
 
 # -- through a real worker, the real openai SDK and a fake server ------------------------------------

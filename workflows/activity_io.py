@@ -81,7 +81,8 @@ class ModelCallInput(BaseModel):
     """Input of the model activity: a reference to the stored transcript plus what is new.
 
     The activity appends ``request.messages`` to the conversation store after the
-    first ``stored`` messages, then sends the whole transcript to the model. History
+    first ``stored`` messages, then sends the model its view of the whole transcript
+    (all of it until a summary replaces the older part: workflows/transcript.py). History
     thus holds each message once, and grows linearly with the conversation.
     """
 

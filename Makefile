@@ -39,7 +39,7 @@ server: setup
 	@mkdir -p $(AGENT_DATA_DIR)
 	$(VENV)/bin/temporal server start-dev --db-filename $(AGENT_DATA_DIR)/temporal.db --ui-port 8233 \
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
-		--search-attribute AgentParent=Keyword \
+		--search-attribute AgentParent=Keyword --search-attribute AgentForkOf=Keyword \
 		$$($(PY) -c 'from durable_agents.dev_server import dev_server_flags; print(" ".join(dev_server_flags()))')
 
 lint: setup

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from temporalio.exceptions import ApplicationError
 
 from activities.agent_files import AgentFileError, check_agent
+from activities.context_windows import context_window
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.tools import ToolRegistry
@@ -71,4 +72,6 @@ class AgentResolver:
                 for entry in spec.model.fallback
                 if (model := entry.partition(":")[2]) in self.prices
             },
+            context_window=spec.model.context_window
+            or context_window(spec.model.provider, ref.model or spec.model.model),
         )

@@ -17,6 +17,7 @@ from activities.tools import ToolRegistry
 from workflows.activity_io import ModelCallInput, definitions_digest
 from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse
+from workflows.transcript import model_view, summary_request
 
 
 class ModelActivities:
@@ -77,7 +78,8 @@ class ModelActivities:
                 ) from e
 
     async def _with_transcript(self, input: ModelCallInput) -> ModelRequest:
-        """Store the new messages after the ``stored`` ones; return the request with the whole transcript."""
+        """Store the new messages after the ``stored`` ones; return the request with what the model
+        sees of the whole transcript (after a summary: the system prompt, the summary and what follows)."""
         earlier: list = []
         if input.stored:
             found = await self._store.load(input.conversation_key, input.stored)
@@ -90,7 +92,9 @@ class ModelActivities:
                 )
             earlier = found
         await self._store.save(input.conversation_key, input.stored, input.request.messages)
-        return input.request.model_copy(update={"messages": earlier + input.request.messages})
+        transcript = earlier + input.request.messages
+        messages = summary_request(transcript) if input.summarise else model_view(transcript)
+        return input.request.model_copy(update={"messages": messages})
 
     def _with_registry_tools(self, input: ModelCallInput, request: ModelRequest) -> ModelRequest:
         """The tools the call names, defined by this worker's registry, ahead of the others."""

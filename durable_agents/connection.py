@@ -16,11 +16,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
-from workflows.api import AGENT_NAME, AGENT_PARENT, AGENT_STATUS
+from workflows.api import AGENT_FORK_OF, AGENT_NAME, AGENT_PARENT, AGENT_STATUS
 
 DEFAULT_ADDRESS = "localhost:7233"
 
-SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME, AGENT_PARENT)
+SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME, AGENT_PARENT, AGENT_FORK_OF)
 
 
 def connect_config() -> dict:
@@ -52,7 +52,7 @@ async def connect(
 
 
 async def ensure_search_attributes(client: Client) -> None:
-    """Register AgentStatus, AgentName and AgentParent if the namespace lacks them.
+    """Register AgentStatus, AgentName, AgentParent and AgentForkOf if the namespace lacks them.
 
     Without them every status change would fail the workflow task. Raises
     ``RuntimeError`` with the command to run when this client may not register them.

@@ -1,15 +1,17 @@
 """Client-side helpers for one conversation: start it as the starter does, send to it (starting it
-if need be), and link to its page."""
+if need be), read its history, fork it, and link to its page."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 from urllib.parse import quote
 
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -25,15 +27,19 @@ from temporalio.service import RPCError
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
+    AGENT_FORK_OF,
     AGENT_NAME,
     AGENT_STATUS,
     AgentOverrides,
+    ConversationHistory,
     ConversationInput,
     ConversationResult,
     MessageInput,
 )
 from workflows.config import AgentSpec
+from workflows.messages import UserMessage
 from workflows.records import Reply
+from workflows.transcript import cut_error
 
 
 def conversation_summary(agent: str, prompt: str) -> str:
@@ -48,17 +54,18 @@ async def start_conversation(
     *,
     id: str,
     task_queue: str = DEFAULT_TASK_QUEUE,
+    fork_of: str | None = None,
     **options: Any,
 ) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
-    """Start a conversation with its Web UI summary, and AgentName and AgentStatus set at the start
-    (the workflow then writes no search attribute until its status changes). ``options`` go to
-    ``Client.start_workflow``."""
+    """Start a conversation with its Web UI summary, and AgentName and AgentStatus (and for a fork
+    AgentForkOf) set at the start (the workflow then writes no search attribute until its status
+    changes). ``options`` go to ``Client.start_workflow``."""
     return await client.start_workflow(
         AgentWorkflow.run,
         conversation,
         id=id,
         task_queue=task_queue,
-        **_start_options(conversation, conversation.prompt or ""),
+        **_start_options(conversation, conversation.prompt or "", fork_of=fork_of),
         **options,
     )
 
@@ -118,15 +125,90 @@ async def send_or_start(
     raise AssertionError("unreachable")
 
 
-def _start_options(conversation: ConversationInput, first_message: str) -> dict[str, Any]:
+def _start_options(
+    conversation: ConversationInput, first_message: str, fork_of: str | None = None
+) -> dict[str, Any]:
     """The Web UI summary and the search attributes a conversation starts with."""
     agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
+    attributes = [SearchAttributePair(AGENT_NAME, agent), SearchAttributePair(AGENT_STATUS, "running")]
+    if fork_of is not None:
+        attributes.append(SearchAttributePair(AGENT_FORK_OF, fork_of))
     return {
         "static_summary": conversation_summary(agent, first_message),
-        "search_attributes": TypedSearchAttributes(
-            [SearchAttributePair(AGENT_NAME, agent), SearchAttributePair(AGENT_STATUS, "running")]
-        ),
+        "search_attributes": TypedSearchAttributes(attributes),
     }
+
+
+async def conversation_history(handle: WorkflowHandle) -> ConversationHistory:
+    """Messages and audit trail; from the result once completed (a result is a whole history), so no
+    worker is needed."""
+    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
+        return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
+    return await handle.query(AgentWorkflow.history)
+
+
+async def fork_conversation(
+    client: Client,
+    origin_id: str,
+    at: int,
+    *,
+    id: str | None = None,
+    prompt: str | None = None,
+    task_queue: str | None = None,
+    **options: Any,
+) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
+    """Start a new conversation from the first ``at`` messages of ``origin_id``: same agent and
+    overrides (and task queue, unless given), a fresh budget, AgentForkOf naming the origin. Without
+    ``prompt`` message ``at`` must be a user message, which the fork asks again; with one, the fork
+    asks it after message ``at``.
+
+    Raises ``ValueError`` (one line) for a cut the fork cannot start from.
+    """
+    origin = client.get_workflow_handle(origin_id)
+    messages = (await conversation_history(origin)).messages
+    where = f"cannot fork {origin_id} at {at}"
+    if not 1 <= at <= len(messages):
+        raise ValueError(f"{where}: it has {len(messages)} messages; give 1 to {len(messages)}")
+    if error := cut_error(messages, at):
+        raise ValueError(f"{where}: {error}")
+    history, last = messages[:at], messages[at - 1]
+    if prompt is None:
+        if not isinstance(last, UserMessage):
+            raise ValueError(
+                f"{where}: message {at} is not a user message ({last.kind}); fork at a user message to ask"
+                " it again, or give a new prompt"
+            )
+        history, prompt = history[:-1], last.text
+    elif isinstance(last, UserMessage):
+        raise ValueError(
+            f"{where}: message {at} is a user message; fork there without a prompt to ask it again,"
+            f" or at {at - 1} to ask yours instead"
+        )
+    started = await _start_input(client, origin)
+    conversation = ConversationInput(
+        prompt=prompt,
+        agent=started.agent,
+        agent_spec=started.agent_spec,
+        overrides=started.overrides,
+        history=history,
+    )
+    return await start_conversation(
+        client,
+        conversation,
+        id=id or f"{origin_id}-fork-{uuid.uuid4().hex[:6]}",
+        task_queue=task_queue or (await origin.describe()).task_queue,
+        fork_of=origin_id,
+        **options,
+    )
+
+
+async def _start_input(client: Client, handle: WorkflowHandle) -> ConversationInput:
+    """The start input of the conversation's latest run (its agent and overrides are the first run's)."""
+    async for event in handle.fetch_history_events():
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        [started] = await client.data_converter.decode(payloads, [ConversationInput])
+        return started
+    raise ValueError(f"{handle.id} has no history")
 
 
 def ui_link(workflow_id: str, namespace: str = "default", ui_url: str = DEFAULT_UI_URL) -> str:

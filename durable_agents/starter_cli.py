@@ -40,7 +40,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
-from durable_agents.conversations import send_or_start, start_conversation, ui_link
+from durable_agents.conversations import (
+    conversation_history,
+    fork_conversation,
+    send_or_start,
+    start_conversation,
+    ui_link,
+)
 from durable_agents.converter import data_converter
 from durable_agents.live import POLL_COOLDOWN, follow, next_offset
 from durable_agents.settings import Settings
@@ -51,7 +57,6 @@ from workflows.api import (
     AGENT_PARENT,
     AGENT_STATUS,
     AgentOverrides,
-    ConversationHistory,
     ConversationInput,
     ConversationResult,
     ConversationStatus,
@@ -67,6 +72,7 @@ from workflows.events import (
     ReplySent,
     StateChanged,
     StreamedText,
+    SummaryAdded,
     TextDelta,
     ToolCallFinished,
 )
@@ -74,6 +80,7 @@ from workflows.inputs import first_error
 from workflows.messages import (
     AssistantMessage,
     Message,
+    SummaryMessage,
     SystemMessage,
     ToolResultMessage,
     UserMessage,
@@ -104,6 +111,8 @@ def format_transcript(messages: Sequence[Message]) -> str:
                 lines += [f"[tool call {c.id}] {c.name}({json.dumps(c.arguments)})" for c in calls]
             case ToolResultMessage(call_id=call_id, content=content, is_error=is_error):
                 lines.append(f"[tool {'error' if is_error else 'result'} {call_id}] {content}")
+            case SummaryMessage(text=text, replaces=replaces):
+                lines.append(f"[summary of the {replaces} messages before] {text}")
     return "\n".join(lines)
 
 
@@ -158,6 +167,28 @@ async def start(client: Client, args: argparse.Namespace) -> None:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
     print(f"Started {workflow_id}")
     print(f"Web UI: {ui_link(workflow_id, client.namespace, args.settings.ui_url)}")
+    if args.wait:
+        print(format_result(await handle.result()))
+
+
+async def fork(client: Client, args: argparse.Namespace) -> None:
+    """A new conversation from the first N messages of another (same agent, a fresh budget)."""
+    prompt = None if args.prompt is None and args.file is None else _text(args.prompt, args.file, "prompt")
+    try:
+        handle = await fork_conversation(
+            client,
+            args.workflow_id,
+            args.at,
+            id=args.id,
+            prompt=prompt,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    except WorkflowAlreadyStartedError as e:
+        raise CommandError(f"a conversation with id {args.id!r} already exists") from e
+    print(f"Started {handle.id} (fork of {args.workflow_id} at message {args.at})")
+    print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}")
     if args.wait:
         print(format_result(await handle.result()))
 
@@ -366,7 +397,7 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
-    found = await _conversation(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
+    found = await conversation_history(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
     if args.json:
         print(found.model_dump_json(indent=2))
     else:
@@ -559,6 +590,8 @@ def format_event(event: Event) -> list[str]:
             return [format_transcript([SystemMessage(text=text)])]
         case MessageAdded(text=text):
             return [format_transcript([UserMessage(text=text)])]
+        case SummaryAdded(text=text, replaces=replaces):
+            return [format_transcript([SummaryMessage(text=text, replaces=replaces)])]
         case ModelCallFinished(text=text, tool_calls=calls):
             found = format_transcript([AssistantMessage(text=text, tool_calls=calls)])
             return found.splitlines() if found else []
@@ -603,14 +636,6 @@ class _TypingLine:
         if self._open:
             print()
             self._open = False
-
-
-async def _conversation(handle: WorkflowHandle) -> ConversationHistory:
-    """Messages and audit trail; from the result once completed (a result is a whole history), so no
-    worker is needed."""
-    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
-        return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
-    return await handle.query(AgentWorkflow.history)
 
 
 def _offset(given: str) -> int:
@@ -756,6 +781,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--model", help="another model name for the agent's provider")
     s.add_argument("--chat", action="store_true", help="stay open for follow-up messages")
     s.set_defaults(func=start)
+
+    f = sub.add_parser("fork", help="start a new conversation from the first N messages of another")
+    f.add_argument("workflow_id")
+    f.add_argument(
+        "--at",
+        type=int,
+        required=True,
+        metavar="N",
+        help="keep messages 1..N, as `history --json` lists them (the system prompt is 1)",
+    )
+    f.add_argument("--prompt", help="a new question after message N (default: ask message N again)")
+    f.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    f.add_argument("--id", help="workflow id of the fork (default: generated)")
+    f.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    f.set_defaults(func=fork)
 
     m = sub.add_parser("send", help="send a follow-up message and print the reply")
     m.add_argument("workflow_id")

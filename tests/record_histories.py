@@ -38,6 +38,18 @@ def _streaming(agent: AgentSpec) -> AgentSpec:
     return agent
 
 
+def compacting() -> ConversationInput:
+    """The first answer reports 505 tokens of a 100-token window: before the second message's model
+    call, the first turn is summarised ("context-compaction")."""
+    agent = scripted_agent(
+        step("", ("add", {"a": 1, "b": 2})),
+        ScriptStep(text="{last_result}", input_tokens=500),
+        step("you said {user}"),
+    )
+    agent.model.context_window = 100
+    return conversation(agent)
+
+
 SHAPES: dict[str, ConversationInput] = {
     "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
     "limit_final_answer": conversation(
@@ -164,6 +176,7 @@ SHAPES: dict[str, ConversationInput] = {
     # agents/delegator.toml: its scribe runs as a child conversation (recorded as subagent_child) whose
     # write_file waits for approval, shown at the parent and approved there (DECIDE_THROUGH_PARENT).
     "subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
+    "compaction": compacting(),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
@@ -181,6 +194,7 @@ UPDATES = {"decide", "revoke"}
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
     "follow_ups": ("post_message", MessageInput(text="second")),
+    "compaction": ("post_message", MessageInput(text="second")),
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}

@@ -587,12 +587,18 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
             assert name not in created, f"{name} created twice"
             created[name] = kind
     assert created == {key.name: _CLI_TYPES[key.indexed_value_type] for key in SEARCH_ATTRIBUTES}
-    assert created == {"AgentStatus": "Keyword", "AgentName": "Keyword", "AgentParent": "Keyword"}
+    assert created == {
+        "AgentStatus": "Keyword",
+        "AgentName": "Keyword",
+        "AgentParent": "Keyword",
+        "AgentForkOf": "Keyword",
+    }
     # Each create is skipped when the attribute exists, so a rerun succeeds.
     assert re.findall(r"grep -qw (\w+) \|\| temporal operator search-attribute create", script) == [
         "AgentStatus",
         "AgentName",
         "AgentParent",
+        "AgentForkOf",
     ]
 
 

@@ -345,13 +345,14 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     assert worker.returncode == 2
     first, *rest = err.splitlines()
     assert first.startswith(
-        "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent"
-        " and this worker may not add them ("
+        "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent,"
+        " AgentForkOf and this worker may not add them ("
     )
     commands = [
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentStatus",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentName",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentParent",
+        "  temporal operator search-attribute create --namespace default --type Keyword --name AgentForkOf",
     ]
     assert first.endswith("). Ask an operator to run:")
     assert rest == [*commands, "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"]

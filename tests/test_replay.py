@@ -20,6 +20,7 @@ def test_histories_are_checked_in() -> None:
         "approval_bound",
         "approval_decisions",
         "cancelled",
+        "compaction",
         "continue_as_new",
         "demo",
         "follow_ups",

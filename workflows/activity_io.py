@@ -78,13 +78,17 @@ class ResolvedAgent(BaseModel):
     """The model's price from the worker's price table, when it has one."""
     fallback_prices: dict[str, Price] = Field(default_factory=dict)
     """The prices of the fallback models (by their ``provider:model`` entry) that the table has."""
+    context_window: int | None = None
+    """The model's context window: the agent's ``model.context_window``, else the worker's table.
+    None in conversations resolved before context compaction existed: they never compact."""
 
 
 class ModelCallInput(BaseModel):
     """Input of the model activity: a reference to the stored transcript plus what is new.
 
     The activity appends ``request.messages`` to the conversation store after the
-    first ``stored`` messages, then sends the whole transcript to the model. History
+    first ``stored`` messages, then sends the model its view of the whole transcript
+    (all of it until a summary replaces the older part: workflows/transcript.py). History
     thus holds each message once, and grows linearly with the conversation.
     """
 
@@ -104,6 +108,8 @@ class ModelCallInput(BaseModel):
     registry_digest: str = ""
     """``definitions_digest`` of those definitions as the workflow knows them: a model worker whose
     registry differs refuses the call (``ToolDefinitionsDiffer``) and gets them whole."""
+    summarise: bool = False
+    """Ask for a summary of the transcript instead of its next message (context compaction)."""
 
 
 def definitions_digest(definitions: list[ToolDefinition]) -> str:

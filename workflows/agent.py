@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         ModelCallFinished,
         ModelCallStarted,
         ReplySent,
+        SummaryAdded,
         ToolCallFinished,
         ToolCallStarted,
     )
@@ -75,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         ModelRequest,
         ModelResponse,
         ModelSettings,
+        SummaryMessage,
         SystemMessage,
         ToolCall,
         ToolResultMessage,
@@ -103,6 +105,13 @@ with workflow.unsafe.imports_passed_through():
         child_origin,
         offered,
         total_cost,
+    )
+    from workflows.transcript import (
+        compaction_cut,
+        estimate_tokens,
+        input_tokens,
+        model_view,
+        view_start,
     )
 
 LEAN_START_PATCH = "agent-lean-start"
@@ -156,8 +165,10 @@ class AgentWorkflow:
         self._closing = False
         self._subagents = Delegations()
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
-        if input.state is None and not self._input_error and input.prompt is not None:
-            self._enqueue(input.prompt)
+        if input.state is None and not self._input_error:
+            self._s.messages = list(input.history)
+            if input.prompt is not None:
+                self._enqueue(input.prompt)
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
@@ -393,7 +404,7 @@ class AgentWorkflow:
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
-        if resolved.spec.system_prompt:
+        if resolved.spec.system_prompt and not input.history:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
             self._events.publish(MessageAdded(role="system", text=resolved.spec.system_prompt))
         return resolved
@@ -649,38 +660,82 @@ class AgentWorkflow:
     # -- model calls --------------------------------------------------------------
 
     async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
-        """The agent's model, or when a call to it fails for good, each fallback model in turn."""
+        """The next message from the agent's model (or a fallback model), after summarising older
+        messages if the transcript nears the model's context window."""
+        await self._compact_if_due(agent)
+        response, number = await self._request(agent, allow_tool_calls=allow_tool_calls)
+        message = response.message
+        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
+        self._s.messages.append(message)
+        self._s.context_tokens = response.usage.total_tokens
+        self._s.context_messages = len(self._s.messages)
+        if self._s.turn is not None and response.finish_reason == "length":
+            self._s.turn.truncated = True
+        self._events.publish(
+            ModelCallFinished(
+                model_call=number,
+                text=message.text,
+                tool_calls=message.tool_calls,
+                usage=response.usage,
+                finish_reason=response.finish_reason,
+            )
+        )
+        self._count(agent, response)
+        return response
+
+    async def _compact_if_due(self, agent: ResolvedAgent) -> None:
+        """Summarise older messages when the next call's input would pass the agent's share of its
+        context window (workflows/transcript.py). Decided from recorded usage and messages only;
+        agents resolved before compaction existed have no window, so their conversations never do."""
+        s, window = self._s, agent.context_window
+        if window is None:
+            return
+        tokens = input_tokens(s.messages, s.context_tokens, s.context_messages)
+        if tokens <= agent.spec.model.compact_at * window or (cut := compaction_cut(s.messages)) is None:
+            return
+        replaces = cut - view_start(s.messages)
+        self._board.set(
+            "calling_model", f"summarising {replaces} earlier messages: ~{tokens} of {window} tokens"
+        )
+        workflow.logger.info(
+            "compacting at ~%d of %d tokens: summarising %d messages", tokens, window, replaces
+        )
+        response, _ = await self._request(agent, allow_tool_calls=False, summary_of=cut)
+        summary = SummaryMessage(text=response.message.text, replaces=replaces)
+        s.messages.insert(cut, summary)
+        s.context_tokens = estimate_tokens(model_view(s.messages))
+        s.context_messages = len(s.messages)
+        self._events.publish(SummaryAdded(text=summary.text, replaces=replaces, usage=response.usage))
+        self._count(agent, response)
+
+    async def _request(
+        self, agent: ResolvedAgent, *, allow_tool_calls: bool, summary_of: int | None = None
+    ) -> tuple[ModelResponse, int]:
+        """One model request, to the agent's model or, when a call to it fails for good, to each
+        fallback model in turn: for the next message, or for a summary of the first ``summary_of``
+        messages. Returns the response and its request's number in the event stream (each request
+        has its own, so a fallback's streamed text never mixes with the failed model's)."""
         failures: list[str] = []
-        number = self._s.model_calls + 1
         for settings in candidates(agent.spec.model):
             label = settings.label
-            self._board.set("calling_model", f"calling model {label}, iteration {self._board.view.iteration}")
-            workflow.logger.info(
-                "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
-                extra={"iteration": self._board.view.iteration, "model": label},
-            )  # fmt: skip
-            self._events.publish(
-                ModelCallStarted(
-                    model_call=number,
-                    model=label,
-                    iteration=self._board.view.iteration,
-                    tools=allow_tool_calls,
+            self._s.model_requests += 1
+            number = self._s.model_requests
+            if summary_of is None:
+                iteration = self._board.view.iteration
+                self._board.set("calling_model", f"calling model {label}, iteration {iteration}")
+                workflow.logger.info(
+                    "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
+                    extra={"iteration": iteration, "model": label},
+                )  # fmt: skip
+                self._events.publish(
+                    ModelCallStarted(
+                        model_call=number, model=label, iteration=iteration, tools=allow_tool_calls
+                    )
                 )
-            )
             try:
-                try:
-                    response = await self._model_activity(
-                        agent, settings, allow_tool_calls, stored=self._s.stored
-                    )
-                except ActivityError as err:
-                    if not (isinstance(err.cause, ApplicationError) and err.cause.type in RESEND_WHOLE):
-                        raise
-                    # The store lost messages (wiped, or another machine's), or the model worker's
-                    # tool registry differs: send the whole transcript and every tool definition.
-                    workflow.logger.warning("%s; resending the transcript and the tools", _cause(err))
-                    response = await self._model_activity(
-                        agent, settings, allow_tool_calls, stored=0, whole=True
-                    )
+                response = await self._model_activity(
+                    agent, settings, allow_tool_calls, summary_of=summary_of, number=number
+                )
             except ActivityError as err:
                 failures.append(f"{label} failed: {_cause(err)}")
                 self._record_attempt(agent, label, _cause(err))
@@ -694,26 +749,14 @@ class AgentWorkflow:
             ) from failed
         if agent.spec.model.fallback:
             self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
-        self._s.stored = len(self._s.messages)
-        message = response.message
-        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
-        self._s.messages.append(message)
-        if self._s.turn is not None and response.finish_reason == "length":
-            self._s.turn.truncated = True
+        return response, number
+
+    def _count(self, agent: ResolvedAgent, response: ModelResponse) -> None:
+        """A summary is a model call like the others: it counts toward the limits and budgets."""
         self._s.usage += response.usage
         self._s.model_calls += 1
         self._run_model_calls += 1
-        self._events.publish(
-            ModelCallFinished(
-                model_call=number,
-                text=message.text,
-                tool_calls=message.tool_calls,
-                usage=response.usage,
-                finish_reason=response.finish_reason,
-            )
-        )
         self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
-        return response
 
     def _record_attempt(self, agent: ResolvedAgent, label: str, error: str | None) -> None:
         if agent.spec.model.fallback:
@@ -738,11 +781,56 @@ class AgentWorkflow:
         settings: ModelSettings,
         allow_tool_calls: bool,
         *,
+        summary_of: int | None,
+        number: int,
+    ) -> ModelResponse:
+        """The model activity over the transcript (or its first ``summary_of`` messages); when the
+        store lost messages (wiped, or another machine's) or the model worker's tool registry differs,
+        again with the whole transcript and every tool definition."""
+        summarise = summary_of is not None
+        upto = len(self._s.messages) if summary_of is None else summary_of
+        stored = min(self._s.stored, upto)
+        try:
+            response = await self._model_call(
+                agent,
+                settings,
+                allow_tool_calls,
+                stored=stored,
+                upto=upto,
+                summarise=summarise,
+                number=number,
+            )
+        except ActivityError as err:
+            if not (isinstance(err.cause, ApplicationError) and err.cause.type in RESEND_WHOLE):
+                raise
+            workflow.logger.warning("%s; resending the transcript and the tools", _cause(err))
+            response = await self._model_call(
+                agent,
+                settings,
+                allow_tool_calls,
+                stored=0,
+                upto=upto,
+                summarise=summarise,
+                number=number,
+                whole=True,
+            )
+        self._s.stored = upto
+        return response
+
+    async def _model_call(
+        self,
+        agent: ResolvedAgent,
+        settings: ModelSettings,
+        allow_tool_calls: bool,
+        *,
         stored: int,
+        upto: int,
+        summarise: bool,
+        number: int,
         whole: bool = False,
     ) -> ModelResponse:
-        """One call of the model activity: the messages after the ``stored`` ones, and the tools (the
-        registry's by name, unless ``whole``)."""
+        """One call of the model activity: messages ``stored`` to ``upto``, for the next message or a
+        summary of them, and the tools (the registry's by name, unless ``whole``)."""
         policy = agent.spec.model_call
         by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
         named = [t.definition.name for t in by_name]
@@ -753,20 +841,21 @@ class AgentWorkflow:
                 stored=stored,
                 request=ModelRequest(
                     settings=settings,
-                    messages=self._s.messages[stored:],
+                    messages=self._s.messages[stored:upto],
                     tools=[tool.definition for tool in agent.tools if tool.definition.name not in named],
                     allow_tool_calls=allow_tool_calls,
                     output_schema=agent.spec.output_schema,
                 ),
                 timeout_seconds=policy.timeout_seconds,
                 iteration=self._board.view.iteration,
-                model_call=self._s.model_calls + 1 if settings.stream else None,
+                model_call=number if settings.stream and not summarise else None,
                 registry_tools=named,
                 registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
+                summarise=summarise,
             ),
             task_queue=agent.spec.model_task_queue,
             summary=f"model {settings.provider}:{settings.model}"
-            + ("" if allow_tool_calls else " (tools off)"),
+            + (" (summary)" if summarise else "" if allow_tool_calls else " (tools off)"),
             **policy.activity_options(),
         )
         if agent.spec.interrupt:
@@ -1002,7 +1091,7 @@ class AgentWorkflow:
         self._s.allowances = self._approvals.allowances
         self._s.runs += 1
         workflow.logger.info("continuing as new (run %d)", self._s.runs)
-        workflow.continue_as_new(input.model_copy(update={"state": self._s}))
+        workflow.continue_as_new(input.model_copy(update={"state": self._s, "history": []}))
 
     # -- status and result --------------------------------------------------------
 

@@ -21,6 +21,7 @@ from workflows.records import (
     ToolCallRecord,
 )
 from workflows.state import ConversationState
+from workflows.transcript import history_error
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 """running, awaiting_approval, completed or failed: find conversations that wait for a person."""
@@ -31,6 +32,8 @@ AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 
 AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
 """Set on a sub-agent's conversation: the workflow id of the conversation that delegated to it."""
+AGENT_FORK_OF = SearchAttributeKey.for_keyword("AgentForkOf")
+"""The id of the conversation a fork started from (``starter.py fork``)."""
 
 
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
@@ -101,6 +104,9 @@ class ConversationInput(BaseModel):
     overrides: AgentOverrides = Field(default_factory=AgentOverrides)
     subagent: SubagentOrigin | None = None
     """Set when another conversation started this one to answer a call of its sub-agent tool."""
+    history: list[Message] = Field(default_factory=list)
+    """Messages the conversation starts from, before ``prompt`` (a fork's first messages, system
+    prompt included: the agent's own is then not added)."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; never by callers."""
 
@@ -132,6 +138,8 @@ class ConversationInput(BaseModel):
     def _one_agent(self) -> ConversationInput:
         if (self.agent is None) == (self.agent_spec is None):
             raise ValueError("give exactly one of 'agent' (a name) or 'agent_spec' (inline settings)")
+        if error := history_error(self.history):
+            raise ValueError(f"history: {error}")
         return self
 
 

@@ -41,10 +41,21 @@ class MessageAdded(_Event):
     message_id: str | None = None
 
 
+class SummaryAdded(_Event):
+    """Context compaction: a model call summarised the ``replaces`` messages before the recent ones;
+    the model sees this summary instead of them from now on (``history`` keeps them all)."""
+
+    type: Literal["summary"] = "summary"
+    text: str
+    replaces: int
+    usage: Usage = Field(default_factory=Usage)
+
+
 class ModelCallStarted(_Event):
     type: Literal["model_call_started"] = "model_call_started"
     model_call: int
-    """The call's number in the conversation (1, 2, ...), across runs."""
+    """The request's number in the conversation (1, 2, ...), across runs: each model request has its
+    own (a fallback model's too), so streamed text never mixes two requests."""
     model: str
     iteration: int
     tools: bool = True
@@ -131,6 +142,7 @@ class Ended(_Event):
 
 Event = Annotated[
     MessageAdded
+    | SummaryAdded
     | ModelCallStarted
     | TextDelta
     | ModelCallFinished

@@ -74,8 +74,24 @@ class ToolResultMessage(Tagged):
     is_error: bool = False
 
 
+class SummaryMessage(Tagged):
+    """Stands for the messages before it (back to the previous summary), made when the conversation
+    outgrew its model's context window. It sits in the transcript where it was made; from then on
+    the model sees the system prompt, the latest summary and what follows it (workflows/transcript.py)."""
+
+    kind: Literal["summary"] = "summary"
+    text: str
+    replaces: int = 0
+    """How many messages before it this summary stands for (an earlier summary counts as one)."""
+
+    @property
+    def context(self) -> str:
+        """What the model is told (adapters send it with the system prompt)."""
+        return f"Summary of the earlier conversation (older messages were summarised to fit):\n{self.text}"
+
+
 Message = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
+    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage | SummaryMessage,
     Field(discriminator="kind"),
 ]
 
@@ -122,6 +138,10 @@ class ModelSettings(BaseModel):
     temperature: float | None = None
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model takes in; default: the worker's table (activities/context_windows.py)."""
+    compact_at: float = Field(default=0.8, gt=0, le=1)
+    """Share of ``context_window`` past which older messages are summarised before a model call."""
     script: list[ScriptStep] = Field(default_factory=list)
     """Responses of the offline ``scripted`` provider, in order (ignored by real providers)."""
     fallback: list[str] = Field(default_factory=list)

@@ -62,6 +62,14 @@ class ConversationState(BaseModel):
     """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
     model_attempts: list[ModelAttempt] = Field(default_factory=list)
     model_calls: int = 0
+    model_requests: int = 0
+    """Model activity calls made for ``model_calls`` (fallback models' and summaries' included): the
+    event stream's number for each."""
+    context_tokens: int = 0
+    """Input and output tokens of the latest model call (after a summary: an estimate of what the
+    model sees), for context compaction; 0 when not known."""
+    context_messages: int = 0
+    """How many of ``messages`` ``context_tokens`` counts."""
     messages_received: int = 0
     ended: bool = False
     runs: int = 1

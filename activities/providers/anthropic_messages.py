@@ -20,6 +20,7 @@ from workflows.messages import (
     ModelRequest,
     ModelResponse,
     OnText,
+    SummaryMessage,
     SystemMessage,
     ToolResultMessage,
     Usage,
@@ -71,7 +72,12 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
 def to_wire(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of ``messages.create`` for a neutral request."""
     settings = request.settings
-    system = "\n\n".join(m.text for m in request.messages if isinstance(m, SystemMessage))
+    # Messages has no system role inside the conversation: a summary goes with the system prompt.
+    system = "\n\n".join(
+        m.text if isinstance(m, SystemMessage) else m.context
+        for m in request.messages
+        if isinstance(m, SystemMessage | SummaryMessage)
+    )
     wire: dict[str, Any] = {
         "model": settings.model,
         "max_tokens": settings.max_tokens,
@@ -127,7 +133,7 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         match message:
-            case SystemMessage():
+            case SystemMessage() | SummaryMessage():
                 continue
             case UserMessage(text=text):
                 out.append({"role": "user", "content": text})

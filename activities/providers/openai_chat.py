@@ -19,6 +19,7 @@ from workflows.messages import (
     ModelRequest,
     ModelResponse,
     OnText,
+    SummaryMessage,
     SystemMessage,
     ToolResultMessage,
     Usage,
@@ -101,6 +102,8 @@ def _message(message: Message) -> dict[str, Any]:
             return {"role": "system", "content": text}
         case UserMessage(text=text):
             return {"role": "user", "content": text}
+        case SummaryMessage():
+            return {"role": "system", "content": message.context}
         case AssistantMessage(text=text, tool_calls=calls):
             out: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:

@@ -4,7 +4,9 @@ It plays the agent's ``model.script`` in order, across all user messages: the
 step index is the number of assistant turns so far. Step texts may contain
 ``{last_result}`` (the latest tool results) and ``{user}`` (the latest user
 message). When tools are turned off, it answers with the next step that calls
-no tools (or a summary).
+no tools (or a summary). Asked to summarise the conversation (context compaction), it
+writes a summary of its own that says how many turns it stands for, so the script goes on
+where it was.
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from workflows.messages import (
     ModelResponse,
     OnText,
     ScriptStep,
+    SummaryMessage,
     ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
+from workflows.transcript import SUMMARY_INSTRUCTION
+
+_SUMMARY = re.compile(r"^\(scripted summary of (\d+) model turns\)")
 
 
 class ScriptedModel:
@@ -52,8 +58,16 @@ class ScriptedModel:
 def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
     """The scripted answer, and how long the step says to think first."""
     messages = request.messages
+    turn = _turns(messages)
+    if messages and isinstance(messages[-1], UserMessage) and messages[-1].text == SUMMARY_INSTRUCTION:
+        said = " / ".join(m.text for m in messages[:-1] if isinstance(m, UserMessage)) or "nothing new"
+        text = f"(scripted summary of {turn} model turns) The user said: {said}"
+        return ModelResponse(
+            message=AssistantMessage(text=text),
+            usage=Usage(input_tokens=10, output_tokens=5),
+            model=request.settings.model,
+        ), 0.0
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    turn = sum(isinstance(m, AssistantMessage) for m in messages)
     results = [m.content for m in messages[last_user + 1 :] if isinstance(m, ToolResultMessage)]
     last_results = _last_results(messages)
     script = [s for s in request.settings.script for _ in range(s.repeat)]
@@ -88,6 +102,12 @@ def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
         model=request.settings.model,
     )
     return response, step.delay_seconds
+
+
+def _turns(messages: list) -> int:
+    """Model turns so far: the assistant messages, and those its own summaries stand for."""
+    summarised = (_SUMMARY.match(m.text) for m in messages if isinstance(m, SummaryMessage))
+    return sum(isinstance(m, AssistantMessage) for m in messages) + sum(int(m[1]) for m in summarised if m)
 
 
 def _last_results(messages: list) -> str:

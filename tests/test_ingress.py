@@ -37,7 +37,14 @@ def _id(prefix: str) -> str:
 
 
 async def _runs(client: Client, workflow_id: str) -> list[str]:
-    return [wf.run_id async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+    """Every run of the id, once the visibility store (eventually consistent) lists the latest run."""
+    latest = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    for _ in range(600):
+        runs = [wf.run_id async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+        if latest in runs:
+            return runs
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility never listed run {latest} of {workflow_id}")
 
 
 def _said(messages: list) -> list[tuple[str, str]]:

@@ -14,9 +14,6 @@ runs itself (``worker.py``, the demo, the tests and the benchmarks).
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import importlib.util
-import py_compile
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
@@ -117,7 +114,6 @@ class AgentPlugin(SimplePlugin):
             stores=stores,
         )
         workflows = [AgentWorkflow] if role in ("all", "workflows") else []
-        _compile_bytecode(workflows)
         # The SDKs of the providers the agents name import while the worker starts polling
         # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
         self._providers_to_import = (
@@ -183,17 +179,3 @@ def build_worker(
         max_task_queue_activities_per_second=activities_per_second,
         plugins=[AgentPlugin(settings, **plugin)],  # type: ignore[arg-type]
     )
-
-
-def _compile_bytecode(workflows: Sequence[type]) -> None:
-    """Write the bytecode of the workflows' modules, even under PYTHONDONTWRITEBYTECODE.
-
-    The sandbox imports a workflow's module afresh for every conversation it loads (a start,
-    a replay after eviction): without bytecode that compiles the source each time (~40 ms).
-    """
-    for module in {cls.__module__ for cls in workflows}:
-        source = getattr(importlib.util.find_spec(module), "origin", None) or ""
-        if source.endswith(".py"):
-            # A read-only tree keeps compiling each time (a Docker image compiles at build).
-            with contextlib.suppress(OSError, py_compile.PyCompileError):
-                py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)

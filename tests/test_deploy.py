@@ -659,7 +659,7 @@ def test_dockerfile_is_python_311_slim_installs_the_lock_file_and_runs_worker_py
     assert cmd == worker["command"]
     copies = [args for op, args in instructions if op == "COPY"]
     assert copies == ["requirements.lock ./", ". ."]  # dependencies before code: code edits reuse the layer
-    # Bytecode compiled at build: the workflow sandbox re-imports the workflow module per conversation.
+    # Bytecode compiled at build: the worker imports its modules without compiling them at start.
     assert "python -m compileall -q workflows activities *.py" in [
         args for op, args in instructions if op == "RUN"
     ]

@@ -359,7 +359,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
 
     # The operator makes room and runs exactly what was printed; the worker then starts.
     await bare_server.operator_service.remove_search_attributes(
-        RemoveSearchAttributesRequest(namespace="default", search_attributes=["Other0", "Other1", "Other2", "Other3"])
+        RemoveSearchAttributesRequest(namespace="default", search_attributes=[f"Other{i}" for i in range(4)])
     )
     for command in commands:
         program, *args = command.split()

@@ -954,7 +954,7 @@ class AgentWorkflow:
                     )
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
-        if approval.requires_approval(tool):
+        if approval.requires_approval(tool.definition.name, tool.requires_approval):
             if record is None:
                 record = self._approvals.request(
                     call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)

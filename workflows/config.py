@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import RetryPolicy
@@ -12,9 +12,6 @@ from temporalio.workflow import ActivityCancellationType
 
 from workflows.answers import check_schema
 from workflows.messages import ModelSettings, Usage
-
-if TYPE_CHECKING:
-    from workflows.activity_io import ToolSpec
 
 OnLimit = Literal["final_answer", "stop", "fail"]
 
@@ -132,11 +129,11 @@ class ApprovalPolicy(BaseModel):
     tool_decisions: dict[str, Decisions] = Field(default_factory=dict)
     """Per-tool decisions, overriding ``decisions``."""
 
-    def requires_approval(self, tool: ToolSpec) -> bool:
-        name = tool.definition.name
-        if name in self.auto:
+    def requires_approval(self, tool_name: str, risky: bool) -> bool:
+        """``risky``: the tool's own default (``ToolSpec.requires_approval``)."""
+        if tool_name in self.auto:
             return False
-        return name in self.require or tool.requires_approval or self.default == "require"
+        return tool_name in self.require or risky or self.default == "require"
 
     def deadline_for(self, tool_name: str) -> timedelta | None:
         deadline = self.tool_deadlines.get(tool_name, self.deadline)

@@ -954,7 +954,8 @@ class AgentWorkflow:
                 record = self._approvals.request(
                     call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
                 )
-                self._events.publish(ApprovalRequested(record=record))
+                if record.via != "remember":  # a person is asked (or answered first, in older runs)
+                    self._events.publish(ApprovalRequested(record=record))
                 # decided already: by a tool a person allowed, or a decision that came first (older runs)
                 self._events.approvals_decided([record])
             # A call of a tool a person allowed for the conversation is approved already: no wait.

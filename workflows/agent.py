@@ -163,7 +163,7 @@ class AgentWorkflow:
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
-        self._subagents = Delegations()
+        self._subagents = Delegations(self._events)
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)

@@ -22,6 +22,7 @@ from activities.agent_files import AgentFileError, load_agent_file
 from activities.tools import default_registry
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, wait_for_pending, workspace_of
@@ -30,6 +31,7 @@ from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy
 from workflows.decisions import schema_error
+from workflows.events import ApprovalDecided, ApprovalRequested
 from workflows.messages import AssistantMessage, ModelSettings, ToolCall, ToolResultMessage
 from workflows.records import arguments_digest
 
@@ -321,6 +323,30 @@ async def test_remember_skips_later_approvals_of_that_tool_only_until_revoked(
     workspace = workspace_of(env.workspace, handle)
     assert sorted(p.name for p in workspace.iterdir()) == ["a.txt", "b.txt"]
     assert result.final_text == "Tool call 'write_file' was rejected by bob: enough files"
+
+
+async def test_a_call_a_remembered_tool_approves_shows_as_decided_never_as_requested(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("write_file", {"path": "a.txt", "content": "a"})),
+        step("", ("write_file", {"path": "b.txt", "content": "b"})),
+        step("{last_result}"),
+        tools=["write_file"],
+    )
+    handle = await env.start(conversation(agent))
+    await wait_for_pending(handle)
+    await handle.signal(AgentWorkflow.approve, {"call_id": "call_1_0", "by": "alice", "remember": True})
+    assert (await handle.result()).final_text == "Wrote 1 bytes to b.txt."
+
+    events = [
+        (e.type, e.record.call_id, e.record.state, e.record.via)
+        async for _, e in follow(env.client, handle.id)
+        if isinstance(e, ApprovalRequested | ApprovalDecided)
+    ]
+    assert events == [
+        ("approval_requested", "call_1_0", "pending", None),
+        ("approval_decided", "call_1_0", "approved", "signal"),
+        ("approval_decided", "call_2_0", "approved", "remember"),  # nobody was asked
+    ]
 
 
 async def _wait_until(handle: WorkflowHandle, ready: Any, timeout: float = 15.0) -> list:

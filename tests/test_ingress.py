@@ -4,6 +4,7 @@ starting it if need be), and interrupting a turn (a newer message cancels the ru
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import uuid
@@ -376,3 +377,46 @@ async def test_cancelling_the_conversation_during_an_interruptible_model_call_ab
     events = await event_types(handle)
     assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED) == 1
     assert events[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+
+
+class _FailsWhenCancelled:
+    """A model provider whose request, once cancelled, fails instead of ending as cancelled (as an
+    SDK that turns an aborted request into its own error would)."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.calling = asyncio.Event()
+
+    async def complete(self, request: object, timeout: float, on_text: object = None) -> None:
+        self.calling.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise RuntimeError("connection reset while cancelling") from None
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_cancelled_interruptible_call_that_fails_leaves_no_unretrieved_task_exception(
+    client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = _FailsWhenCancelled()
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    agent = scripted_agent(step("never said"), tools=[], interrupt=True)
+    async with build_worker(
+        client, task_queue=task_queue, workspace_root=tmp_path, providers={"scripted": provider}
+    ):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=_id("stubborn"), task_queue=task_queue
+        )
+        await provider.calling.wait()
+        await handle.cancel(reason="enough")
+        result = await handle.result()
+        gc.collect()  # a task nobody awaited says so when it is collected
+
+    assert (result.closed_by, result.detail) == ("cancelled", "cancelled: enough")
+    events = await event_types(handle)
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED) == 1
+    assert [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()] == []

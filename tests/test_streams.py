@@ -27,7 +27,7 @@ from tests.processes import WorkerProcess
 from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, CallPolicy
-from workflows.events import Event, ModelCallFinished, StreamedText, TextDelta
+from workflows.events import Event, ModelCallFinished, ModelCallStarted, StateChanged, StreamedText, TextDelta
 from workflows.messages import ModelSettings, ScriptStep
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,6 +158,34 @@ async def test_a_continue_as_new_carries_only_the_newest_events(env: Env) -> Non
     # published two more: the same offsets and events as the conversation that carried them all.
     assert [offset for offset, _ in tail] == [16, 17, 18, 19, 20]
     assert tail == everything[16:]
+
+
+async def test_a_call_made_after_a_continue_as_new_names_the_iteration_of_its_turn(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("add", {"a": 1, "b": 2})),
+        step("The sum is {last_result}."),
+        max_iterations=1,  # the second call is the final answer's, in the second run
+        continue_as_new_after=1,  # a run after each model call, and the last one that closes
+    )
+    agent.model.fallback = ["scripted:backup"]  # so each model call's tries are recorded
+    handle = await env.start(conversation(agent))
+    result = await handle.result()
+
+    assert (result.runs, result.stop_reason, result.final_text) == (
+        3,
+        "max_iterations_reached",
+        "The sum is 3.",
+    )
+    assert [(a.model_call, a.iteration) for a in result.model_attempts] == [(1, 1), (2, 1)]
+    events = [e for _, e in await _all(env.client, handle.id)]
+    assert [(e.model_call, e.iteration, e.tools) for e in events if isinstance(e, ModelCallStarted)] == [
+        (1, 1, True),
+        (2, 1, False),
+    ]
+    assert [e.detail for e in events if isinstance(e, StateChanged) and e.detail.startswith("calling")] == [
+        "calling model scripted:script, iteration 1",
+        "calling model scripted:script, iteration 1",
+    ]
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from activities.agent_files import AgentFileError, load_agents
 from activities.tools import default_registry
 from activities.tools.workspace import folder_name
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, wait_for_pending
@@ -29,6 +30,7 @@ from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec
+from workflows.events import ApprovalDecided, ApprovalRequested
 from workflows.messages import ModelSettings, ScriptStep, Usage
 from workflows.records import Decision
 
@@ -51,6 +53,15 @@ async def _workspace(env: Env, child: WorkflowHandle) -> Path:
 def _temporal(server: EmbeddedServer, *args: str) -> subprocess.CompletedProcess[str]:
     command = [temporal_cli(), *args, "--address", server.address]
     return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+async def _approval_events(client: Client, workflow_id: str) -> list[tuple]:
+    """The approval events of a conversation's stream: (type, call id, tool, state, by, via)."""
+    return [
+        (e.type, e.record.call_id, e.record.tool, e.record.state, e.record.by, e.record.via)
+        async for _, e in follow(client, workflow_id)
+        if isinstance(e, ApprovalRequested | ApprovalDecided)
+    ]
 
 
 async def _find(client: Client, query: str, count: int, timeout: float = 15.0) -> list[str]:
@@ -134,6 +145,10 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
     ]
     assert started == [child.id]
     assert (await parent.query(AgentWorkflow.history)).tool_calls == result.tool_calls
+    assert await _approval_events(env.client, parent.id) == [
+        ("approval_requested", "call_1_0/call_1_0", "write_file", "pending", None, None),
+        ("approval_decided", "call_1_0/call_1_0", "write_file", "approved", "alice", "signal"),
+    ]
     for handle in (parent, child):
         assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in [
             e.event_type async for e in handle.fetch_history_events()
@@ -190,6 +205,10 @@ async def test_cancelling_the_parent_cancels_the_sub_agent(env: Env) -> None:
     [approval] = closed.approvals
     assert (approval.state, approval.via) == ("cancelled", "cancellation")
     assert not (await _workspace(env, child) / "note.txt").exists()
+    assert await _approval_events(env.client, parent.id) == [
+        ("approval_requested", "call_1_0/call_1_0", "write_file", "pending", None, None),
+        ("approval_decided", "call_1_0/call_1_0", "write_file", "cancelled", "system", "cancellation"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -257,6 +276,51 @@ async def test_a_sub_agents_failure_reaches_the_parents_model_as_a_tool_error(ag
     assert result.final_text == (
         "Sub-agent 'looper' failed: iteration limit of 1 reached,"
         " Invalid arguments for 'ask_looper': 'task' must be a non-empty string"
+    )
+
+
+STOPPER = _scripted(
+    "stopper", step("again", ("add", {"a": 1, "b": 1})), tools=["add"], max_iterations=1, on_limit="stop"
+)
+
+
+@pytest.mark.parametrize("agents_env", [{"stopper": STOPPER}], indirect=True)
+async def test_a_sub_agent_stopped_at_a_limit_is_a_tool_error_naming_the_stop_reason(agents_env: Env) -> None:
+    parent = scripted_agent(
+        step("", ("ask_stopper", {"task": "loop"})), step("{last_result}"), tools=[], subagents=["stopper"]
+    )
+    handle = await agents_env.start(conversation(parent))
+    result = await handle.result()
+
+    [call] = result.tool_calls
+    assert (call.content, call.is_error) == (
+        "Sub-agent 'stopper' stopped: max_iterations_reached: again",
+        True,
+    )
+    assert result.final_text == "Sub-agent 'stopper' stopped: max_iterations_reached: again"
+    child = agents_env.client.get_workflow_handle_for(AgentWorkflow.run, f"{handle.id}/call_1_0")
+    assert (await child.result()).stop_reason == "max_iterations_reached"
+
+
+CHATTY = _scripted("chatty", step("chatty answered"), chat=True)
+
+
+@pytest.mark.parametrize("agents_env", [{"chatty": CHATTY}], indirect=True)
+async def test_a_chat_agent_as_sub_agent_returns_its_answer_instead_of_waiting_for_more(
+    agents_env: Env,
+) -> None:
+    parent = scripted_agent(
+        step("", ("ask_chatty", {"task": "hi"})), step("{last_result}"), tools=[], subagents=["chatty"]
+    )
+    handle = await agents_env.start(conversation(parent))
+
+    assert (await handle.result()).final_text == "chatty answered"
+    child = await agents_env.client.get_workflow_handle_for(
+        AgentWorkflow.run, f"{handle.id}/call_1_0"
+    ).result()
+    assert (child.closed_by, [(r.message_id, r.text) for r in child.replies]) == (
+        "answered",
+        [("m1", "chatty answered")],
     )
 
 

@@ -168,7 +168,7 @@ class AgentWorkflow:
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
-        self._subagents = Delegations()
+        self._subagents = Delegations(self._events)
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
@@ -959,7 +959,8 @@ class AgentWorkflow:
                 record = self._approvals.request(
                     call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
                 )
-                self._events.publish(ApprovalRequested(record=record))
+                if record.via != "remember":  # a person is asked (or answered first, in older runs)
+                    self._events.publish(ApprovalRequested(record=record))
                 # decided already: by a tool a person allowed, or a decision that came first (older runs)
                 self._events.approvals_decided([record])
             # A call of a tool a person allowed for the conversation is approved already: no wait.

@@ -26,6 +26,8 @@ async def unless_interrupted(call: Awaitable[T], interrupted: Callable[[], bool]
     except asyncio.CancelledError:  # the conversation's cancellation: the call's too, and waited for
         task.cancel()
         await workflow.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: however the call ended, the cancellation is what counts
         raise
     if not task.done():
         task.cancel()

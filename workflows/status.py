@@ -27,6 +27,7 @@ class StatusBoard:
         self.view = ConversationStatus(
             state="starting",
             run=carried.runs,
+            iteration=carried.turn.iterations if carried.turn else 0,
             queued_messages=len(carried.queue),
             pending_approvals=pending_approvals,
         )

@@ -9,7 +9,13 @@ The parent shows its children's approvals: a child signals ``subagent_approvals`
 each time the approvals it waits for change (its own and its children's), one report after the
 other. The parent lists them under its own call (the child's ``call_1_0`` answering the parent's
 ``call_2_0`` is ``call_2_0/call_1_0``), counts them in its status and AgentStatus, and forwards a
-decision sent to it for one of them to the child, as a signal.
+decision sent to it for one of them to the child, as a signal. Its event stream shows them too: an
+``approval_requested`` when one starts to wait, an ``approval_decided`` when it is decided, or when
+the child closes with it still waiting (cancelled, as the child's own record is).
+
+A sub-agent's conversation answers one task: it never waits for a next message, whatever its agent
+file says of ``chat``. An answer it gave at a limit (or after a cancellation) is a tool error that
+names its stop reason.
 """
 
 from __future__ import annotations
@@ -30,18 +36,23 @@ from workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
     AGENT_STATUS,
+    AgentOverrides,
     ConversationInput,
     ConversationResult,
     SubagentOrigin,
 )
 from workflows.approvals import Approvals
 from workflows.config import AgentSpec, Price
+from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
 from workflows.inputs import first_error
 from workflows.messages import ToolCall, ToolDefinition, Usage
 from workflows.records import ApprovalRecord, ApprovalSignal, Decision
 from workflows.state import ConversationState
 
 REPORT_SIGNAL = "subagent_approvals"
+STOPS_AS_ERRORS_PATCH = "subagent-stop-reason-errors"
+"""A child's answer with a stop reason other than ``completed`` is a tool error naming the reason;
+before it, only a cancelled child's was an error, and it said nothing more than the child's text."""
 _TASK_PARAMETERS = {
     "type": "object",
     "properties": {"task": {"type": "string", "description": "What the agent should do, in full."}},
@@ -129,7 +140,8 @@ class Reporter:
 class Delegations:
     """The sub-agent conversations this one waits for, and their approvals as they last reported them."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: ConversationEvents) -> None:
+        self._events = events
         self._children: dict[str, ChildWorkflowHandle] = {}
         self._approvals: dict[str, dict[str, ApprovalRecord]] = {}
         """By our call id, then by the approval's call id under it (``call_2_0/call_1_0``)."""
@@ -152,8 +164,29 @@ class Delegations:
         self._heard[report.call_id] = (report.run, report.seq)
         for record in report.approvals:
             call_id = f"{report.call_id}/{record.call_id}"
-            records[call_id] = record.model_copy(update={"call_id": call_id})
+            before = records.get(call_id)
+            records[call_id] = record = record.model_copy(update={"call_id": call_id})
+            was_pending = before is not None and before.state == "pending"
+            if record.state == "pending" and not was_pending:
+                self._events.publish(ApprovalRequested(record=record))
+            elif record.state != "pending" and was_pending:
+                self._events.publish(ApprovalDecided(record=record))
         return True
+
+    def _closed(self, call_id: str) -> None:
+        """The child of our call ``call_id`` closed: what it last reported as waiting waits no more."""
+        for record in self._approvals.pop(call_id, {}).values():
+            if record.state == "pending":
+                closed = record.model_copy(
+                    update={
+                        "state": "cancelled",
+                        "by": "system",
+                        "reason": "the sub-agent's conversation closed",
+                        "decided_at": workflow.now(),
+                        "via": "cancellation",
+                    }
+                )
+                self._events.publish(ApprovalDecided(record=closed))
 
     def routes(self, call_id: str) -> bool:
         """Is ``call_id`` an approval of a running sub-agent (``<our call>/<its call>``)?"""
@@ -207,7 +240,10 @@ class Delegations:
         if not isinstance(task, str) or not task.strip():
             return _invalid(call, "'task' must be a non-empty string")
         try:
-            input = ConversationInput(prompt=task, agent=name, subagent=origin)
+            # One task, one answer: a chat agent too closes once it answered, rather than idle.
+            input = ConversationInput(
+                prompt=task, agent=name, subagent=origin, overrides=AgentOverrides(chat=False)
+            )
         except ValidationError as e:
             return _invalid(call, first_error(e))
         child_id = f"{origin.parent_workflow_id}/{call.id}"
@@ -241,7 +277,7 @@ class Delegations:
             return ToolOutcome(content=f"Sub-agent '{name}' could not start: {err}", is_error=True)
         finally:
             self._children.pop(call.id, None)
-            self._approvals.pop(call.id, None)
+            self._closed(call.id)
             self._heard.pop(call.id, None)
         state.usage += result.usage
         state.subagent_usage += result.usage
@@ -249,6 +285,12 @@ class Delegations:
             state.subagent_cost = (state.subagent_cost or 0.0) + result.cost
         if workflow.cancellation_reason() is not None:  # the child closed as cancelled, with us
             raise asyncio.CancelledError(workflow.cancellation_reason())
+        if result.stop_reason != "completed" and workflow.patched(STOPS_AS_ERRORS_PATCH):
+            return ToolOutcome(
+                content=f"Sub-agent '{name}' stopped: {result.stop_reason}: {result.final_text}",
+                is_error=True,
+                subagent_workflow_id=child_id,
+            )
         return ToolOutcome(
             content=result.final_text, is_error=result.closed_by == "cancelled", subagent_workflow_id=child_id
         )

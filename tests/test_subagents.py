@@ -30,7 +30,7 @@ from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec
-from workflows.events import ApprovalDecided, ApprovalRequested
+from workflows.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
 from workflows.messages import ModelSettings, ScriptStep, Usage
 from workflows.records import Decision
 
@@ -138,6 +138,15 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
     assert done_child.usage == Usage(input_tokens=20, output_tokens=10)
     assert (done_child.cost, result.cost) == (40 / 1_000_000, 40 / 1_000_000 + 40 / 1_000_000)
     assert await parent.query(AgentWorkflow.pending_approvals) == []
+    tool_events = [
+        (e.type, e.call_id, e.tool)
+        async for _, e in follow(env.client, parent.id)
+        if isinstance(e, ToolCallStarted | ToolCallFinished)
+    ]
+    assert tool_events == [
+        ("tool_call_started", "call_1_0", "ask_scribe"),
+        ("tool_call_finished", "call_1_0", "ask_scribe"),
+    ]
     started = [
         e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
         async for e in parent.fetch_history_events()

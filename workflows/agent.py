@@ -980,18 +980,19 @@ class AgentWorkflow:
 
     async def _run(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         """The call's sub-agent conversation, or its tool's activity."""
-        if tool.subagent is not None:
-            return await self._delegate(agent, tool, call)
-        return await self._run_tool(agent, tool, call)
+        self._tools_in_flight += 1
+        self._events.publish(ToolCallStarted(call_id=call.id, tool=call.name, arguments=call.arguments))
+        try:
+            if tool.subagent is not None:
+                return await self._delegate(agent, tool, call)
+            return await self._run_tool(agent, tool, call)
+        finally:
+            self._tools_in_flight -= 1
 
     async def _delegate(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         """A sub-agent's conversation answers the call; this one does not continue as new meanwhile."""
         origin = child_origin(self._input.subagent, call.id, agent.spec.max_depth)
-        self._tools_in_flight += 1
-        try:
-            outcome = await self._subagents.run(tool, call, origin, self._s)
-        finally:
-            self._tools_in_flight -= 1
+        outcome = await self._subagents.run(tool, call, origin, self._s)
         self._board.show(usage=self._s.usage, cost=self._cost(agent))
         return outcome
 
@@ -1007,8 +1008,6 @@ class AgentWorkflow:
                 **tool.call.activity_options(),
             }
         )
-        self._tools_in_flight += 1
-        self._events.publish(ToolCallStarted(call_id=call.id, tool=call.name, arguments=call.arguments))
         try:
             outcome = await _execute(
                 RUN_TOOL,
@@ -1034,8 +1033,6 @@ class AgentWorkflow:
         except ActivityError as err:
             workflow.logger.warning("tool %s failed: %s", call.name, _cause(err), extra=log)
             return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
-        finally:
-            self._tools_in_flight -= 1
 
     async def _wait_for_decision(self, record: ApprovalRecord) -> bool:
         """Wait for a person; False when the wait is handed over to the next run."""

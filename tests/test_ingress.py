@@ -28,7 +28,14 @@ from tests.fake_provider import FakeProvider, openai_completion, openai_stream
 from workflows.agent import AgentWorkflow
 from workflows.api import AGENT_NAME, AGENT_STATUS, AgentOverrides, ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy
-from workflows.messages import AssistantMessage, ModelSettings, ScriptStep, ToolResultMessage, UserMessage
+from workflows.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelSettings,
+    ScriptStep,
+    ToolResultMessage,
+    UserMessage,
+)
 
 ECHO = scripted_agent(ScriptStep(text="You said: {user}", repeat=100), tools=[])
 
@@ -420,3 +427,38 @@ async def test_a_cancelled_interruptible_call_that_fails_leaves_no_unretrieved_t
     events = await event_types(handle)
     assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED) == 1
     assert [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()] == []
+
+
+class _FailsWhenCancelledThenAnswers(_FailsWhenCancelled):
+    """The first request fails when cancelled; later ones answer."""
+
+    async def complete(self, request: object, timeout: float, on_text: object = None) -> ModelResponse:
+        if self.calling.is_set():
+            return ModelResponse(message=AssistantMessage(text="Short."))
+        return await super().complete(request, timeout, on_text)  # type: ignore[func-returns-value]
+
+
+async def test_an_interrupted_call_that_fails_instead_of_cancelling_still_counts_as_interrupted(
+    client: Client, tmp_path: Path
+) -> None:
+    provider = _FailsWhenCancelledThenAnswers()
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    agent = scripted_agent(step("never said"), tools=[], interrupt=True, chat=True)
+    async with build_worker(
+        client, task_queue=task_queue, workspace_root=tmp_path, providers={"scripted": provider}
+    ):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=_id("stubborn"), task_queue=task_queue
+        )
+        await provider.calling.wait()
+        reply = await handle.execute_update(AgentWorkflow.send_message, {"text": "just a line"})
+        replies = await handle.query(AgentWorkflow.replies)
+        await handle.signal(AgentWorkflow.end)
+        result = await handle.result()
+
+    assert (reply.text, reply.stop_reason) == ("Short.", "completed")
+    assert [(r.message_id, r.stop_reason) for r in replies] == [("m1", "interrupted"), ("m2", "completed")]
+    assert result.closed_by == "end_signal"
+    events = await event_types(handle)
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED) == 1
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events

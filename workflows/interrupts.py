@@ -11,6 +11,8 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 T = TypeVar("T")
 
+INTERRUPTED_FAILURE_PATCH = "interrupted-call-failure"
+
 
 class Interrupted(Exception):
     """The model call was cancelled because a newer message arrived."""
@@ -29,11 +31,15 @@ async def unless_interrupted(call: Awaitable[T], interrupted: Callable[[], bool]
         if not task.cancelled():
             task.exception()  # retrieved: however the call ended, the cancellation is what counts
         raise
-    if not task.done():
+    cancelled = not task.done()
+    if cancelled:
         task.cancel()
     try:
         return await task
     except ActivityError as err:
-        if not isinstance(err.cause, CancelledError):
+        # A call cancelled for a newer message may fail instead of acknowledging (its provider
+        # raised first): the turn was interrupted all the same.
+        failed_meanwhile = cancelled and workflow.patched(INTERRUPTED_FAILURE_PATCH)
+        if not isinstance(err.cause, CancelledError) and not failed_meanwhile:
             raise
     raise Interrupted

@@ -4,11 +4,13 @@ declared with ``@CALL_MODEL.defn``; the starter and the benchmarks read ``.name`
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from temporalio import activity
+from temporalio import activity, workflow
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 from workflows.activity_io import (
     AgentRef,
@@ -37,9 +39,34 @@ class ActivityRef:
         """``activity.defn`` under this name: ``@CALL_MODEL.defn``."""
         return activity.defn(name=self.name)(fn)
 
+    async def execute(self, arg: Any, *, local: bool = False, **options: Any) -> Any:
+        """In workflow code: ``workflow.execute_activity`` (or ``execute_local_activity``) of this
+        activity, where a call cancelled with the conversation raises ``asyncio.CancelledError``:
+        the conversation's cancellation, not a failed call."""
+        execute = workflow.execute_local_activity if local else workflow.execute_activity
+        try:
+            return await execute(self.name, arg, result_type=self.output, **options)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+                raise asyncio.CancelledError(workflow.cancellation_reason()) from err
+            raise
+
 
 RESOLVE_AGENT = ActivityRef("resolve_agent", AgentRef, ResolvedAgent)
 LIST_MCP_TOOLS = ActivityRef("list_mcp_tools", MCPServerConfig, list[ToolSpec])
 CALL_MODEL = ActivityRef("call_model", ModelCallInput, ModelResponse)
 RUN_TOOL = ActivityRef("run_tool", ToolInvocation, ToolOutcome)
 RUN_HOOK = ActivityRef("run_hook", HookInvocation, HookDecision)
+
+
+def conversation_key() -> str:
+    """In workflow code: what the activities key a conversation's stored data by. Stable across
+    continue-as-new, and distinct from an earlier conversation that used the same id."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}"
+
+
+def failure_text(err: ActivityError) -> str:
+    """What the activity itself said (its own error, or the timeout), not the SDK error beneath it."""
+    cause = err.cause
+    return cause.message if isinstance(cause, FailureError) else str(cause or err)

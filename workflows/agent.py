@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -27,20 +27,18 @@ with workflow.unsafe.imports_passed_through():
         HookContext,
         HookDecision,
         HookInvocation,
-        ModelCallInput,
         ResolvedAgent,
         ToolInvocation,
         ToolOutcome,
         ToolSpec,
-        definitions_digest,
     )
     from workflows.activity_refs import (
-        CALL_MODEL,
         LIST_MCP_TOOLS,
         RESOLVE_AGENT,
         RUN_HOOK,
         RUN_TOOL,
-        ActivityRef,
+        conversation_key,
+        failure_text,
     )
     from workflows.answers import correction, parse_answer
     from workflows.api import (
@@ -53,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.approvals import Approvals
     from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, HookEvent
+    from workflows.costs import conversation_cost
     from workflows.decisions import edit_note
     from workflows.events import (
         ApprovalDecided,
@@ -61,34 +60,26 @@ with workflow.unsafe.imports_passed_through():
         Ended,
         HookDecided,
         MessageAdded,
-        ModelCallFinished,
-        ModelCallStarted,
         ReplySent,
-        SummaryAdded,
         ToolCallFinished,
         ToolCallStarted,
     )
-    from workflows.fallback import candidates, cost, models_used
+    from workflows.fallback import models_used
     from workflows.inputs import one_input
-    from workflows.interrupts import Interrupted, unless_interrupted
+    from workflows.interrupts import Interrupted
     from workflows.messages import (
         AssistantMessage,
-        ModelRequest,
-        ModelResponse,
-        ModelSettings,
-        SummaryMessage,
         SystemMessage,
         ToolCall,
         ToolResultMessage,
-        Usage,
         UserMessage,
     )
+    from workflows.model_calls import ModelCalls
     from workflows.records import (
         ApprovalRecord,
         ApprovalSignal,
         Decision,
         HookRecord,
-        ModelAttempt,
         Reply,
         Revocation,
         StopReason,
@@ -104,14 +95,6 @@ with workflow.unsafe.imports_passed_through():
         Reporter,
         child_origin,
         offered,
-        total_cost,
-    )
-    from workflows.transcript import (
-        compaction_cut,
-        estimate_tokens,
-        input_tokens,
-        model_view,
-        view_start,
     )
 
 LEAN_START_PATCH = "agent-lean-start"
@@ -119,9 +102,6 @@ LEAN_START_PATCH = "agent-lean-start"
 (none when the start already set them): a workflow task and seven events less per conversation.
 Runs that started before it keep the resolve activity and one upsert each."""
 BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
-STORE_GAP = "ConversationStoreGap"
-RESEND_WHOLE = (STORE_GAP, "ToolDefinitionsDiffer")
-"""Refusals of the model activity that the same call with everything in it answers."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
@@ -164,7 +144,9 @@ class AgentWorkflow:
         self._answering = 0
         """Updates (send_message, refresh_tools) still waiting: a continue-as-new waits for them."""
         self._lean = False
-        self._run_model_calls = 0
+        self._models = ModelCalls(
+            self._s, self._board, self._events, call_ids_in_use=lambda: self._approvals.records
+        )
         self._tools_in_flight = 0
         self._closed_by: ClosedBy = "answered"
         self._closing = False
@@ -186,7 +168,9 @@ class AgentWorkflow:
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
-            self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
+            self._board.show(
+                model_calls=self._s.model_calls, usage=self._s.usage, cost=conversation_cost(agent, self._s)
+            )
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
                 if self._continue_as_new_due():
@@ -390,8 +374,7 @@ class AgentWorkflow:
     async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
         self._board.set("starting", "resolving the agent")
         try:
-            resolved = await _execute(
-                RESOLVE_AGENT,
+            resolved = await RESOLVE_AGENT.execute(
                 AgentRef(name=input.agent, spec=input.agent_spec, model=input.overrides.model),
                 local=self._lean,  # in the workflow task itself: no round trip through the server
                 # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
@@ -403,7 +386,7 @@ class AgentWorkflow:
             if not self._lean:
                 raise  # runs from before the patch failed with the activity's error as it was
             kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
-            raise ApplicationError(_cause(err), type=kind, non_retryable=True) from err
+            raise ApplicationError(failure_text(err), type=kind, non_retryable=True) from err
         resolved.spec = input.overrides.apply(resolved.spec)
         resolved.tools = offered(resolved.tools, input.subagent)
         if resolved.spec.mcp_servers:
@@ -423,8 +406,7 @@ class AgentWorkflow:
         try:
             listed = await asyncio.gather(
                 *(
-                    _execute(
-                        LIST_MCP_TOOLS,
+                    LIST_MCP_TOOLS.execute(
                         server,
                         task_queue=agent.spec.tool_task_queue,
                         summary=f"list tools of MCP server {server.name}",
@@ -435,7 +417,9 @@ class AgentWorkflow:
             )
         except ActivityError as err:
             raise ApplicationError(
-                f"cannot list the tools of MCP server: {_cause(err)}", type="ConfigError", non_retryable=True
+                f"cannot list the tools of MCP server: {failure_text(err)}",
+                type="ConfigError",
+                non_retryable=True,
             ) from err
         tools = [tool for found in listed for tool in found]
         names = [t.definition.name for t in agent.tools if t.mcp_server is None] + [
@@ -530,8 +514,7 @@ class AgentWorkflow:
                 message_id=target if event == "user_prompt_submit" else None,
             )
             try:
-                decision = await _execute(
-                    RUN_HOOK,
+                decision = await RUN_HOOK.execute(
                     about.model_copy(update={"hook": name, "context": context}),
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RetryPolicy(maximum_attempts=3),
@@ -539,7 +522,7 @@ class AgentWorkflow:
                 )
             except ActivityError as err:  # a guard that cannot answer says no
                 decision = HookDecision(
-                    hook=name, action="block", reason=f"hook {name} failed: {_cause(err)}"
+                    hook=name, action="block", reason=f"hook {name} failed: {failure_text(err)}"
                 )
             self._record_hook(event, target, decision)
             decisions.append(decision)
@@ -578,7 +561,7 @@ class AgentWorkflow:
         if limit is None:
             turn.iterations += 1
             self._board.show(iteration=turn.iterations)
-            response = await self._call_model(agent, allow_tool_calls=True)
+            response = await self._models.next_message(agent, allow_tool_calls=True)
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
             elif spec.output_schema is None:
@@ -594,7 +577,7 @@ class AgentWorkflow:
             self._finish_turn(limit)
             return
         self._board.say(f"{_limit_text(limit, agent)}, asking for a final answer")
-        response = await self._call_model(agent, allow_tool_calls=False)
+        response = await self._models.next_message(agent, allow_tool_calls=False)
         output = parse_answer(response.message.text, spec.output_schema)[0] if spec.output_schema else None
         self._finish_turn(limit, output)
 
@@ -619,7 +602,7 @@ class AgentWorkflow:
             return "model_call_limit_reached"
         if spec.token_budget is not None and self._s.usage.total_tokens >= spec.token_budget:
             return "token_budget_exhausted"
-        cost = self._cost(agent)
+        cost = conversation_cost(agent, self._s)
         if spec.cost_budget is not None and cost is not None and cost >= spec.cost_budget:
             return "cost_budget_exhausted"
         if turn.iterations >= agent.spec.max_iterations:
@@ -661,222 +644,6 @@ class AgentWorkflow:
             if isinstance(m, AssistantMessage) and m.text:
                 return m.text
         return ""
-
-    # -- model calls --------------------------------------------------------------
-
-    async def _call_model(self, agent: ResolvedAgent, *, allow_tool_calls: bool) -> ModelResponse:
-        """The next message from the agent's model (or a fallback model), after summarising older
-        messages if the transcript nears the model's context window."""
-        await self._compact_if_due(agent)
-        response, number = await self._request(agent, allow_tool_calls=allow_tool_calls)
-        message = response.message
-        message.tool_calls = self._unique_ids(message.tool_calls) if allow_tool_calls else []
-        self._s.messages.append(message)
-        self._s.context_tokens = response.usage.total_tokens
-        self._s.context_messages = len(self._s.messages)
-        if self._s.turn is not None and response.finish_reason == "length":
-            self._s.turn.truncated = True
-        self._events.publish(
-            ModelCallFinished(
-                model_call=number,
-                text=message.text,
-                tool_calls=message.tool_calls,
-                usage=response.usage,
-                finish_reason=response.finish_reason,
-            )
-        )
-        self._count(agent, response)
-        return response
-
-    async def _compact_if_due(self, agent: ResolvedAgent) -> None:
-        """Summarise older messages when the next call's input would pass the agent's share of its
-        context window (workflows/transcript.py). Decided from recorded usage and messages only;
-        agents resolved before compaction existed have no window, so their conversations never do."""
-        s, window = self._s, agent.context_window
-        if window is None:
-            return
-        tokens = input_tokens(s.messages, s.context_tokens, s.context_messages)
-        if tokens <= agent.spec.model.compact_at * window or (cut := compaction_cut(s.messages)) is None:
-            return
-        replaces = cut - view_start(s.messages)
-        self._board.set(
-            "calling_model", f"summarising {replaces} earlier messages: ~{tokens} of {window} tokens"
-        )
-        workflow.logger.info(
-            "compacting at ~%d of %d tokens: summarising %d messages", tokens, window, replaces
-        )
-        response, _ = await self._request(agent, allow_tool_calls=False, summary_of=cut)
-        summary = SummaryMessage(text=response.message.text, replaces=replaces)
-        s.messages.insert(cut, summary)
-        s.context_tokens = estimate_tokens(model_view(s.messages))
-        s.context_messages = len(s.messages)
-        self._events.publish(SummaryAdded(text=summary.text, replaces=replaces, usage=response.usage))
-        self._count(agent, response)
-
-    async def _request(
-        self, agent: ResolvedAgent, *, allow_tool_calls: bool, summary_of: int | None = None
-    ) -> tuple[ModelResponse, int]:
-        """One model request, to the agent's model or, when a call to it fails for good, to each
-        fallback model in turn: for the next message, or for a summary of the first ``summary_of``
-        messages. Returns the response and its request's number in the event stream (each request
-        has its own, so a fallback's streamed text never mixes with the failed model's)."""
-        failures: list[str] = []
-        for settings in candidates(agent.spec.model):
-            label = settings.label
-            self._s.model_requests += 1
-            number = self._s.model_requests
-            if summary_of is None:
-                iteration = self._board.view.iteration
-                self._board.set("calling_model", f"calling model {label}, iteration {iteration}")
-                workflow.logger.info(
-                    "calling model %s%s", label, "" if allow_tool_calls else " (tools off)",
-                    extra={"iteration": iteration, "model": label},
-                )  # fmt: skip
-                self._events.publish(
-                    ModelCallStarted(
-                        model_call=number, model=label, iteration=iteration, tools=allow_tool_calls
-                    )
-                )
-            try:
-                response = await self._model_activity(
-                    agent, settings, allow_tool_calls, summary_of=summary_of, number=number
-                )
-            except ActivityError as err:
-                failures.append(f"{label} failed: {_cause(err)}")
-                self._record_attempt(agent, label, _cause(err))
-                failed = err
-                continue
-            self._record_attempt(agent, label, None)
-            break
-        else:
-            raise ApplicationError(
-                "model call to " + "; then ".join(failures), type="ModelCallFailed", non_retryable=True
-            ) from failed
-        if agent.spec.model.fallback:
-            self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
-        return response, number
-
-    def _count(self, agent: ResolvedAgent, response: ModelResponse) -> None:
-        """A summary is a model call like the others: it counts toward the limits and budgets."""
-        self._s.usage += response.usage
-        self._s.model_calls += 1
-        self._run_model_calls += 1
-        self._board.show(model_calls=self._s.model_calls, usage=self._s.usage, cost=self._cost(agent))
-
-    def _record_attempt(self, agent: ResolvedAgent, label: str, error: str | None) -> None:
-        if agent.spec.model.fallback:
-            self._s.model_attempts.append(
-                ModelAttempt(
-                    model=label,
-                    model_call=self._s.model_calls + 1,
-                    iteration=self._board.view.iteration,
-                    error=error,
-                )
-            )
-
-    def _cost(self, agent: ResolvedAgent) -> float | None:
-        if agent.spec.model.fallback:  # each model's tokens at its own price, and the sub-agents'
-            own = cost(agent, self._s.usage_by_model)
-            return own if self._s.subagent_cost is None else (own or 0.0) + self._s.subagent_cost
-        return total_cost(agent.price, self._s)
-
-    async def _model_activity(
-        self,
-        agent: ResolvedAgent,
-        settings: ModelSettings,
-        allow_tool_calls: bool,
-        *,
-        summary_of: int | None,
-        number: int,
-    ) -> ModelResponse:
-        """The model activity over the transcript (or its first ``summary_of`` messages); when the
-        store lost messages (wiped, or another machine's) or the model worker's tool registry differs,
-        again with the whole transcript and every tool definition."""
-        summarise = summary_of is not None
-        upto = len(self._s.messages) if summary_of is None else summary_of
-        stored = min(self._s.stored, upto)
-        try:
-            response = await self._model_call(
-                agent,
-                settings,
-                allow_tool_calls,
-                stored=stored,
-                upto=upto,
-                summarise=summarise,
-                number=number,
-            )
-        except ActivityError as err:
-            if not (isinstance(err.cause, ApplicationError) and err.cause.type in RESEND_WHOLE):
-                raise
-            workflow.logger.warning("%s; resending the transcript and the tools", _cause(err))
-            response = await self._model_call(
-                agent,
-                settings,
-                allow_tool_calls,
-                stored=0,
-                upto=upto,
-                summarise=summarise,
-                number=number,
-                whole=True,
-            )
-        self._s.stored = upto
-        return response
-
-    async def _model_call(
-        self,
-        agent: ResolvedAgent,
-        settings: ModelSettings,
-        allow_tool_calls: bool,
-        *,
-        stored: int,
-        upto: int,
-        summarise: bool,
-        number: int,
-        whole: bool = False,
-    ) -> ModelResponse:
-        """One call of the model activity: messages ``stored`` to ``upto``, for the next message or a
-        summary of them, and the tools (the registry's by name, unless ``whole``)."""
-        policy = agent.spec.model_call
-        by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
-        named = [t.definition.name for t in by_name]
-        call = _execute(
-            CALL_MODEL,
-            ModelCallInput(
-                conversation_key=_conversation_key(),
-                stored=stored,
-                request=ModelRequest(
-                    settings=settings,
-                    messages=self._s.messages[stored:upto],
-                    tools=[tool.definition for tool in agent.tools if tool.definition.name not in named],
-                    allow_tool_calls=allow_tool_calls,
-                    output_schema=agent.spec.output_schema,
-                ),
-                timeout_seconds=policy.timeout_seconds,
-                iteration=self._board.view.iteration,
-                model_call=number if settings.stream and not summarise else None,
-                registry_tools=named,
-                registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
-                summarise=summarise,
-            ),
-            task_queue=agent.spec.model_task_queue,
-            summary=f"model {settings.provider}:{settings.model}"
-            + (" (summary)" if summarise else "" if allow_tool_calls else " (tools off)"),
-            **policy.activity_options(),
-        )
-        if agent.spec.interrupt:
-            return await unless_interrupted(call, lambda: bool(self._s.queue))
-        return await call
-
-    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
-        """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""
-        seen = {c.call_id for c in self._s.tool_calls} | set(self._approvals.records)
-        for index, call in enumerate(calls):
-            if not call.id or call.id in seen:
-                call.id = f"call_{self._s.model_calls}_{index}"
-                while call.id in seen:
-                    call.id += "_"
-            seen.add(call.id)
-        return calls
 
     # -- tool calls ---------------------------------------------------------------
 
@@ -993,7 +760,7 @@ class AgentWorkflow:
         """A sub-agent's conversation answers the call; this one does not continue as new meanwhile."""
         origin = child_origin(self._input.subagent, call.id, agent.spec.max_depth)
         outcome = await self._subagents.run(tool, call, origin, self._s)
-        self._board.show(usage=self._s.usage, cost=self._cost(agent))
+        self._board.show(usage=self._s.usage, cost=conversation_cost(agent, self._s))
         return outcome
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
@@ -1009,14 +776,13 @@ class AgentWorkflow:
             }
         )
         try:
-            outcome = await _execute(
-                RUN_TOOL,
+            outcome = await RUN_TOOL.execute(
                 ToolInvocation(
                     name=call.name,
                     arguments=call.arguments,
                     call_id=call.id,
                     conversation_id=workflow_id,
-                    idempotency_key=f"{_conversation_key()}/{call.id}",
+                    idempotency_key=f"{conversation_key()}/{call.id}",
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
                     iteration=self._board.view.iteration,
@@ -1031,8 +797,8 @@ class AgentWorkflow:
                 self._record_hook("post_tool_use", call.id, decision)
             return outcome
         except ActivityError as err:
-            workflow.logger.warning("tool %s failed: %s", call.name, _cause(err), extra=log)
-            return ToolOutcome(content=f"Tool '{call.name}' failed: {_cause(err)}", is_error=True)
+            workflow.logger.warning("tool %s failed: %s", call.name, failure_text(err), extra=log)
+            return ToolOutcome(content=f"Tool '{call.name}' failed: {failure_text(err)}", is_error=True)
 
     async def _wait_for_decision(self, record: ApprovalRecord) -> bool:
         """Wait for a person; False when the wait is handed over to the next run."""
@@ -1083,7 +849,7 @@ class AgentWorkflow:
             return False
         every = agent.spec.continue_as_new_after
         return workflow.info().is_continue_as_new_suggested() or bool(
-            every and self._run_model_calls >= every
+            every and self._models.in_this_run >= every
         )
 
     async def _continue_as_new(self, input: ConversationInput) -> None:
@@ -1151,7 +917,7 @@ class AgentWorkflow:
             model_calls=self._s.model_calls,
             truncated=last is not None and last.truncated,
             usage=self._s.usage,
-            cost=self._cost(self._s.agent) if self._s.agent else None,
+            cost=conversation_cost(self._s.agent, self._s) if self._s.agent else None,
             replies=self._s.replies,
             closed_by=self._closed_by,
             detail=self._board.view.detail,
@@ -1159,25 +925,6 @@ class AgentWorkflow:
             output=last.output if last else None,
             models_used=models_used(self._s.model_attempts),
         )
-
-
-async def _execute(activity: ActivityRef, arg: Any, *, local: bool = False, **options: Any) -> Any:
-    """``workflow.execute_activity`` (or ``execute_local_activity``) of ``activity``, where a call
-    cancelled with the conversation raises ``asyncio.CancelledError``: the conversation's
-    cancellation, not a failed call."""
-    execute = workflow.execute_local_activity if local else workflow.execute_activity
-    try:
-        return await execute(activity.name, arg, result_type=activity.output, **options)
-    except ActivityError as err:
-        if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
-            raise asyncio.CancelledError(workflow.cancellation_reason()) from err
-        raise
-
-
-def _conversation_key() -> str:
-    """Stable across continue-as-new, and distinct from an earlier conversation that used the same id."""
-    info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}"
 
 
 def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
@@ -1200,9 +947,3 @@ def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
 
 def _limit_type(limit: StopReason) -> str:
     return "".join(word.capitalize() for word in limit.split("_"))
-
-
-def _cause(err: ActivityError) -> str:
-    """What the activity itself said (its own error, or the timeout), not the SDK error beneath it."""
-    cause = err.cause
-    return cause.message if isinstance(cause, FailureError) else str(cause or err)

@@ -42,10 +42,10 @@ from workflows.api import (
     SubagentOrigin,
 )
 from workflows.approvals import Approvals
-from workflows.config import AgentSpec, Price
+from workflows.config import AgentSpec
 from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
 from workflows.inputs import first_error
-from workflows.messages import ToolCall, ToolDefinition, Usage
+from workflows.messages import ToolCall, ToolDefinition
 from workflows.records import ApprovalRecord, ApprovalSignal, Decision
 from workflows.state import ConversationState
 
@@ -82,22 +82,6 @@ def offered(tools: list[ToolSpec], origin: SubagentOrigin | None) -> list[ToolSp
     if origin is None or origin.depth < origin.max_depth:
         return tools
     return [tool for tool in tools if tool.subagent is None]
-
-
-def total_cost(price: Price | None, state: ConversationState) -> float | None:
-    """Its own tokens at its model's price, plus what its sub-agents spent at theirs."""
-    own = None
-    if price is not None:
-        used, delegated = state.usage, state.subagent_usage
-        own = price.cost(
-            Usage(
-                input_tokens=used.input_tokens - delegated.input_tokens,
-                output_tokens=used.output_tokens - delegated.output_tokens,
-            )
-        )
-    if state.subagent_cost is None:
-        return own
-    return (own or 0.0) + state.subagent_cost
 
 
 class ApprovalReport(BaseModel):

@@ -1,0 +1,40 @@
+"""What a conversation has spent: its own tokens at its models' prices, and its sub-agents' spend."""
+
+from __future__ import annotations
+
+from workflows.activity_io import ResolvedAgent
+from workflows.messages import Usage
+from workflows.state import ConversationState
+
+
+def conversation_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:
+    """US dollars: the conversation's own tokens at its model's price (with fallback models, each
+    model's tokens at its own; a model the price table lacks adds nothing), plus what its sub-agents
+    spent at theirs. None when no price applies to any of it."""
+    own = (
+        _fallback_cost(agent, state.usage_by_model) if agent.spec.model.fallback else _own_cost(agent, state)
+    )
+    if state.subagent_cost is None:
+        return own
+    return (own or 0.0) + state.subagent_cost
+
+
+def _own_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:
+    if agent.price is None:
+        return None
+    used, delegated = state.usage, state.subagent_usage
+    return agent.price.cost(
+        Usage(
+            input_tokens=used.input_tokens - delegated.input_tokens,
+            output_tokens=used.output_tokens - delegated.output_tokens,
+        )
+    )
+
+
+def _fallback_cost(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> float | None:
+    prices = {agent.spec.model.label: agent.price, **agent.fallback_prices}
+    if not any(prices.get(model) for model in [agent.spec.model.label, *usage_by_model]):
+        return None
+    return sum(
+        (price.cost(usage) for model, usage in usage_by_model.items() if (price := prices.get(model))), 0.0
+    )

@@ -25,7 +25,14 @@ from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
-from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
+from workflows.messages import (
+    AssistantMessage,
+    ModelSettings,
+    ScriptedToolCall,
+    ScriptStep,
+    SystemMessage,
+    UserMessage,
+)
 from workflows.records import ApprovalSignal, Decision, Revocation
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -177,6 +184,17 @@ SHAPES: dict[str, ConversationInput] = {
     # write_file waits for approval, shown at the parent and approved there (DECIDE_THROUGH_PARENT).
     "subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
     "compaction": compacting(),
+    # A fork: it starts from an earlier conversation's first messages (system prompt included, so the
+    # agent's own is not added) and asks a new question.
+    "fork": ConversationInput(
+        prompt="and 3 + 4?",
+        agent_spec=scripted_agent(step("", ("add", {"a": 3, "b": 4})), step("{last_result}")),
+        history=[
+            SystemMessage(text="Be brief."),
+            UserMessage(text="What is 1 + 2?"),
+            AssistantMessage(text="3"),
+        ],
+    ),
 }
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [

@@ -24,6 +24,7 @@ def test_histories_are_checked_in() -> None:
         "continue_as_new",
         "demo",
         "follow_ups",
+        "fork",
         "interrupted",
         "lean_start",
         "limit_final_answer",

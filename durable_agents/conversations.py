@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from temporalio.client import (
@@ -40,6 +41,8 @@ from workflows.config import AgentSpec
 from workflows.messages import UserMessage
 from workflows.records import Reply
 from workflows.transcript import cut_error
+
+T = TypeVar("T")
 
 
 def conversation_summary(agent: str, prompt: str) -> str:
@@ -99,7 +102,8 @@ async def send_or_start(
     )
     message = MessageInput(text=text)
     options = {"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE} | options
-    for attempt in range(attempts):
+
+    async def send() -> Reply:
         start = WithStartWorkflowOperation(
             AgentWorkflow.run,
             conversation,
@@ -117,6 +121,16 @@ async def send_or_start(
             # The operation's own future holds the start's error too: retrieved, asyncio keeps quiet.
             await asyncio.gather(start.workflow_handle(), return_exceptions=True)
             raise
+
+    return await resent_while_rolling_over(send, attempts)
+
+
+async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: int = 50) -> T:
+    """``send()``'s answer; sent again, up to ``attempts`` times, while the conversation refuses
+    messages because it continues as new. Any other refusal raises ``WorkflowUpdateFailedError``."""
+    for attempt in range(attempts):
+        try:
+            return await send()
         except WorkflowUpdateFailedError as e:
             rolling_over = isinstance(e.cause, ApplicationError) and e.cause.type == ROLLING_OVER
             if not rolling_over or attempt + 1 == attempts:

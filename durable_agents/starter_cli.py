@@ -43,6 +43,7 @@ from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import (
     conversation_history,
     fork_conversation,
+    resent_while_rolling_over,
     send_or_start,
     start_conversation,
     ui_link,
@@ -51,7 +52,7 @@ from durable_agents.converter import data_converter
 from durable_agents.live import POLL_COOLDOWN, follow, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, serve
-from workflows.agent import ROLLING_OVER, AgentWorkflow
+from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
@@ -165,10 +166,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
         )
     except WorkflowAlreadyStartedError as e:
         raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
-    print(f"Started {workflow_id}")
-    print(f"Web UI: {ui_link(workflow_id, client.namespace, args.settings.ui_url)}")
-    if args.wait:
-        print(format_result(await handle.result()))
+    await _started(client, args, handle, f"Started {workflow_id}")
 
 
 async def fork(client: Client, args: argparse.Namespace) -> None:
@@ -187,7 +185,13 @@ async def fork(client: Client, args: argparse.Namespace) -> None:
         raise CommandError(str(e)) from e
     except WorkflowAlreadyStartedError as e:
         raise CommandError(f"a conversation with id {args.id!r} already exists") from e
-    print(f"Started {handle.id} (fork of {args.workflow_id} at message {args.at})")
+    origin = f"fork of {args.workflow_id} at message {args.at}"
+    await _started(client, args, handle, f"Started {handle.id} ({origin})")
+
+
+async def _started(client: Client, args: argparse.Namespace, handle: WorkflowHandle, line: str) -> None:
+    """Say what started and where to see it; with ``--wait``, its result once it has one."""
+    print(line)
     print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}")
     if args.wait:
         print(format_result(await handle.result()))
@@ -235,18 +239,15 @@ def _text(given: str | None, path: str | None, what: str) -> str:
         raise CommandError(f"--file {source} is not UTF-8 text (byte {e.start})") from e
 
 
-async def send_message(handle: WorkflowHandle, text: str, attempts: int = 50) -> Reply:
+async def send_message(handle: WorkflowHandle, text: str) -> Reply:
     """The reply to ``text``; a message refused while the conversation continues as new is sent again."""
-    for attempt in range(attempts):
-        try:
-            return await handle.execute_update(AgentWorkflow.send_message, _message(text), result_type=Reply)
-        except WorkflowUpdateFailedError as e:
-            cause = e.cause
-            if isinstance(cause, ApplicationError) and cause.type == ROLLING_OVER and attempt + 1 < attempts:
-                await asyncio.sleep(0.2)
-                continue
-            raise CommandError(f"not sent: {_refusal(e)}") from e
-    raise AssertionError("unreachable")
+    message = _message(text)
+    try:
+        return await resent_while_rolling_over(
+            lambda: handle.execute_update(AgentWorkflow.send_message, message, result_type=Reply)
+        )
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not sent: {_refusal(e)}") from e
 
 
 async def end(client: Client, args: argparse.Namespace) -> None:

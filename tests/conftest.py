@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server, time_skipping_server
 from durable_agents.plugin import build_worker
+from tests.fake_provider import FakeProvider
 from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
@@ -42,6 +43,9 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Embe
     srv = await start_embedded_server(
         port=None, ui=False, db_file=tmp_path_factory.mktemp("temporal") / "t.db"
     )
+    # Set before any worker runs: tests that point the starter at this server then change a value
+    # instead of adding a variable while a worker reads the environment (see ``env``).
+    os.environ["TEMPORAL_ADDRESS"] = srv.address
     yield srv
     await srv.stop()
 
@@ -99,24 +103,43 @@ def environ() -> dict[str, str]:
 
 
 @pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    """A fake provider speaking OpenAI's and Anthropic's wire protocols, both SDKs pointed at it.
+    With ``env``, it is set up before the worker starts (see there), whatever the test's order."""
+    with FakeProvider() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        yield server
+
+
+@pytest.fixture
 async def env(
     client: Client,
     registry: ToolRegistry,
     environ: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[Env]:
-    """A worker on a fresh task queue, started after ``environ`` is in the process environment.
+    """A worker on a fresh task queue, started after ``environ`` (and ``fake``'s variables, when the
+    test uses it) is in the process environment.
 
     Never add a variable to the environment while a worker starts: its core threads read the
     environment (``getenv``) as they start, and glibc's ``setenv`` may free the array they read
     (the test process then dies of a segmentation fault). Changing the value of one set already is safe.
     """
+    if "fake" in request.fixturenames:
+        request.getfixturevalue("fake")
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     async with build_worker(client, task_queue=task_queue, registry=registry, workspace_root=tmp_path):
+        before = set(os.environ)
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
+        if added := sorted(set(os.environ) - before - {"PYTEST_CURRENT_TEST"}):
+            pytest.fail(f"environment variables added while the worker ran: {added}; give them in `environ`")
 
 
 async def activity_calls(handle: WorkflowHandle) -> list[tuple[str, bool]]:

@@ -4,7 +4,6 @@ a wrong answer sent back with the problem, and the parsed object in the reply an
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -42,16 +41,6 @@ SCHEMA = Weather.model_json_schema()
 MISSING = "Your answer does not match the required output schema: $ lacks the required property 'celsius'. "
 MISSING += "Answer again with only a JSON object that matches the schema."
 ADD = ToolDefinition(name="add", description="Add.", parameters={"type": "object", "properties": {}})
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        yield server
 
 
 def _typed(provider: str, model: str, tools: list[str]) -> ConversationInput:

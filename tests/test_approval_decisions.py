@@ -11,7 +11,6 @@ import re
 import subprocess
 import textwrap
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,16 +167,6 @@ async def test_invalid_edits_are_refused_with_the_schema_s_error_and_the_call_st
 
 # ---------------------------------------------------------------------------------------------------
 # the model's side, over the providers' wire protocols
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        yield server
 
 
 def _provider_agent(provider: str) -> AgentSpec:

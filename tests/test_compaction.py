@@ -4,7 +4,6 @@ older messages; the model then sees the summary and the recent messages, the his
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from temporalio.worker import Replayer
@@ -124,14 +123,6 @@ async def test_the_window_is_the_agents_own_else_the_tables_else_the_default() -
 
 
 # -- through a real worker, the real openai SDK and a fake server ------------------------------------
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        yield server
 
 
 def _reply(text: str = "", calls: tuple = (), prompt_tokens: int = 100) -> Reply:

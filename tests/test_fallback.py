@@ -3,8 +3,6 @@ recorded, and each model's tokens are priced at its own price."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
@@ -21,16 +19,6 @@ from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
 from workflows.records import ModelAttempt
 
 NOT_FOUND = "openai returned HTTP 400: The model `gpt-4o` does not exist or you do not have access to it."
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        yield server
 
 
 def _agent(*fallback: str, **kwargs: object) -> ConversationInput:

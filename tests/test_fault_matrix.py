@@ -10,7 +10,6 @@ messages, never durations.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -136,20 +135,8 @@ CELLS = [
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
-@pytest.fixture
-def environ(fake: FakeProvider, server: EmbeddedServer) -> dict[str, str]:
-    return {
-        "OPENAI_BASE_URL": f"{fake.url}/v1",
-        "OPENAI_API_KEY": "sk-test",
-        "ANTHROPIC_BASE_URL": fake.url,
-        "ANTHROPIC_API_KEY": "sk-test",
-        "TEMPORAL_ADDRESS": server.address,  # for the CLI
-    }
+def environ(server: EmbeddedServer) -> dict[str, str]:
+    return {"TEMPORAL_ADDRESS": server.address}  # for the CLI
 
 
 @pytest.mark.parametrize(("fault", "provider", "stream"), CELLS)

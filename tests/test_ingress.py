@@ -8,7 +8,7 @@ import gc
 import json
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -227,14 +227,6 @@ def test_interrupt_is_an_agent_file_setting(tmp_path: Path) -> None:
     path = tmp_path / "quick.toml"
     path.write_text('interrupt = true\n[model]\nprovider = "scripted"\nmodel = "s"\n')
     assert load_agent_file(path, default_registry()).interrupt is True
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        yield server
 
 
 async def test_a_new_message_cancels_a_slow_model_call_and_is_answered(env: Env, fake: FakeProvider) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,19 +25,8 @@ def _recorded(name: str) -> Reply:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        yield server
-
-
-@pytest.fixture
-def environ(fake: FakeProvider) -> dict[str, str]:
-    return {
-        "OPENAI_BASE_URL": f"{fake.url}/v1",
-        "OPENAI_API_KEY": SECRET,
-        "ANTHROPIC_BASE_URL": fake.url,
-        "ANTHROPIC_API_KEY": SECRET,
-    }
+def environ() -> dict[str, str]:
+    return {"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": SECRET}  # conftest's ``fake`` set them: new values
 
 
 async def _history_json(env: Env, workflow_id: str) -> str:

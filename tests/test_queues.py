@@ -25,14 +25,6 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "test")
-        yield server
-
-
-@pytest.fixture
 def pools(server: EmbeddedServer, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
     """Start worker processes with ``spawn(task_queue, role, rate)``; all are killed at the end."""
     started: list[WorkerProcess] = []

@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -516,14 +516,6 @@ async def _visible(client: Client, query: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # watch
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        yield server
 
 
 async def test_watch_prints_only_the_new_part_of_a_streamed_answer(

@@ -235,14 +235,6 @@ async def test_resume_at_an_offset_gets_exactly_the_missing_events_across_contin
     assert finished.text == ANSWER
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        yield server
-
-
 async def test_a_retried_streamed_model_call_repeats_no_text(
     server: EmbeddedServer, env: Env, fake: FakeProvider
 ) -> None:

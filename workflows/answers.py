@@ -9,6 +9,7 @@ loaded, any keyword it would not enforce, so no part of a schema is silently ign
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -42,7 +43,7 @@ def check_schema(schema: Any) -> None:
     not a JSON object (Anthropic's tool input, and OpenAI's structured output, must be one)."""
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ValueError('the output schema must describe a JSON object ("type": "object")')
-    _check(schema, schema, "")
+    _check(schema, schema, "output schema")
 
 
 def parse_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -51,14 +52,24 @@ def parse_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | No
         value = json.loads(text)
     except json.JSONDecodeError as e:
         return None, f"the answer is not valid JSON ({e.msg} at position {e.pos})"
-    problems = []
-    for problem in _errors(value, schema, schema, "$"):
-        problems.append(problem)
-        if len(problems) == _MAX_ERRORS:
-            break
-    if problems:
+    if problems := schema_problems(value, schema):
         return None, "; ".join(problems)
     return value, None
+
+
+def schema_problems(value: Any, schema: dict[str, Any], most: int = _MAX_ERRORS) -> list[str]:
+    """The first ``most`` ways ``value`` fails ``schema``, each naming its JSON path (``$.a[0]``);
+    none when it fits. ``schema`` must have passed ``unenforceable``."""
+    return list(itertools.islice(_errors(value, schema, schema, "$"), most))
+
+
+def unenforceable(schema: Any, name: str) -> str | None:
+    """Why this validator cannot enforce ``schema`` in full (``name`` leads the reason), or None."""
+    try:
+        _check(schema, schema if isinstance(schema, dict) else {}, name)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def correction(problem: str) -> str:
@@ -73,19 +84,19 @@ def _check(schema: Any, root: dict[str, Any], where: str) -> None:
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict):
-        raise ValueError(f"output schema{where}: a schema must be an object or true/false")
+        raise ValueError(f"{where}: a schema must be an object or true/false")
     if unknown := sorted(schema.keys() - _ASSERTIONS - _ANNOTATIONS):
-        raise ValueError(f"output schema{where}: unsupported keyword(s) {', '.join(unknown)}")
+        raise ValueError(f"{where}: unsupported keyword(s) {', '.join(unknown)}")
     kinds = schema.get("type", [])
     if bad := [k for k in ([kinds] if isinstance(kinds, str) else kinds) if k not in _TYPES]:
-        raise ValueError(f"output schema{where}: unknown type(s) {', '.join(map(str, bad))}")
+        raise ValueError(f"{where}: unknown type(s) {', '.join(map(str, bad))}")
     if "$ref" in schema:
         _resolve(schema["$ref"], root, where)
     if "pattern" in schema:
         try:
             re.compile(schema["pattern"])
         except (re.error, TypeError) as e:
-            raise ValueError(f"output schema{where}: bad pattern: {e}") from e
+            raise ValueError(f"{where}: bad pattern: {e}") from e
     for key in ("properties", "$defs", "definitions"):
         for name, sub in schema.get(key, {}).items():
             _check(sub, root, f"{where}.{key}.{name}")
@@ -100,12 +111,12 @@ def _check(schema: Any, root: dict[str, Any], where: str) -> None:
 def _resolve(ref: Any, root: dict[str, Any], where: str) -> Any:
     """A reference within the schema itself (``#/$defs/Name``); others are refused."""
     if not isinstance(ref, str) or not ref.startswith("#"):
-        raise ValueError(f"output schema{where}: only references within the schema (#/...) are supported")
+        raise ValueError(f"{where}: only references within the schema (#/...) are supported")
     target: Any = root
     for part in filter(None, ref[1:].split("/")):
         part = part.replace("~1", "/").replace("~0", "~")
         if not isinstance(target, dict) or part not in target:
-            raise ValueError(f"output schema{where}: reference {ref} leads nowhere")
+            raise ValueError(f"{where}: reference {ref} leads nowhere")
         target = target[part]
     return target
 

@@ -1,20 +1,15 @@
 """Decisions beyond yes or no: which kinds a decision takes (an agent may allow only some), edited
-arguments checked against the tool's JSON schema, and what the model is told of an edit."""
+arguments checked against the tool's JSON schema (by the validator of workflows/answers.py, which
+judges the same on every replay), and what the model is told of an edit."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from temporalio import workflow
-
+from workflows.answers import schema_problems, unenforceable
 from workflows.config import DecisionKind
 from workflows.records import ApprovalRecord, Decision
-
-with workflow.unsafe.imports_passed_through():
-    # Pure and deterministic (no format checks, no remote references); loaded once, outside the sandbox.
-    from jsonschema.exceptions import best_match
-    from jsonschema.validators import validator_for
 
 
 def kinds_of(decision: Decision) -> list[DecisionKind]:
@@ -28,16 +23,11 @@ def kinds_of(decision: Decision) -> list[DecisionKind]:
 
 
 def schema_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """The first way ``arguments`` break ``schema``, on one line (``field: reason``); None if they fit."""
-    try:
-        error = best_match(validator_for(schema)(schema).iter_errors(arguments))
-    except Exception as e:  # a schema (say, an MCP server's) that jsonschema cannot use
-        return f"the tool's schema cannot be checked ({' '.join(str(e).split()[:20])})"
-    if error is None:
-        return None
-    where = ".".join(str(part) for part in error.absolute_path)
-    message = " ".join(error.message.split())
-    return f"{where}: {message}" if where else message
+    """The first way ``arguments`` break ``schema``, on one line; None if they fit. A schema that the
+    validator cannot enforce in full (say, an MCP server's) refuses every edit: approve or reject."""
+    if (why := unenforceable(schema, "schema")) is not None:
+        return f"the tool's schema cannot be checked ({why})"
+    return next(iter(schema_problems(arguments, schema, most=1)), None)
 
 
 def edit_note(record: ApprovalRecord) -> str:

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry
 from activities.tools.workspace import folder_name
+from durable_agents import starter_cli as starter
 from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server, time_skipping_server
@@ -140,6 +141,13 @@ async def env(
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
         if added := sorted(set(os.environ) - before - {"PYTEST_CURRENT_TEST"}):
             pytest.fail(f"environment variables added while the worker ran: {added}; give them in `environ`")
+
+
+async def starter_cli(env: Env, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``starter.py ARGV`` against the session's server and ``env``'s task queue: (code, stdout, stderr)."""
+    code = await starter.run(["--task-queue", env.task_queue, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 async def activity_calls(handle: WorkflowHandle) -> list[tuple[str, bool]]:

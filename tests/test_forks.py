@@ -13,21 +13,10 @@ from pydantic import ValidationError
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, wait_for_pending
+from tests.conftest import Env, starter_cli, wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.api import AGENT_FORK_OF, ConversationInput, MessageInput
 from workflows.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, UserMessage
-
-
-@pytest.fixture(autouse=True)
-def _address(monkeypatch: pytest.MonkeyPatch, server: EmbeddedServer) -> None:
-    monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)
-
-
-async def _cli(env: Env, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = await starter.run(["--task-queue", env.task_queue, *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 async def _origin(env: Env) -> str:
@@ -58,7 +47,7 @@ async def test_a_fork_starts_from_the_first_n_messages_and_names_its_origin(
     origin = await env.client.get_workflow_handle_for(AgentWorkflow.run, origin_id).result()
     fork_id = f"{origin_id}-again"
 
-    code, out, err = await _cli(env, capsys, "fork", origin_id, "--at", "6", "--id", fork_id, "--wait")
+    code, out, err = await starter_cli(env, capsys, "fork", origin_id, "--at", "6", "--id", fork_id, "--wait")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         f"Started {fork_id} (fork of {origin_id} at message 6)",
@@ -131,7 +120,7 @@ async def test_a_fork_that_would_split_the_transcript_is_refused_in_one_line(
 ) -> None:
     origin_id = await _origin(env)
     at = argv[1]
-    code, out, err = await _cli(env, capsys, "fork", origin_id, *argv)
+    code, out, err = await starter_cli(env, capsys, "fork", origin_id, *argv)
     assert (code, out, err) == (1, "", f"error: cannot fork {origin_id} at {at}: {error}\n")
 
 

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from durable_agents import starter_cli as starter
-from durable_agents.dev_server import EmbeddedServer
-from tests.conftest import Env, wait_for_pending
-
-
-@pytest.fixture(autouse=True)
-def _address(monkeypatch: pytest.MonkeyPatch, server: EmbeddedServer) -> None:
-    monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)
-
-
-async def _cli(env: Env, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = await starter.run(["--task-queue", env.task_queue, *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.conftest import Env, starter_cli, wait_for_pending
 
 
 async def test_start_pending_approve_and_history(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = await _cli(
+    code, out, _ = await starter_cli(
         env, capsys, "start", "What is (12 + 30) * 2?", "--agent", "demo", "--id", "cli-1"
     )
     assert code == 0
@@ -31,7 +18,7 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
     ]
     await wait_for_pending(env.client.get_workflow_handle("cli-1"))
 
-    code, out, _ = await _cli(env, capsys, "pending")
+    code, out, _ = await starter_cli(env, capsys, "pending")
     assert code == 0
     header, *rows = out.splitlines()
     assert header.split() == [
@@ -50,29 +37,31 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
         ["cli-1", "call_3_0", "write_file"]
     ]
 
-    code, _, err = await _cli(env, capsys, "reject", "cli-1", "nope", "--by", "alice")
+    code, _, err = await starter_cli(env, capsys, "reject", "cli-1", "nope", "--by", "alice")
     assert (code, err) == (
         1,
         "error: not rejected: no approval is pending for call 'nope' (pending: call_3_0)\n",
     )
 
-    code, out, _ = await _cli(env, capsys, "approve", "cli-1", "call_3_0", "--by", "alice", "--reason", "ok")
+    code, out, _ = await starter_cli(
+        env, capsys, "approve", "cli-1", "call_3_0", "--by", "alice", "--reason", "ok"
+    )
     assert (code, out) == (0, "write_file call call_3_0 of cli-1: approved by alice\n")
 
-    code, out, _ = await _cli(env, capsys, "result", "cli-1")
+    code, out, _ = await starter_cli(env, capsys, "result", "cli-1")
     assert (
         out.splitlines()[0]
         == "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
     )
 
-    code, out, _ = await _cli(env, capsys, "history", "cli-1")
+    code, out, _ = await starter_cli(env, capsys, "history", "cli-1")
     lines = out.splitlines()
     assert lines[1] == "[user] What is (12 + 30) * 2?"
     assert lines[-1] == "[approval call_3_0] write_file approved by alice via update: ok"
 
 
 async def test_invalid_start_input_is_one_clear_line(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = await _cli(env, capsys, "start", "", "--agent", "demo")
+    code, out, err = await starter_cli(env, capsys, "start", "", "--agent", "demo")
     assert (code, out, err) == (
         1,
         "",
@@ -81,12 +70,12 @@ async def test_invalid_start_input_is_one_clear_line(env: Env, capsys: pytest.Ca
 
 
 async def test_unknown_conversation_is_one_clear_line(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = await _cli(env, capsys, "status", "no-such-conversation")
+    code, out, err = await starter_cli(env, capsys, "status", "no-such-conversation")
     assert (code, out) == (1, "")
     assert err.startswith("error: no-such-conversation: ") and err.count("\n") == 1
 
 
 async def test_duplicate_id_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    await _cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
-    code, _, err = await _cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
+    await starter_cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
+    code, _, err = await starter_cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
     assert (code, err) == (1, "error: a conversation with id 'cli-dup' already exists\n")

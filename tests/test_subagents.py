@@ -31,7 +31,7 @@ from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec
 from workflows.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
-from workflows.messages import ModelSettings, ScriptStep, Usage
+from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep, Usage
 from workflows.records import Decision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -260,6 +260,44 @@ async def test_a_sub_agents_cost_stops_its_parent_at_the_budget(agents_env: Env)
     assert result.tool_calls[0].content == "spent"
     assert result.usage == Usage(input_tokens=100_010, output_tokens=5)
     assert result.cost == 20 / 1_000_000 + 100_000 / 1_000_000
+
+
+BIG_SPENDER = _scripted(
+    "big-spender",
+    ScriptStep(
+        text="more",
+        tool_calls=[ScriptedToolCall(name="add", arguments={"a": 1, "b": 1})],
+        input_tokens=100_000,
+        output_tokens=0,
+        repeat=5,
+    ),
+    ScriptStep(text="done"),
+    tools=["add"],
+)
+
+
+@pytest.mark.parametrize("agents_env", [{"big-spender": BIG_SPENDER}], indirect=True)
+async def test_a_sub_agent_stops_at_what_its_parents_budget_has_left(agents_env: Env) -> None:
+    parent = _scripted(
+        "test-agent",
+        step("Delegating.", ("ask_big-spender", {"task": "spend"})),
+        step("never said"),
+        subagents=["big-spender"],
+    )
+    handle = await agents_env.start(conversation(parent, token_budget=150_000))
+    result = await handle.result()
+    child_id = f"{handle.id}/call_1_0"
+    child = await agents_env.client.get_workflow_handle_for(AgentWorkflow.run, child_id).result()
+
+    # 149,985 tokens were left: the child stops after its second call instead of making six.
+    assert (child.stop_reason, child.model_calls) == ("token_budget_exhausted", 2)
+    [call] = result.tool_calls
+    assert (call.content, call.is_error) == (
+        "Sub-agent 'big-spender' stopped: token_budget_exhausted: more",
+        True,
+    )
+    assert (result.stop_reason, result.model_calls) == ("token_budget_exhausted", 1)
+    assert result.usage == Usage(input_tokens=200_010, output_tokens=5)
 
 
 LOOPER = _scripted(

@@ -95,6 +95,7 @@ with workflow.unsafe.imports_passed_through():
         Reporter,
         child_origin,
         offered,
+        within_budget,
     )
 
 LEAN_START_PATCH = "agent-lean-start"
@@ -387,7 +388,7 @@ class AgentWorkflow:
                 raise  # runs from before the patch failed with the activity's error as it was
             kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
             raise ApplicationError(failure_text(err), type=kind, non_retryable=True) from err
-        resolved.spec = input.overrides.apply(resolved.spec)
+        resolved.spec = within_budget(input.overrides.apply(resolved.spec), input.subagent)
         resolved.tools = offered(resolved.tools, input.subagent)
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
@@ -758,7 +759,7 @@ class AgentWorkflow:
 
     async def _delegate(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         """A sub-agent's conversation answers the call; this one does not continue as new meanwhile."""
-        origin = child_origin(self._input.subagent, call.id, agent.spec.max_depth)
+        origin = child_origin(self._input.subagent, call.id, agent, self._s)
         outcome = await self._subagents.run(tool, call, origin, self._s)
         self._board.show(usage=self._s.usage, cost=conversation_cost(agent, self._s))
         return outcome

@@ -81,6 +81,11 @@ class SubagentOrigin(BaseModel):
     """1 for a child of a top conversation, 2 for a grandchild..."""
     max_depth: int = Field(default=3, ge=1)
     """The top conversation's ``max_depth``."""
+    token_budget: int | None = None
+    """What the delegating conversation's token budget had left when it delegated: the sub-agent
+    stops at the smaller of this and its own (its tokens count against both)."""
+    cost_budget: float | None = None
+    """The same for the cost budget, in US dollars."""
 
 
 class ConversationInput(BaseModel):

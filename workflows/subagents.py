@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
@@ -31,7 +31,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from workflows.activity_io import ToolOutcome, ToolSpec
+from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
@@ -43,11 +43,14 @@ from workflows.api import (
 )
 from workflows.approvals import Approvals
 from workflows.config import AgentSpec
+from workflows.costs import conversation_cost
 from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
 from workflows.inputs import first_error
 from workflows.messages import ToolCall, ToolDefinition
 from workflows.records import ApprovalRecord, ApprovalSignal, Decision
 from workflows.state import ConversationState
+
+T = TypeVar("T", int, float)
 
 REPORT_SIGNAL = "subagent_approvals"
 STOPS_AS_ERRORS_PATCH = "subagent-stop-reason-errors"
@@ -280,14 +283,38 @@ class Delegations:
         )
 
 
-def child_origin(mine: SubagentOrigin | None, call_id: str, max_depth: int) -> SubagentOrigin:
-    """What a child started for our call ``call_id`` is told of where it comes from."""
+def child_origin(
+    mine: SubagentOrigin | None, call_id: str, agent: ResolvedAgent, state: ConversationState
+) -> SubagentOrigin:
+    """What a child started for our call ``call_id`` is told of where it comes from, and what is
+    left of our budgets (the child stops there: its spend counts against them)."""
+    spec, spent = agent.spec, conversation_cost(agent, state)
     return SubagentOrigin(
         parent_workflow_id=workflow.info().workflow_id,
         call_id=call_id,
         depth=mine.depth + 1 if mine else 1,
-        max_depth=mine.max_depth if mine else max_depth,
+        max_depth=mine.max_depth if mine else spec.max_depth,
+        token_budget=None
+        if spec.token_budget is None
+        else max(spec.token_budget - state.usage.total_tokens, 0),
+        cost_budget=None if spec.cost_budget is None else max(spec.cost_budget - (spent or 0.0), 0.0),
     )
+
+
+def within_budget(spec: AgentSpec, origin: SubagentOrigin | None) -> AgentSpec:
+    """A sub-agent's settings with its budgets capped by what its parent had left."""
+    if origin is None:
+        return spec
+    return spec.model_copy(
+        update={
+            "token_budget": _smaller(spec.token_budget, origin.token_budget),
+            "cost_budget": _smaller(spec.cost_budget, origin.cost_budget),
+        }
+    )
+
+
+def _smaller(own: T | None, cap: T | None) -> T | None:
+    return own if cap is None else cap if own is None else min(own, cap)
 
 
 def _invalid(call: ToolCall, why: str) -> ToolOutcome:

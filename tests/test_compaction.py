@@ -248,3 +248,26 @@ async def test_the_scripted_model_goes_on_with_its_script_after_a_summary(
         "[user] second",
         "[assistant] you said second",
     ]
+
+
+async def test_the_shipped_long_chat_agent_summarises_its_first_turn_before_the_second(env: Env) -> None:
+    handle = await env.start(ConversationInput(prompt="Remember that my order is 12345.", agent="long-chat"))
+    reply = await handle.execute_update(
+        AgentWorkflow.send_message, MessageInput(text="What was my order number?")
+    )
+    await handle.signal(AgentWorkflow.end)
+    result = await handle.result()
+
+    assert reply.text == "I have a summary of our earlier talk; you asked: What was my order number?"
+    assert result.messages == [
+        SystemMessage(text="You are a patient support assistant."),
+        UserMessage(text="Remember that my order is 12345."),
+        AssistantMessage(text="Noted: order 12345."),
+        SummaryMessage(
+            text="(scripted summary of 1 model turns) The user said: Remember that my order is 12345.",
+            replaces=2,
+        ),
+        UserMessage(text="What was my order number?"),
+        AssistantMessage(text=reply.text),
+    ]
+    assert result.model_calls == 3  # the first answer, the summary, the second answer

@@ -184,6 +184,7 @@ def test_shipped_agent_files_load() -> None:
         "clock",
         "delegator",
         "demo",
+        "long-chat",
         "scribe",
         "triage",
     ]

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from activities.state import StoreSettings
@@ -20,6 +20,8 @@ from activities.store import masked
 DEFAULT_TASK_QUEUE = "agents"
 DEFAULT_UI_URL = "http://localhost:8233"
 ROLES = ("all", "workflows", "models", "tools")
+LogFormat = Literal["text", "json"]
+Trace = Literal["console", "otlp"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,11 @@ class Settings:
     """``AGENT_PRICES``: a TOML file of model prices (default: ``config/prices.toml``)."""
     allow_inline_mcp: bool = False
     """``AGENT_ALLOW_INLINE_MCP=1``: inline agents may name MCP servers no agent file names."""
-    log_format: Literal["text", "json"] = "text"
+    log_format: LogFormat = "text"
     """``AGENT_LOG_FORMAT``: the worker's log lines (``--log-format``)."""
     max_cached_workflows: int | None = None
     """``AGENT_MAX_CACHED_WORKFLOWS``: conversations a worker keeps in memory (``--max-cached-workflows``)."""
-    trace: Literal["console", "otlp"] | None = None
+    trace: Trace | None = None
     """``AGENT_TRACE``: OpenTelemetry tracing of the worker (``--trace``)."""
     rate_limit: float | None = None
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
@@ -103,12 +105,12 @@ class Settings:
             ui_url=ui_url,
             prices_file=path(environ.get("AGENT_PRICES")),
             allow_inline_mcp=environ.get("AGENT_ALLOW_INLINE_MCP") == "1",
-            log_format=choice("AGENT_LOG_FORMAT", environ.get("AGENT_LOG_FORMAT"), ("text", "json"))  # type: ignore[arg-type]
+            log_format=choice("AGENT_LOG_FORMAT", environ.get("AGENT_LOG_FORMAT"), get_args(LogFormat))  # type: ignore[arg-type]
             or "text",
             max_cached_workflows=number(  # type: ignore[arg-type]
                 "AGENT_MAX_CACHED_WORKFLOWS", environ.get("AGENT_MAX_CACHED_WORKFLOWS"), int
             ),
-            trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), ("console", "otlp")),  # type: ignore[arg-type]
+            trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), get_args(Trace)),  # type: ignore[arg-type]
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
         )

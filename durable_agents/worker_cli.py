@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, get_args
 
 from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
 from activities.hooks import default_hooks
@@ -26,7 +27,7 @@ from durable_agents.connection import (
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import MAX_CACHED_WORKFLOWS, build_worker
-from durable_agents.settings import ROLES, Settings
+from durable_agents.settings import ROLES, LogFormat, Settings, Trace
 from durable_agents.telemetry import configure_logging, metrics_runtime, tracing_interceptor
 
 
@@ -77,7 +78,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         agents_dir=args.agents_dir,
         role=args.role,
         activities_per_second=args.rate_limit,
-        max_cached_workflows=args.max_cached_workflows,
+        max_cached_workflows=args.max_cached_workflows or MAX_CACHED_WORKFLOWS,
         settings=settings,
     )
     stop = asyncio.Event()
@@ -94,43 +95,40 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+_FROM_SETTINGS: dict[str, dict[str, Any]] = {
+    "task_queue": {},
+    "role": {
+        "choices": ROLES,
+        "help": "run everything, or one pool: the loop itself, model calls, or tool calls",
+    },
+    "log_format": {
+        "choices": get_args(LogFormat),
+        "help": "json: one object per line with workflow id, run id, iteration and tool call id",
+    },
+    "rate_limit": {
+        "type": float,
+        "help": "activities per second for the whole task queue (e.g. a model pool)",
+    },
+    "max_cached_workflows": {
+        "type": int,
+        "help": f"conversations kept in memory between steps (default {MAX_CACHED_WORKFLOWS});"
+        " others are replayed from history when they next have work",
+    },
+    "trace": {
+        "choices": get_args(Trace),
+        "help": "OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+    },
+}
+"""Options whose default is the setting of the same name (``AGENT_*``, durable_agents/settings.py)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the durable agent worker.")
     settings = settings_or_exit("worker")
-    parser.add_argument("--task-queue", default=settings.task_queue)
+    for name, options in _FROM_SETTINGS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", default=getattr(settings, name), **options)
     parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
     parser.add_argument(
-        "--role",
-        choices=ROLES,
-        default=settings.role,
-        help="run everything, or one pool: the loop itself, model calls, or tool calls",
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        default=settings.log_format,
-        help="json: one object per line with workflow id, run id, iteration and tool call id",
-    )
-    parser.add_argument(
         "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
-    )
-    parser.add_argument(
-        "--rate-limit",
-        type=float,
-        default=settings.rate_limit,
-        help="activities per second for the whole task queue (e.g. a model pool)",
-    )
-    parser.add_argument(
-        "--max-cached-workflows",
-        type=int,
-        default=settings.max_cached_workflows or MAX_CACHED_WORKFLOWS,
-        help=f"conversations kept in memory between steps (default {MAX_CACHED_WORKFLOWS});"
-        " others are replayed from history when they next have work",
-    )
-    parser.add_argument(
-        "--trace",
-        choices=["console", "otlp"],
-        default=settings.trace,
-        help="OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
     )
     return asyncio.run(run(parser.parse_args(argv), settings))

@@ -51,16 +51,7 @@ async def run_loop(
             return message.text, model_calls, tool_calls
         outcomes = await asyncio.gather(
             *(
-                registry.run(
-                    ToolInvocation(
-                        name=call.name,
-                        arguments=call.arguments,
-                        call_id=call.id,
-                        conversation_id=conversation_id,
-                        idempotency_key=f"{conversation_id}/{call.id}",
-                    ),
-                    workspace,
-                )
+                registry.run(ToolInvocation.of(call, conversation_id, conversation_id), workspace)
                 for call in message.tool_calls
             )
         )

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from workflows.config import AgentSpec, CallPolicy, MCPServerConfig, Price
-from workflows.messages import ModelRequest, ToolDefinition
+from workflows.messages import ModelRequest, ToolCall, ToolDefinition
 
 
 class HookContext(BaseModel):
@@ -137,6 +137,18 @@ class ToolInvocation(BaseModel):
     mcp: MCPServerConfig | None = None
     """Set for an MCP tool: the server to call; ``mcp_tool`` is the tool's name there."""
     mcp_tool: str | None = None
+
+    @classmethod
+    def of(cls, call: ToolCall, conversation_id: str, key_prefix: str, **more: Any) -> ToolInvocation:
+        """The invocation of the model's ``call``; its idempotency key is ``<key_prefix>/<call id>``."""
+        return cls(
+            name=call.name,
+            arguments=call.arguments,
+            call_id=call.id,
+            conversation_id=conversation_id,
+            idempotency_key=f"{key_prefix}/{call.id}",
+            **more,
+        )
 
 
 class ToolOutcome(BaseModel):

@@ -778,12 +778,10 @@ class AgentWorkflow:
         )
         try:
             outcome = await RUN_TOOL.execute(
-                ToolInvocation(
-                    name=call.name,
-                    arguments=call.arguments,
-                    call_id=call.id,
-                    conversation_id=workflow_id,
-                    idempotency_key=f"{conversation_key()}/{call.id}",
+                ToolInvocation.of(
+                    call,
+                    workflow_id,
+                    conversation_key(),
                     max_output_chars=agent.spec.max_tool_output_chars,
                     post_hooks=agent.spec.hooks.post_tool_use,
                     iteration=self._board.view.iteration,

@@ -11,15 +11,7 @@ from temporalio.common import SearchAttributeKey
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
 from workflows.messages import Message, Usage
-from workflows.records import (
-    ApprovalRecord,
-    HookRecord,
-    ModelAttempt,
-    Reply,
-    StopReason,
-    ToolAllowance,
-    ToolCallRecord,
-)
+from workflows.records import ConversationHistory, Reply, StopReason
 from workflows.state import ConversationState
 from workflows.transcript import history_error
 
@@ -155,20 +147,6 @@ class MessageInput(BaseModel):
     """
 
     text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
-
-
-class ConversationHistory(BaseModel):
-    """The messages and the audit trail of decisions: what the ``history`` query returns, and the
-    part of the result a finished conversation keeps."""
-
-    messages: list[Message] = Field(default_factory=list)
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    approvals: list[ApprovalRecord] = Field(default_factory=list)
-    hooks: list[HookRecord] = Field(default_factory=list)
-    allowances: list[ToolAllowance] = Field(default_factory=list)
-    """Tools a person allowed for the rest of the conversation, and who revoked them."""
-    model_attempts: list[ModelAttempt] = Field(default_factory=list)
-    """Every try of every model call, for an agent with fallback models."""
 
 
 class ConversationResult(ConversationHistory):

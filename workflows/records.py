@@ -1,4 +1,5 @@
-"""The audit trail a conversation keeps: tool calls, approvals, hook decisions, replies."""
+"""The audit trail a conversation keeps: tool calls, approvals, hook decisions, replies; with its
+messages, its history."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from workflows.config import DECISION_KINDS, DecisionKind, HookEvent
+from workflows.messages import Message
 
 StopReason = Literal[
     "completed",
@@ -154,3 +156,17 @@ class Revocation(BaseModel):
 
     tool: str = Field(min_length=1)
     by: str = "unknown"
+
+
+class ConversationHistory(BaseModel):
+    """The messages and the audit trail of decisions: what the ``history`` query returns, and the
+    part of the result a finished conversation keeps."""
+
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    hooks: list[HookRecord] = Field(default_factory=list)
+    allowances: list[ToolAllowance] = Field(default_factory=list)
+    """Tools a person allowed for the rest of the conversation, and who revoked them."""
+    model_attempts: list[ModelAttempt] = Field(default_factory=list)
+    """Every try of every model call, for an agent with fallback models."""

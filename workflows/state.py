@@ -6,16 +6,8 @@ from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from workflows.activity_io import ResolvedAgent, ToolOutcome
-from workflows.messages import Message, ToolCall, Usage
-from workflows.records import (
-    ApprovalRecord,
-    Decision,
-    HookRecord,
-    ModelAttempt,
-    Reply,
-    ToolAllowance,
-    ToolCallRecord,
-)
+from workflows.messages import ToolCall, Usage
+from workflows.records import ConversationHistory, Decision, Reply
 
 
 class QueuedMessage(BaseModel):
@@ -37,21 +29,16 @@ class TurnState(BaseModel):
     """Answers of this turn sent back for not matching the agent's ``output_schema``."""
 
 
-class ConversationState(BaseModel):
-    """Everything a conversation carries from one run to the next."""
+class ConversationState(ConversationHistory):
+    """Everything a conversation carries from one run to the next: its history, and where it is."""
 
     agent: ResolvedAgent | None = None
-    messages: list[Message] = Field(default_factory=list)
     stored: int = 0
     """How many of ``messages`` the conversation store is known to hold."""
     queue: list[QueuedMessage] = Field(default_factory=list)
     turn: TurnState | None = None
     replies: list[Reply] = Field(default_factory=list)
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    approvals: list[ApprovalRecord] = Field(default_factory=list)
     early_decisions: list[Decision] = Field(default_factory=list)
-    allowances: list[ToolAllowance] = Field(default_factory=list)
-    hooks: list[HookRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     """Tokens of the whole conversation, its sub-agents' included."""
     subagent_usage: Usage = Field(default_factory=Usage)
@@ -60,7 +47,6 @@ class ConversationState(BaseModel):
     """US dollars the sub-agents spent, when their models have a price."""
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
-    model_attempts: list[ModelAttempt] = Field(default_factory=list)
     model_calls: int = 0
     model_requests: int = 0
     """Model activity calls made for ``model_calls`` (fallback models' and summaries' included): the

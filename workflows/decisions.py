@@ -1,15 +1,14 @@
 """Decisions beyond yes or no: which kinds a decision takes (an agent may allow only some), edited
-arguments checked against the tool's JSON schema (by the validator of workflows/answers.py, which
-judges the same on every replay), and what the model is told of an edit."""
+arguments checked against the tool's JSON schema, and what the model is told of an edit."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from workflows.answers import schema_problems, unenforceable
 from workflows.config import DecisionKind
 from workflows.records import ApprovalRecord, Decision
+from workflows.schemas import check, problems
 
 
 def kinds_of(decision: Decision) -> list[DecisionKind]:
@@ -23,11 +22,13 @@ def kinds_of(decision: Decision) -> list[DecisionKind]:
 
 
 def schema_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """The first way ``arguments`` break ``schema``, on one line; None if they fit. A schema that the
-    validator cannot enforce in full (say, an MCP server's) refuses every edit: approve or reject."""
-    if (why := unenforceable(schema, "schema")) is not None:
-        return f"the tool's schema cannot be checked ({why})"
-    return next(iter(schema_problems(arguments, schema, most=1)), None)
+    """The first way ``arguments`` break ``schema``, on one line (``$.field ...``); None if they fit.
+    A schema (say, an MCP server's) the workflow's validator cannot enforce in full refuses every edit."""
+    try:
+        check(schema, "schema")
+        return next(problems(arguments, schema), None)
+    except Exception as e:  # never a failed workflow task: a reference back to itself recurses, say
+        return f"the tool's schema cannot be checked ({' '.join(str(e).split())})"
 
 
 def edit_note(record: ApprovalRecord) -> str:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -14,28 +13,25 @@ from activities.errors import provider_error, status_error
 C = TypeVar("C")
 
 
-def client_options(env_prefix: str) -> dict[str, Any]:
-    """An SDK client's options: the key and base URL from the worker's environment
-    (``<env_prefix>_API_KEY``, ``<env_prefix>_BASE_URL``: credentials never travel in workflow
-    inputs), and no retries of the SDK's own: Temporal retries, and every attempt shows in history."""
-    return {
-        # Compatible local servers take any key; the official APIs reject a missing one clearly.
-        "api_key": os.environ.get(f"{env_prefix}_API_KEY") or "unset",
-        "base_url": os.environ.get(f"{env_prefix}_BASE_URL") or None,
-        "max_retries": 0,
-    }
+def client_options(api_key: str | None, base_url: str | None) -> dict[str, Any]:
+    """An SDK client's options: the key and base URL from the worker's environment (credentials never
+    travel in workflow inputs), and no retries of the SDK's own: Temporal retries, and every attempt
+    shows in history."""
+    # Compatible local servers take any key; the official APIs reject a missing one clearly.
+    return {"api_key": api_key or "unset", "base_url": base_url or None, "max_retries": 0}
 
 
 class SDKModel(Generic[C]):
     """An adapter over a provider SDK's async client: the one given, or one from the environment."""
 
     name: str
-    client_class: Callable[..., C]
-    """The SDK's async client class, built with ``client_options(env_prefix)`` when none is given."""
-    env_prefix: str
 
     def __init__(self, client: C | None = None) -> None:
-        self._client = client if client is not None else self.client_class(**client_options(self.env_prefix))
+        self._client = client if client is not None else self.client_from_environment()
+
+    @staticmethod
+    def client_from_environment() -> C:
+        raise NotImplementedError
 
     async def aclose(self) -> None:
         """Close the HTTP client's connections (the worker does so when it stops)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, assert_never
 
 import anthropic
@@ -10,7 +11,7 @@ import httpx2
 
 from activities.errors import provider_error
 from activities.providers._response import ResponseBuilder, collect
-from activities.providers._sdk import SDKModel
+from activities.providers._sdk import SDKModel, client_options
 from workflows.answers import OUTPUT_NAME
 from workflows.messages import (
     AssistantMessage,
@@ -40,8 +41,6 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     """Neutral request in, neutral response out, over ``messages.create``."""
 
     name = "anthropic"
-    client_class = anthropic.AsyncAnthropic
-    env_prefix = "ANTHROPIC"
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
@@ -62,6 +61,12 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
             raise provider_error(self.name, f"{type(e).__name__} while reading the stream") from e
         # No warnings: a lenient compatible server may send a tool input as text (from_wire takes it).
         return from_wire(message.model_dump(mode="json", warnings=False))
+
+    @staticmethod
+    def client_from_environment() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            **client_options(os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL"))
+        )
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:

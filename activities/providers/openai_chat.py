@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, assert_never
 
 import openai
 
 from activities.errors import stream_error
 from activities.providers._response import ResponseBuilder, collect
-from activities.providers._sdk import SDKModel
+from activities.providers._sdk import SDKModel, client_options
 from workflows.answers import OUTPUT_NAME
 from workflows.messages import (
     AssistantMessage,
@@ -38,8 +39,6 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """Neutral request in, neutral response out, over ``chat.completions.create``."""
 
     name = "openai"
-    client_class = openai.AsyncOpenAI
-    env_prefix = "OPENAI"
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
@@ -57,6 +56,12 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
         except openai.APIError as e:  # an error event inside the stream; its body is the inner error
             raise stream_error(self.name, e.body) from e
         return from_wire(completion.model_dump(mode="json"))
+
+    @staticmethod
+    def client_from_environment() -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            **client_options(os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL"))
+        )
 
 
 def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dict[str, Any]:

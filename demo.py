@@ -25,9 +25,9 @@ from durable_agents.connection import (
 )
 from durable_agents.conversations import start_conversation, ui_link
 from durable_agents.dev_server import start_embedded_server
+from durable_agents.display import format_result, show_live
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
-from durable_agents.starter_cli import format_result, show_live
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.records import ApprovalSignal

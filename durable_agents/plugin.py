@@ -32,6 +32,7 @@ from activities.state import StoreSettings
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
+from durable_agents.lost_calls import Lease, RecordRunningCalls, watching_for_lost_calls
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
@@ -99,6 +100,7 @@ class AgentPlugin(SimplePlugin):
         agents = dict(agents) if agents is not None else load_agents(agents_dir, registry, hooks)
         check_subagents(agents)
         settings = settings or Settings.from_env()
+        self._leases = settings.data_dir / "workers"
         stores = stores or settings.stores
         if allow_inline_mcp is None:
             allow_inline_mcp = settings.allow_inline_mcp
@@ -136,6 +138,9 @@ class AgentPlugin(SimplePlugin):
                 " Client.connect(..., plugins=[AgentPlugin(...)]) (a worker cannot change its client's)"
             )
         config = super().configure_worker(config)
+        client: Client = config["client"]  # type: ignore[typeddict-item]
+        lease = Lease(self._leases, client, config.get("identity") or client.identity)
+        config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
         for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
             if config.get(option, sdk_default) == sdk_default:
                 config[option] = ours  # type: ignore[literal-required]
@@ -146,12 +151,15 @@ class AgentPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """The activities' resources, and the workflow threads the plugin made, end with the worker."""
+        """The activities' resources, the worker's lease (``lost_calls``) and the workflow threads the
+        plugin made end with the worker."""
         if self._providers_to_import:
             names, self._providers_to_import = self._providers_to_import, set()
             threading.Thread(target=import_providers, args=(names,), name="import-sdks", daemon=True).start()
+        interceptors = worker.config(active_config=True).get("interceptors", [])
+        (lease,) = [each.lease for each in interceptors if isinstance(each, RecordRunningCalls)]
         try:
-            async with self._activities.lifetime():
+            async with self._activities.lifetime(), watching_for_lost_calls(worker.client, lease):
                 await next(worker)
         finally:
             executor = worker.config(active_config=True).get("workflow_task_executor")

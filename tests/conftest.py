@@ -33,6 +33,7 @@ from workflows.records import ApprovalRecord
 def _worker_files(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Workers built without explicit paths keep their store and workspaces out of the repo."""
     root = tmp_path_factory.mktemp("worker")
+    os.environ["AGENT_DATA_DIR"] = str(root)
     os.environ["AGENT_STORE"] = str(root / "conversations.db")
     os.environ["AGENT_WORKSPACE"] = str(root / "workspace")
     os.environ["AGENT_PAYLOAD_STORE"] = str(root / "payloads.db")

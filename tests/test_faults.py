@@ -6,6 +6,8 @@ They assert what survives, never how fast: recovery times are measured by ``benc
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import signal
 import subprocess
@@ -27,7 +29,7 @@ from tests.conftest import last_attempts, wait_for_pending
 from tests.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
+from workflows.config import ApprovalPolicy, CallPolicy
 from workflows.messages import ScriptStep
 from workflows.records import ApprovalSignal, Decision
 
@@ -94,6 +96,43 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
     assert (await handle.result()).final_text == "The answer is 42."
     assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
     await _no_task_failures(handle)
+
+
+async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: Client, workers) -> None:
+    """Not at the heartbeat timeout (ten minutes here): the replacement finds the dead worker's lease
+    (durable_agents/lost_calls.py) and fails the attempt it was running, and Temporal retries it."""
+    worker, _ = workers
+    worker.start()
+    agent = scripted_agent(
+        ScriptStep(text="done", delay_seconds=4),
+        model_call=CallPolicy(timeout_seconds=900, heartbeat_seconds=600),
+    )
+    handle = await _start(client, worker, agent)
+    await _running_activity(handle, "call_model")
+    await _in_a_lease(worker)
+    worker.kill()
+    worker.start()
+
+    assert (await handle.result()).final_text == "done"
+    started = [
+        e.activity_task_started_event_attributes
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert [(s.attempt, s.last_failure.application_failure_info.type) for s in started] == [(2, "WorkerLost")]
+    assert started[0].last_failure.message.endswith("stopped while running this attempt")
+    await _no_task_failures(handle)
+
+
+async def _in_a_lease(worker: WorkerProcess) -> None:
+    """Wait until the worker's lease lists a running attempt."""
+    leases = Path(os.environ["AGENT_DATA_DIR"], "workers")
+    for _ in range(POLLS):
+        for calls in leases.glob(f"*/{worker.proc.pid}@*.calls"):  # type: ignore[union-attr]
+            if json.loads(calls.read_text())["running"]:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the worker's lease never listed its running call")
 
 
 async def _running_activity_after_tool(handle: WorkflowHandle) -> None:
@@ -204,7 +243,7 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
         ),
         step("", ("charge", {"amount": 5})),
         ScriptStep(text="{last_result} after 3", delay_seconds=0.3),
-        tools=["add", "charge"],
+        tools=["add", "charge"],  # charge has 5 attempts: three kills may each cost it one
     )
     handles = await asyncio.gather(*(_start(client, worker, agent) for _ in range(50)))
     recorded = effects.with_name(effects.name + ".recorded")

@@ -64,16 +64,28 @@ class Lease:
         self._running: set[bytes] = set()
         self._write_pending = False
 
-    def hold(self) -> None:
-        """Lock the lease file. It is locked under another name first and then renamed: a worker
-        looking for dead leases never sees it unlocked."""
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+    def hold(self) -> bool:
+        """Lock the lease file; False (with a warning) where that cannot work: then this worker
+        neither has a lease nor judges the others'. The file is locked under another name first
+        and then renamed: a worker looking for dead leases never sees it unlocked."""
         unlocked = self.lock_path.with_suffix(".new")
-        self._fd = os.open(unlocked, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(self._fd, self.identity.encode())
+        try:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(unlocked, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as e:
+            logger.warning("no lease (%s): a dead worker's calls wait for their timeouts", e)
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _lockable(unlocked):  # a file system whose locks do nothing: every lease would look dead
+            logger.warning("no lease: file locks do not work in %s", self.lock_path.parent)
+            os.close(fd)
+            unlocked.unlink(missing_ok=True)
+            return False
+        os.write(fd, self.identity.encode())
         unlocked.replace(self.lock_path)
+        self._fd = fd
         self._write()
+        return True
 
     def started(self, task_token: bytes) -> None:
         self._running.add(task_token)
@@ -157,6 +169,17 @@ async def fail_lost_calls(client: Client, folder: Path, own: Lease | None = None
     return failed
 
 
+def _lockable(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 async def _fail_calls_of(client: Client, lock_path: Path) -> int:
     calls_path = lock_path.with_suffix(".calls")
     try:
@@ -186,7 +209,9 @@ async def watching_for_lost_calls(client: Client, lease: Lease) -> AsyncIterator
     """While the worker runs: its lease held, and every ``SWEEP_SECONDS`` the dead workers'
     attempts failed (the first time at once: a replacement retries its predecessor's calls as it
     starts)."""
-    lease.hold()
+    if not lease.hold():
+        yield
+        return
 
     async def sweep() -> None:
         while True:

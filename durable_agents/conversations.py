@@ -16,26 +16,19 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
-    AGENT_FORK_OF,
-    AGENT_NAME,
-    AGENT_STATUS,
     AgentOverrides,
     ConversationHistory,
     ConversationInput,
     ConversationResult,
     MessageInput,
+    start_search_attributes,
 )
 from workflows.config import AgentSpec
 from workflows.messages import UserMessage
@@ -144,12 +137,9 @@ def _start_options(
 ) -> dict[str, Any]:
     """The Web UI summary and the search attributes a conversation starts with."""
     agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
-    attributes = [SearchAttributePair(AGENT_NAME, agent), SearchAttributePair(AGENT_STATUS, "running")]
-    if fork_of is not None:
-        attributes.append(SearchAttributePair(AGENT_FORK_OF, fork_of))
     return {
         "static_summary": conversation_summary(agent, first_message),
-        "search_attributes": TypedSearchAttributes(attributes),
+        "search_attributes": start_search_attributes(agent, fork_of=fork_of),
     }
 
 

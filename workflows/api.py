@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
 from workflows.messages import Message, Usage
@@ -26,6 +26,21 @@ AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
 """Set on a sub-agent's conversation: the workflow id of the conversation that delegated to it."""
 AGENT_FORK_OF = SearchAttributeKey.for_keyword("AgentForkOf")
 """The id of the conversation a fork started from (``starter.py fork``)."""
+
+
+def start_search_attributes(
+    agent: str, *, parent: str | None = None, fork_of: str | None = None
+) -> TypedSearchAttributes:
+    """What a conversation starts with: its agent, ``running``, and the conversation it came from."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(AGENT_NAME, agent),
+        SearchAttributePair(AGENT_STATUS, "running"),
+    ]
+    if parent is not None:
+        pairs.append(SearchAttributePair(AGENT_PARENT, parent))
+    if fork_of is not None:
+        pairs.append(SearchAttributePair(AGENT_FORK_OF, fork_of))
+    return TypedSearchAttributes(pairs)
 
 
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]

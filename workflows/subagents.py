@@ -27,19 +27,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
-    AGENT_NAME,
-    AGENT_PARENT,
-    AGENT_STATUS,
     AgentOverrides,
     ConversationInput,
     ConversationResult,
     SubagentOrigin,
+    start_search_attributes,
 )
 from workflows.approvals import Approvals
 from workflows.config import AgentSpec
@@ -242,13 +239,7 @@ class Delegations:
                 id=child_id,
                 result_type=ConversationResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(AGENT_NAME, name),
-                        SearchAttributePair(AGENT_STATUS, "running"),
-                        SearchAttributePair(AGENT_PARENT, origin.parent_workflow_id),
-                    ]
-                ),
+                search_attributes=start_search_attributes(name, parent=origin.parent_workflow_id),
                 static_summary=f"sub-agent {name} for {origin.parent_workflow_id} ({call.id})",
             )
             self._children[call.id] = child

@@ -1,7 +1,7 @@
 """One benchmark worker process: ``durable_agents.plugin.build_worker``, until SIGTERM or SIGKILL.
 
     TEMPORAL_ADDRESS=127.0.0.1:PORT OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 OPENAI_API_KEY=x \\
-    AGENT_STORE=... AGENT_PAYLOAD_STORE=... AGENT_WORKSPACE=... \\
+    AGENT_STORE=... AGENT_PAYLOAD_STORE=... AGENT_WORKSPACE=... [AGENT_MAX_CACHED_WORKFLOWS=N] \\
         .venv/bin/python -m bench.worker_proc --task-queue bench
 
 Connects with ``connection.connect()`` (so the same data converter and payload store as
@@ -18,13 +18,20 @@ from temporalio.worker import Worker
 from bench.serve import serve
 from durable_agents.connection import connect
 from durable_agents.plugin import build_worker
+from durable_agents.settings import Settings
 
 AGENTS_DIR = Path(__file__).parent / "agents"
 """The agents ``bench.peers`` starts by name (bench.toml)."""
 
 
 async def ours(task_queue: str) -> Worker:
-    return build_worker(await connect(), task_queue=task_queue, agents_dir=AGENTS_DIR)
+    settings = Settings.from_env()
+    return build_worker(
+        await connect(settings),
+        settings,
+        task_queue=task_queue,
+        agents_dir=AGENTS_DIR,
+    )
 
 
 if __name__ == "__main__":

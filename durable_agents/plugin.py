@@ -38,9 +38,11 @@ from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 
 MAX_CACHED_WORKFLOWS = 200
-"""Conversations a worker keeps in memory between their steps. One parked for approval costs
-~150 KiB while cached; an evicted one is replayed from history when it next has work. Keep it
-above the number of conversations running at once (each eviction costs a replay)."""
+"""Conversations ``build_worker`` keeps in memory between their steps (~145 KiB each while cached);
+an evicted one is replayed from history when it next has work. Keep it above the conversations
+running at once on the worker: with 400 at once and 200 cached, evictions and replays doubled the
+worker's CPU per conversation (``bench.peers --burst 400``). A plain ``Worker`` with the plugin
+keeps its own setting (the SDK's 1,000): the plugin cannot tell a 1,000 asked for from the default."""
 WORKFLOW_THREADS = 2
 """Threads that run workflow tasks. Workflow code holds the GIL while it runs, so more threads only
 take turns with the event loop that runs the activities: with one per cached conversation (the
@@ -53,7 +55,6 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """Streamed partial answers reach ``describe`` (and the Web UI) within a second."""
 
 _SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them at the SDK's default
-    "max_cached_workflows": (1000, MAX_CACHED_WORKFLOWS),
     "sticky_queue_schedule_to_start_timeout": (timedelta(seconds=10), timedelta(seconds=STICKY_SECONDS)),
     "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
     "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
@@ -73,9 +74,9 @@ class AgentPlugin(SimplePlugin):
     ``workspace_root``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
-    need (``_SDK_DEFAULTS``: cache size, sticky timeout, heartbeat throttling, a graceful
-    shutdown) and two workflow threads. Raises ``AgentFileError`` naming the file and field when
-    an agent file is bad.
+    need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling, a graceful shutdown) and two
+    workflow threads; the cache size stays the worker's (``MAX_CACHED_WORKFLOWS``). Raises
+    ``AgentFileError`` naming the file and field when an agent file is bad.
     """
 
     def __init__(
@@ -174,16 +175,20 @@ def build_worker(
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     activities_per_second: float | None = None,
-    max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
+    max_cached_workflows: int | None = None,
     **plugin: object,
 ) -> Worker:
     """The worker ``worker.py``, the demo, the tests and the benchmarks run: a ``Worker`` with an
     ``AgentPlugin(settings, **plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
-    that Temporal enforces across every worker of the queue."""
+    that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
+    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``."""
+    settings = settings or Settings.from_env()
+    if max_cached_workflows is None:
+        max_cached_workflows = settings.max_cached_workflows
     return Worker(
         client,
         task_queue=task_queue,
-        max_cached_workflows=max_cached_workflows,
+        max_cached_workflows=MAX_CACHED_WORKFLOWS if max_cached_workflows is None else max_cached_workflows,
         max_task_queue_activities_per_second=activities_per_second,
         plugins=[AgentPlugin(settings, **plugin)],  # type: ignore[arg-type]
     )

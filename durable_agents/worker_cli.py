@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         agents_dir=args.agents_dir,
         role=args.role,
         activities_per_second=args.rate_limit,
-        max_cached_workflows=args.max_cached_workflows or MAX_CACHED_WORKFLOWS,
+        max_cached_workflows=args.max_cached_workflows,
         settings=settings,
     )
     stop = asyncio.Event()

@@ -27,7 +27,13 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
     plugin = AgentPlugin(workspace_root=tmp_path)
     client = await Client.connect(server.address, plugins=[plugin])
     task_queue = f"tq-plugin-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=task_queue, workflows=[Greeting], activities=[greet])
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[Greeting],
+        activities=[greet],
+        max_cached_workflows=1000,
+    )
     agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("5"), tools=["add"])
     async with worker:
         conversation_handle = await client.start_workflow(
@@ -46,10 +52,11 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
         "run_tool",
         "call_model",
     ]
-    # The plugin tuned what the worker left at the SDK's defaults, and kept the user's own.
+    # The plugin tuned what the worker left at the SDK's defaults, and kept the user's own: the
+    # cache size asked for (it once took a 1,000, the SDK's default too, for "not set": 200).
     active = worker.config(active_config=True)
     assert (active["max_cached_workflows"], active["sticky_queue_schedule_to_start_timeout"]) == (
-        200,
+        1000,
         timedelta(seconds=5),
     )
     assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow"]

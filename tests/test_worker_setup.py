@@ -18,6 +18,7 @@ from temporalio.client import Client
 from activities.providers import PROVIDERS, provider_class
 from durable_agents import plugin
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags
+from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import wait_for_pending
 from tests.greeting import Greeting
@@ -41,6 +42,11 @@ async def test_workers_cache_200_conversations_unless_told(client: Client, tmp_p
         client, task_queue="cache-small", workspace_root=tmp_path, max_cached_workflows=50
     )
     assert small.config()["max_cached_workflows"] == 50
+    # AGENT_MAX_CACHED_WORKFLOWS, through the settings; 1,000 (the SDK's default too) and 0 stay.
+    for asked in (1000, 0):
+        settings = Settings.from_env({"AGENT_MAX_CACHED_WORKFLOWS": str(asked)})
+        told = plugin.build_worker(client, settings, task_queue=f"cache-{asked}", workspace_root=tmp_path)
+        assert told.config(active_config=True)["max_cached_workflows"] == asked
 
 
 def test_the_agent_workflow_runs_outside_the_sandbox_and_others_inside() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -58,8 +59,9 @@ class Tool:
     requires_approval: bool = False
     local: bool = False
 
-    @property
+    @functools.cached_property
     def definition(self) -> ToolDefinition:
+        """What the model is told of the tool (built once: every model call that offers it reads it)."""
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         return ToolDefinition(name=self.name, description=self.description, parameters=schema)

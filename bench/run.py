@@ -797,6 +797,9 @@ class Bench:
         last = self.figures(
             "recovery_all", "recovery: spawn → every interrupted conversation progressed", "s"
         )
+        done = self.figures(
+            "recovery_done", "recovery: spawn → every interrupted conversation completed", "s"
+        )
         outcomes = []
         for r in range(self.repeats(3)):
             task_queue = new_queue("recovery")
@@ -819,21 +822,28 @@ class Bench:
             finally:
                 replacement.kill()
             prefix = f"{replacement.pid}@"
-            delays = []
+            delays, completed, timed_out = [], [], 0
             for handle in interrupted:
+                progressed = False
                 async for event in handle.fetch_history_events():
-                    if event_identity(event).startswith(prefix):
+                    if not progressed and event_identity(event).startswith(prefix):
                         delays.append(event_seconds(event) - replacement.spawned_wall)
-                        break
+                        progressed = True
+                    timed_out += event.HasField("workflow_task_timed_out_event_attributes")
+                    if event.HasField("workflow_execution_completed_event_attributes"):
+                        completed.append(event_seconds(event) - replacement.spawned_wall)
             if delays:
                 first.add(min(delays))
                 median.add(statistics.median(delays))
                 last.add(max(delays))
+            if completed:
+                done.add(max(completed))
             outcomes.append(
                 {
                     "started": n,
                     "interrupted": len(interrupted),
                     "progressed_on_replacement": len(delays),
+                    "workflow_tasks_timed_out": timed_out,
                     "completed_correctly": sum(check_result(res) for res in results),
                 }
             )

@@ -7,7 +7,11 @@ file under ``<data dir>/workers/<namespace>@<server>`` that it keeps locked (``f
 releases the lock when the process ends, however it ends), and beside it the task tokens of the
 attempts it is running. Every worker looks at the other leases every second; a lease it can lock
 belongs to a worker that is gone: it fails that worker's attempts (Temporal retries each at once,
-on a live worker) and removes the lease.
+on a live worker) and removes the lease. The conversations of those attempts also lose their
+sticky queue (``ResetStickyTaskQueue``): the dead worker had them cached, and their next workflow
+task would otherwise wait for it the sticky timeout (5 s) and time out before going to any worker.
+(A conversation that a live worker has cached while its call ran on the dead one is replayed once
+on its next step: the price of not knowing which worker caches what.)
 
 Only workers that share the data dir see each other's leases (one host, or a shared folder
 whose file locks work); a worker on another host is still noticed by the heartbeat timeout.
@@ -28,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -61,7 +67,8 @@ class Lease:
         self.lock_path = folder / f"{name}.lock"
         self._calls_path = folder / f"{name}.calls"
         self._fd: int | None = None
-        self._running: set[bytes] = set()
+        self._running: dict[bytes, tuple[str, str]] = {}
+        """Task token → the conversation (workflow id, run id) of each running attempt."""
         self._write_pending = False
 
     def hold(self) -> bool:
@@ -87,12 +94,12 @@ class Lease:
         self._write()
         return True
 
-    def started(self, task_token: bytes) -> None:
-        self._running.add(task_token)
+    def started(self, task_token: bytes, workflow_id: str, run_id: str) -> None:
+        self._running[task_token] = (workflow_id, run_id)
         self._schedule_write()
 
     def finished(self, task_token: bytes) -> None:
-        self._running.discard(task_token)
+        self._running.pop(task_token, None)
         self._schedule_write()
 
     def _schedule_write(self) -> None:
@@ -105,8 +112,9 @@ class Lease:
         if self._fd is None:
             return  # released meanwhile
         tokens = [base64.b64encode(token).decode() for token in self._running]
+        workflows = sorted(set(self._running.values()))
         partial = self._calls_path.with_suffix(".partial")
-        partial.write_text(json.dumps({"identity": self.identity, "running": tokens}))
+        partial.write_text(json.dumps({"identity": self.identity, "running": tokens, "workflows": workflows}))
         partial.replace(self._calls_path)  # a reader sees the old list or the new one, never half
 
     def release(self) -> None:
@@ -139,7 +147,7 @@ class _Recording(ActivityInboundInterceptor):
         info = activity.info()
         if info.is_local:
             return await super().execute_activity(input)
-        self._lease.started(info.task_token)
+        self._lease.started(info.task_token, info.workflow_id or "", info.workflow_run_id or "")
         try:
             return await super().execute_activity(input)
         finally:
@@ -189,6 +197,8 @@ async def _fail_calls_of(client: Client, lock_path: Path) -> int:
     error = ApplicationError(
         f"worker {recorded['identity']} stopped while running this attempt", type=LOST_ERROR
     )
+    for workflow_id, run_id in recorded.get("workflows", []):  # before their calls are retried
+        await _unstick(client, workflow_id, run_id)
     failed = 0
     for token in recorded["running"]:
         try:
@@ -202,6 +212,17 @@ async def _fail_calls_of(client: Client, lock_path: Path) -> int:
     for path in (calls_path, calls_path.with_suffix(".partial"), lock_path):
         path.unlink(missing_ok=True)
     return failed
+
+
+async def _unstick(client: Client, workflow_id: str, run_id: str) -> None:
+    """The conversation's next workflow task goes to any worker, not to the dead one's sticky queue."""
+    request = ResetStickyTaskQueueRequest(
+        namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id)
+    )
+    try:
+        await client.workflow_service.reset_sticky_task_queue(request)
+    except RPCError as e:  # only a delay is at stake: the calls are retried all the same
+        logger.warning("conversation %s stays on the dead worker's sticky queue: %s", workflow_id, e)
 
 
 @contextlib.asynccontextmanager

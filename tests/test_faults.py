@@ -122,6 +122,13 @@ async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: 
     assert [(s.attempt, s.last_failure.application_failure_info.type) for s in started] == [(2, "WorkerLost")]
     assert started[0].last_failure.message.endswith("stopped while running this attempt")
     await _no_task_failures(handle)
+    # Nor did its next workflow task wait for the dead worker's sticky queue until it timed out.
+    timed_out = [
+        e
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+    ]
+    assert timed_out == []
 
 
 async def _in_a_lease(worker: WorkerProcess) -> None:

@@ -112,7 +112,7 @@ class Lease:
         if self._fd is None:
             return  # released meanwhile
         tokens = [base64.b64encode(token).decode() for token in self._running]
-        workflows = sorted(set(self._running.values()))
+        workflows = sorted({each for each in self._running.values() if each[0]})  # not standalone ones
         partial = self._calls_path.with_suffix(".partial")
         partial.write_text(json.dumps({"identity": self.identity, "running": tokens, "workflows": workflows}))
         partial.replace(self._calls_path)  # a reader sees the old list or the new one, never half

@@ -183,12 +183,14 @@ def build_worker(
     that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
     settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``."""
     settings = settings or Settings.from_env()
-    if max_cached_workflows is None:
+    if max_cached_workflows is None:  # 0 is a setting, not "unset"
         max_cached_workflows = settings.max_cached_workflows
+    if max_cached_workflows is None:
+        max_cached_workflows = MAX_CACHED_WORKFLOWS
     return Worker(
         client,
         task_queue=task_queue,
-        max_cached_workflows=MAX_CACHED_WORKFLOWS if max_cached_workflows is None else max_cached_workflows,
+        max_cached_workflows=max_cached_workflows,
         max_task_queue_activities_per_second=activities_per_second,
         plugins=[AgentPlugin(settings, **plugin)],  # type: ignore[arg-type]
     )

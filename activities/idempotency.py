@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
+from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.store import SQLiteFile
 
 
@@ -33,9 +34,11 @@ class IdempotencyStore(Protocol):
 class SQLiteIdempotencyStore:
     """A SQLite file, persistent across worker restarts; shared by the worker processes of one machine."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         self._file = SQLiteFile(
-            path, "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            path,
+            "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            outage_seconds,
         )
 
     async def get(self, key: str) -> str | None:

@@ -4,9 +4,9 @@ Temporal lets any worker on any host run any step of a conversation; what the st
 beside Temporal must then be one truth for all of them: the conversation store, the
 idempotency store, large payloads and the file tools' workspaces. Each lives in one table.
 
-Every statement is idempotent (a retry writes the same rows again), so a dropped connection
-is retried a few times inside the call, then raised as a retryable ``ApplicationError``: the
-activity is retried by Temporal, it never fails the conversation.
+Every statement is idempotent (a retry writes the same rows again), so a statement the server
+did not answer is tried again until it does (``activities/outages.py``): an outage never fails a
+call or the conversation.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from temporalio.converter import (
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
-from temporalio.exceptions import ApplicationError
 
+from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
 from activities.store import MESSAGE, masked, stored_payloads
 from activities.tools.workspace import WorkspaceError, folder_name, relative
 from workflows.messages import Message
@@ -54,82 +54,104 @@ TRANSIENT = (
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,  # shutdown, restart, "starting up"
     asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.InvalidCatalogNameError,  # the database dropped (and not yet made again)
     asyncpg.InterfaceError,  # "connection is closed"
     asyncpg.exceptions.InternalClientError,  # a connection whose protocol broke mid-operation
 )
 """Errors a later attempt may not meet: the server restarting, a connection dropped."""
 
-ACTIVITY_PATIENCE = 5.0
-"""Seconds a store call in an activity retries a lost connection before failing the attempt."""
-PAYLOAD_PATIENCE = 60.0
-"""Seconds the payload driver retries: it runs inside workflow tasks, which must not fail."""
-
 
 class Database:
     """One connection pool per process (and event loop), shared by every store; the tables are created
-    on first use, idempotently."""
+    on first use, idempotently, and again when they are found gone (the database dropped and made
+    anew). Every fault of the server is a ``StoreDown``, waited out by ``patiently``."""
 
-    def __init__(self, url: str, *, max_connections: int = 10, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+        outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
+    ) -> None:
         self.url = url
+        self.outage_seconds = outage_seconds
         self._max = max_connections
         self._connect_timeout = connect_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Future[asyncpg.Pool] | None = None
+        self._schema: asyncio.Future[None] | None = None
+        """Done once the tables are there (for this loop's pool); None: to be checked again."""
 
     def __str__(self) -> str:
         return f"PostgreSQL {masked(self.url)}"
 
     async def open(self) -> None:
-        """Connect and create or upgrade the tables; raises ``RuntimeError`` naming the (masked) URL."""
+        """Connect and create or upgrade the tables; raises ``RuntimeError`` in one line naming the
+        (masked) URL and what is wrong: unreachable, read-only, missing, or full of connections."""
         try:
-            await self._pool()
-        except SchemaError:
-            raise
-        except Exception as e:  # asyncpg's connection errors share no base class with OSError's
-            raise RuntimeError(f"cannot reach the database at {masked(self.url)}: {_brief(e)}") from e
+            await self._once(lambda c: c.fetchval("SELECT 1"))
+        except StoreDown as e:
+            if e.__cause__ is not None and isinstance(e.__cause__, TRANSIENT[:3]):
+                raise RuntimeError(
+                    f"cannot reach the database at {masked(self.url)}: {_brief(e.__cause__)}"
+                ) from e
+            raise RuntimeError(f"the database at {masked(self.url)} {e.reason}") from e
 
     async def close(self) -> None:
         opening, self._opening = self._opening, None
+        self._schema = None
         if opening is not None and opening.done() and not _failed(opening):
             await opening.result().close()
 
-    async def run(self, op: Callable[[asyncpg.Connection], Awaitable[T]], patience: float) -> T:
-        """``op`` on a pooled connection, retried on a lost connection for up to ``patience`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + patience
-        delay = 0.05
-        while True:
-            try:
-                pool = await self._pool()
-                async with pool.acquire() as connection:
-                    return await op(connection)
-            except TRANSIENT as e:
-                if loop.time() + delay > deadline:
-                    raise ApplicationError(
-                        f"database {masked(self.url)} unavailable: {_brief(e)}", type="DatabaseUnavailable"
-                    ) from e
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+    async def run(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """``op`` on a pooled connection, tried again while the database is out (``patiently``)."""
+        return await patiently(lambda: self._once(op), self.outage_seconds)
+
+    async def _once(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        try:
+            pool = await self._pool()
+            await self._tables(pool)
+            async with pool.acquire() as connection:
+                return await op(connection)
+        except asyncpg.exceptions.UndefinedTableError as e:
+            self._schema = None  # the next try creates them again
+            raise StoreDown(str(self), "its tables are gone (the database emptied or made anew)") from e
+        except asyncpg.exceptions.ReadOnlySQLTransactionError as e:
+            self._schema = None  # a read-only database cannot have had its tables made
+            raise StoreDown(str(self), f"is read-only ({_brief(e)})") from e
+        except asyncpg.exceptions.TooManyConnectionsError as e:
+            raise StoreDown(str(self), f"refuses connections: {_brief(e)}") from e
+        except asyncpg.exceptions.InvalidCatalogNameError as e:
+            raise StoreDown(str(self), f"does not exist: {_brief(e)}") from e
+        except TRANSIENT as e:
+            raise StoreDown(str(self), f"cannot be reached: {_brief(e)}") from e
 
     async def _pool(self) -> asyncpg.Pool:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a pool belongs to the loop that made it
-            self._loop, self._opening = loop, None
+            self._loop, self._opening, self._schema = loop, None, None
         if self._opening is None or (self._opening.done() and _failed(self._opening)):
-            self._opening = asyncio.ensure_future(self._create())
+            self._opening = asyncio.ensure_future(
+                asyncpg.create_pool(
+                    self.url,
+                    min_size=1,
+                    max_size=self._max,
+                    timeout=self._connect_timeout,
+                    command_timeout=30,
+                )
+            )
         return await asyncio.shield(self._opening)
 
-    async def _create(self) -> asyncpg.Pool:
-        pool = await asyncpg.create_pool(
-            self.url, min_size=1, max_size=self._max, timeout=self._connect_timeout, command_timeout=30
-        )
-        try:
-            async with pool.acquire() as connection:
-                await _migrate(connection, self.url)
-        except BaseException:
-            await pool.close()
-            raise
-        return pool
+    async def _tables(self, pool: asyncpg.Pool) -> None:
+        """Create or upgrade the tables once per pool, and again after they were found gone."""
+        if self._schema is None or (self._schema.done() and _failed(self._schema)):
+            self._schema = asyncio.ensure_future(self._migrate(pool))
+        await asyncio.shield(self._schema)
+
+    async def _migrate(self, pool: asyncpg.Pool) -> None:
+        async with pool.acquire() as connection:
+            await _migrate(connection, self.url)
 
 
 class SchemaError(RuntimeError):
@@ -155,10 +177,11 @@ async def _migrate(connection: asyncpg.Connection, url: str) -> None:
 _DATABASES: dict[str, Database] = {}
 
 
-def database(url: str) -> Database:
+def database(url: str, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> Database:
     """The process's ``Database`` for ``url``: stores and payload driver share its pool."""
     if url not in _DATABASES:
         _DATABASES[url] = Database(url)
+    _DATABASES[url].outage_seconds = outage_seconds
     return _DATABASES[url]
 
 
@@ -184,7 +207,6 @@ class PostgresConversationStore:
                 start,
                 bodies,
             ),
-            ACTIVITY_PATIENCE,
         )
 
     async def load(self, key: str, count: int) -> list[Message] | None:
@@ -194,7 +216,6 @@ class PostgresConversationStore:
                 key,
                 count,
             ),
-            ACTIVITY_PATIENCE,
         )
         if len(rows) < count:
             return None
@@ -211,9 +232,7 @@ class PostgresIdempotencyStore:
         return str(self._db)
 
     async def get(self, key: str) -> str | None:
-        return await self._db.run(
-            lambda c: c.fetchval("SELECT value FROM agent_results WHERE key = $1", key), ACTIVITY_PATIENCE
-        )
+        return await self._db.run(lambda c: c.fetchval("SELECT value FROM agent_results WHERE key = $1", key))
 
     async def put(self, key: str, value: str) -> None:
         await self._db.run(
@@ -222,7 +241,6 @@ class PostgresIdempotencyStore:
                 key,
                 value,
             ),
-            ACTIVITY_PATIENCE,
         )
 
 
@@ -250,7 +268,6 @@ class PostgresPayloadDriver(StorageDriver):
                 keys,
                 blobs,
             ),
-            PAYLOAD_PATIENCE,
         )
         return [StorageDriverClaim(claim_data={"key": key}) for key in keys]
 
@@ -260,7 +277,6 @@ class PostgresPayloadDriver(StorageDriver):
         keys = [claim.claim_data["key"] for claim in claims]
         rows = await self._db.run(
             lambda c: c.fetch("SELECT key, data FROM agent_payloads WHERE key = ANY($1::text[])", keys),
-            PAYLOAD_PATIENCE,
         )
         return stored_payloads(self.name(), keys, {row[0]: row[1] for row in rows})
 
@@ -281,7 +297,6 @@ class PostgresWorkspace:
                 lambda c: c.fetchval(
                     "SELECT data FROM agent_files WHERE workspace = $1 AND path = $2", self._key, rel
                 ),
-                ACTIVITY_PATIENCE,
             )
         if data is None:
             raise WorkspaceError(f"No file {path!r} in the workspace.")
@@ -318,7 +333,6 @@ class PostgresWorkspace:
                 rel,
                 data,
             ),
-            ACTIVITY_PATIENCE,
         )
 
     async def _paths(
@@ -336,7 +350,6 @@ class PostgresWorkspace:
                 prefix,
                 limit,
             ),
-            ACTIVITY_PATIENCE,
         )
         return [row[0] for row in rows]
 

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio.converter import StorageDriver
 
 from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.store import ConversationStore, SQLiteConversationStore, SQLitePayloadDriver, masked
 from activities.tools.workspace import LocalWorkspaces, Workspaces
 
@@ -37,6 +38,8 @@ class StoreSettings:
     """SQLite file of large payloads (``AGENT_PAYLOAD_STORE``, default under ``AGENT_DATA_DIR``)."""
     workspace: Path
     """Folder of the file tools' workspaces (``AGENT_WORKSPACE``)."""
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
+    """How long a call waits for a store that does not answer (``AGENT_STORE_OUTAGE_SECONDS``)."""
 
     @property
     def shared(self) -> bool:
@@ -44,16 +47,22 @@ class StoreSettings:
         return self.database_url is not None
 
     def conversation_store(self) -> ConversationStore:
-        return self._on_database("PostgresConversationStore") or SQLiteConversationStore(self.conversations)
+        return self._on_database("PostgresConversationStore") or SQLiteConversationStore(
+            self.conversations, self.outage_seconds
+        )
 
     def idempotency_store(self) -> IdempotencyStore:
-        return self._on_database("PostgresIdempotencyStore") or SQLiteIdempotencyStore(self.idempotency)
+        return self._on_database("PostgresIdempotencyStore") or SQLiteIdempotencyStore(
+            self.idempotency, self.outage_seconds
+        )
 
     def workspaces(self) -> Workspaces:
-        return self._on_database("PostgresWorkspaces") or LocalWorkspaces(self.workspace)
+        return self._on_database("PostgresWorkspaces") or LocalWorkspaces(self.workspace, self.outage_seconds)
 
     def payload_driver(self) -> StorageDriver:
-        return self._on_database("PostgresPayloadDriver") or SQLitePayloadDriver(self.payloads)
+        return self._on_database("PostgresPayloadDriver") or SQLitePayloadDriver(
+            self.payloads, self.outage_seconds
+        )
 
     def _on_database(self, kind: str) -> Any:
         """``activities.postgres.<kind>`` on the database, or None for local files. Imported only
@@ -62,14 +71,14 @@ class StoreSettings:
             return None
         from activities import postgres
 
-        return getattr(postgres, kind)(postgres.database(self.database_url))
+        return getattr(postgres, kind)(postgres.database(self.database_url, self.outage_seconds))
 
     async def open(self) -> None:
         """Reach the database and create its tables (worker start); ``RuntimeError`` in one line if not."""
         if self.database_url:
             from activities.postgres import database
 
-            await database(self.database_url).open()
+            await database(self.database_url, self.outage_seconds).open()
 
     def describe(self) -> str:
         """What the worker prints at start: which store is where."""

@@ -14,9 +14,9 @@ import asyncio
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import TypeAdapter
@@ -28,8 +28,10 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
 from workflows.messages import Message
 
+T = TypeVar("T")
 MESSAGE = TypeAdapter(Message)
 
 
@@ -43,11 +45,14 @@ def masked(url: str) -> str:
 
 
 class SQLiteFile:
-    """One SQLite file shared by the threads of a worker (and, through WAL, by its sibling processes)."""
+    """One SQLite file shared by the threads of a worker (and, through WAL, by its sibling processes).
+    A file locked past the wait below, a full disk or an I/O error is a ``StoreDown``, waited out."""
 
-    def __init__(self, path: Path, schema: str) -> None:
+    def __init__(self, path: Path, schema: str, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._path = path
+        self._outage_seconds = outage_seconds
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=5)
         self._lock = threading.Lock()
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -55,11 +60,20 @@ class SQLiteFile:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(schema)
 
+    def __str__(self) -> str:
+        return f"SQLite {self._path}"
+
     async def write(self, sql: str, rows: list[tuple]) -> None:
-        await asyncio.to_thread(self._write, sql, rows)
+        await patiently(lambda: self._in_thread(self._write, sql, rows), self._outage_seconds)
 
     async def read(self, sql: str, params: tuple | list) -> list[tuple]:
-        return await asyncio.to_thread(self._read, sql, params)
+        return await patiently(lambda: self._in_thread(self._read, sql, params), self._outage_seconds)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except sqlite3.OperationalError as e:  # locked, disk full, I/O error: not the call's fault
+            raise StoreDown(str(self), str(e)) from e
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
         with self._lock, self._db:
@@ -81,12 +95,13 @@ class ConversationStore(Protocol):
 class SQLiteConversationStore:
     """A SQLite file: the default for one machine (several worker processes may share it)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         self._file = SQLiteFile(
             path,
             "CREATE TABLE IF NOT EXISTS messages ("
             " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
             " PRIMARY KEY (conversation, position))",
+            outage_seconds,
         )
 
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
@@ -121,9 +136,11 @@ class SQLitePayloadDriver(StorageDriver):
     Workers on several hosts use ``PostgresPayloadDriver`` instead (``AGENT_DATABASE_URL``).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         self._file = SQLiteFile(
-            path, "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)"
+            path,
+            "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)",
+            outage_seconds,
         )
 
     def name(self) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.state import StoreSettings
 from activities.store import masked
 
@@ -41,6 +42,9 @@ class Settings:
     database_url: str | None = None
     """``AGENT_DATABASE_URL``: a ``postgresql://`` URL puts every store above on that database,
     shared by workers on several hosts."""
+    store_outage_seconds: float = DEFAULT_OUTAGE_SECONDS
+    """``AGENT_STORE_OUTAGE_SECONDS``: how long a model or tool call waits for a store that does not
+    answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
     encryption_key: str = field(default="", repr=False)
     """``AGENT_ENCRYPTION_KEY``: ``base64key`` or ``id1:key1,id2:key2`` encrypts every payload."""
     codec_token: str | None = field(default=None, repr=False)
@@ -98,6 +102,10 @@ class Settings:
             payload_store=path(environ.get("AGENT_PAYLOAD_STORE")),
             workspace=path(environ.get("AGENT_WORKSPACE")),
             database_url=url,
+            store_outage_seconds=number(
+                "AGENT_STORE_OUTAGE_SECONDS", environ.get("AGENT_STORE_OUTAGE_SECONDS"), float
+            )
+            or DEFAULT_OUTAGE_SECONDS,
             encryption_key=environ.get("AGENT_ENCRYPTION_KEY", ""),
             codec_token=environ.get("AGENT_CODEC_TOKEN") or None,
             codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),
@@ -124,6 +132,7 @@ class Settings:
             idempotency=self.idempotency_store or self.data_dir / "idempotency.db",
             payloads=self.payload_store or self.data_dir / "payloads.db",
             workspace=(self.workspace or self.data_dir / "workspace").resolve(),
+            outage_seconds=self.store_outage_seconds,
         )
 
     @property

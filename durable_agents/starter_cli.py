@@ -37,6 +37,7 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.outages import StoreDown
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
@@ -602,9 +603,7 @@ def _unreadable(error: Exception) -> str | None:
         return f"cannot decrypt: {error}"
     if isinstance(error, KeyError) and ENCODING.decode() in str(error):
         return f"cannot decrypt: the conversation is encrypted; set {ENV_VAR} to the worker's keys"
-    if isinstance(error, PayloadMissingError) or (
-        isinstance(error, ApplicationError) and error.type == "DatabaseUnavailable"
-    ):
+    if isinstance(error, PayloadMissingError | StoreDown):
         return f"{error}; use the worker's payload store (AGENT_PAYLOAD_STORE or AGENT_DATABASE_URL)"
     return None
 

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from activities.postgres import PostgresPayloadDriver, database
 from activities.tools import ToolRegistry, default_registry
 from activities.tools.workspace import folder_name
 from durable_agents import starter_cli as starter
@@ -23,7 +24,7 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server, time_skipping_server
 from durable_agents.plugin import build_worker
 from tests.fake_provider import FakeProvider
-from tests.postgres import postgres  # noqa: F401  (the session's PostgreSQL server fixture)
+from tests.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
 from workflows.records import ApprovalRecord
@@ -96,6 +97,21 @@ def workspace_of(root: Path, handle: WorkflowHandle) -> Path:
 def registry() -> ToolRegistry:
     """Tests may override this fixture to give the worker other tools."""
     return default_registry()
+
+
+@pytest.fixture(scope="module")
+async def database_url(postgres: Postgres) -> str:  # noqa: F811
+    """A fresh database on the session's PostgreSQL server, for one test module."""
+    return await postgres.new_database()
+
+
+@pytest.fixture
+async def shared(server: EmbeddedServer, database_url: str) -> Client:
+    """A client whose large payloads go to the shared database, as the starter's on any host."""
+    return await Client.connect(
+        server.address,
+        data_converter=data_converter(payload_driver=PostgresPayloadDriver(database(database_url))),
+    )
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStoreContext
-from temporalio.exceptions import ApplicationError
 
 from activities.idempotency import run_once
+from activities.outages import StoreDown
 from activities.postgres import (
     SCHEMA_VERSION,
     Database,
@@ -115,13 +115,14 @@ async def test_payload_driver_stores_by_content_and_names_what_is_missing(db: Da
         await driver.retrieve(StorageDriverRetrieveContext(), [lost])
 
 
-async def test_an_unreachable_database_is_a_retryable_activity_failure_naming_the_masked_url() -> None:
+async def test_an_unreachable_database_outside_an_activity_is_one_store_down_naming_the_masked_url() -> None:
     url = f"postgresql://agent:{PASSWORD}@127.0.0.1:9/agents"  # port 9: nothing listens
-    with pytest.raises(ApplicationError) as info:
-        await Database(url, connect_timeout=1).run(lambda c: c.fetchval("SELECT 1"), patience=0.2)
-    assert (info.value.type, info.value.non_retryable) == ("DatabaseUnavailable", False)
-    assert info.value.message.startswith("database postgresql://agent:***@127.0.0.1:9/agents unavailable: ")
-    assert PASSWORD not in info.value.message
+    with pytest.raises(StoreDown) as info:
+        await Database(url, connect_timeout=1, outage_seconds=0.2).run(lambda c: c.fetchval("SELECT 1"))
+    assert str(info.value).startswith(
+        "PostgreSQL postgresql://agent:***@127.0.0.1:9/agents unavailable: cannot be reached: "
+    )
+    assert PASSWORD not in str(info.value)
 
 
 def test_worker_stops_at_start_with_one_line_when_the_database_is_unreachable(server: EmbeddedServer) -> None:

@@ -24,8 +24,6 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.postgres import PostgresPayloadDriver, database
-from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.host_worker import big_text
@@ -61,7 +59,7 @@ class Host:
             cwd=self.folder,
             env=self._env | env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=(self.folder / "worker.log").open("a"),
             text=True,
         )
         ready = threading.Event()
@@ -76,20 +74,6 @@ class Host:
             self.proc.wait()
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
-
-
-@pytest.fixture(scope="module")
-async def database_url(postgres: Postgres) -> str:
-    return await postgres.new_database()
-
-
-@pytest.fixture
-async def shared(server: EmbeddedServer, database_url: str) -> Client:
-    """A client whose large payloads go to the shared database, as the starter's on any host."""
-    return await Client.connect(
-        server.address,
-        data_converter=data_converter(payload_driver=PostgresPayloadDriver(database(database_url))),
-    )
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from workflows.activity_io import (
 )
 from workflows.config import MCPServerConfig
 from workflows.messages import ModelResponse
+from workflows.outages import OutageWatcher, wait_out_outages
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,13 +40,18 @@ class ActivityRef:
         """``activity.defn`` under this name: ``@CALL_MODEL.defn``."""
         return activity.defn(name=self.name)(fn)
 
-    async def execute(self, arg: Any, *, local: bool = False, **options: Any) -> Any:
+    async def execute(
+        self, arg: Any, *, local: bool = False, outages: OutageWatcher | None = None, **options: Any
+    ) -> Any:
         """In workflow code: ``workflow.execute_activity`` (or ``execute_local_activity``) of this
-        activity, where a call cancelled with the conversation raises ``asyncio.CancelledError``:
-        the conversation's cancellation, not a failed call."""
+        activity, tried again while its store is out (``outages`` is told), where a call cancelled
+        with the conversation raises ``asyncio.CancelledError``: the conversation's cancellation,
+        not a failed call."""
         execute = workflow.execute_local_activity if local else workflow.execute_activity
         try:
-            return await execute(self.name, arg, result_type=self.output, **options)
+            return await wait_out_outages(
+                lambda: execute(self.name, arg, result_type=self.output, **options), outages
+            )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
                 raise asyncio.CancelledError(workflow.cancellation_reason()) from err

@@ -789,6 +789,7 @@ class AgentWorkflow:
                     mcp_tool=tool.mcp_tool,
                 ),
                 local=tool.local,
+                outages=self._board.outage,
                 summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
                 **options,
             )

@@ -195,6 +195,7 @@ class ConversationStatus(BaseModel):
         "calling_model",
         "running_tools",
         "awaiting_approval",
+        "waiting_for_storage",
         "idle",
         "completed",
         "cancelled",

@@ -235,6 +235,7 @@ class ModelCalls:
                 summarise=summarise,
             ),
             task_queue=agent.spec.model_task_queue,
+            outages=self._board.outage,
             summary=f"model {settings.provider}:{settings.model}"
             + (" (summary)" if summarise else "" if allow_tool_calls else " (tools off)"),
             **policy.activity_options(),

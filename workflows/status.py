@@ -4,6 +4,7 @@ writer, so they never disagree."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -11,6 +12,7 @@ from temporalio.common import TypedSearchAttributes
 
 from workflows.api import AGENT_NAME, AGENT_STATUS, ConversationStatus
 from workflows.events import ConversationEvents, StateChanged
+from workflows.outages import StoreOutage
 from workflows.state import ConversationState
 
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
@@ -36,6 +38,9 @@ class StatusBoard:
         self._known = TypedSearchAttributes.empty
         self._events = events
         self._published = ("", "")
+        self._outage_since: datetime | None = None
+        self._before_outage: tuple[str, str] | None = None
+        """State and detail to go back to when the store that kept a call waiting answers."""
 
     def begin(self, *, lean: bool) -> None:
         """Reads what the starter (or the previous run) already set. A lean start upserts AgentStatus
@@ -79,6 +84,26 @@ class StatusBoard:
         if searchable != self._searchable and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
             workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
             self._searchable = searchable
+
+    def outage(self, outage: StoreOutage | None) -> None:
+        """A call waits for its store: past the outage budget the conversation says so
+        (``waiting_for_storage``, naming the store); None: the store answered, back to what it was."""
+        if outage is None:
+            self._outage_since = None
+            if self._before_outage is not None:
+                state, detail = self._before_outage
+                self._before_outage = None
+                self.set(state, detail)
+            return
+        if self._outage_since is None:  # the first call that gave up: the outage began when it met it
+            self._outage_since = outage.since
+            workflow.logger.warning("waiting for %s: %s", outage.store, outage.reason)
+        if (workflow.now() - self._outage_since).total_seconds() < outage.budget:
+            return
+        if self._before_outage is None:
+            self._before_outage = (self.view.state, self.view.detail)
+        why = "no worker with this conversation's stores" if outage.wrong_worker else outage.reason
+        self.set("waiting_for_storage", f"waiting for {outage.store}: {why}")
 
     def _publish(self) -> None:
         """A ``state`` event on the conversation's stream when state or detail changed."""

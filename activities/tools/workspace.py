@@ -8,11 +8,18 @@ workspace also refuses symlinks that lead out.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+
+_DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""Faults of the disk, not of the path the model chose."""
 
 
 class WorkspaceError(Exception):
@@ -60,11 +67,13 @@ class Workspaces(Protocol):
 
 
 class LocalWorkspace:
-    """A folder on this host's disk."""
+    """A folder on this host's disk. A full disk (or quota, or an I/O error) is a ``StoreDown``,
+    waited out: the tool's effect is not refused for a fault of the host."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         self.root = root
         self.name = root.name
+        self._outage_seconds = outage_seconds
 
     def _target(self, path: str) -> Path:
         root = self.root.resolve()
@@ -80,7 +89,15 @@ class LocalWorkspace:
         return await asyncio.to_thread(self._list, path)
 
     async def write(self, path: str, data: bytes) -> None:
-        await asyncio.to_thread(self._write, path, data)
+        await patiently(lambda: self._on_disk(self._write, path, data), self._outage_seconds)
+
+    async def _on_disk(self, fn: Callable[..., None], *args: object) -> None:
+        try:
+            await asyncio.to_thread(fn, *args)
+        except OSError as e:
+            if e.errno not in _DISK_FAULTS:
+                raise
+            raise StoreDown(f"the workspace folder {self.root.parent}", e.strerror or str(e)) from e
 
     def _read(self, path: str) -> bytes:
         target = self._target(path)
@@ -110,11 +127,12 @@ class LocalWorkspace:
 class LocalWorkspaces:
     """Folders under one root on this host: the default for one machine."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         self.root = root
+        self._outage_seconds = outage_seconds
 
     def open(self, conversation_key: str) -> LocalWorkspace:
-        return LocalWorkspace(self.root / folder_name(conversation_key))
+        return LocalWorkspace(self.root / folder_name(conversation_key), self._outage_seconds)
 
     def __str__(self) -> str:
         return f"folders under {self.root}"

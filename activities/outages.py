@@ -1,0 +1,117 @@
+"""Waiting for a store that does not answer, so that an outage costs a call time, never an attempt.
+
+Every store (the conversation store, ``ctx.once`` results, workspaces, large payloads; SQLite files
+or PostgreSQL) raises ``StoreDown`` for a fault a later try may not meet: connection refused or
+lost, the server restarting, read-only, ``too many connections``, its tables gone, a SQLite file
+locked or its disk full. ``patiently`` is the one place that decides how long to try again:
+
+- In an activity, until the outage budget (``AGENT_STORE_OUTAGE_SECONDS``) or shortly before the
+  attempt's own timeout, whichever comes first (model and tool calls heartbeat meanwhile). Then the attempt
+  fails with a non-retryable ``StoreUnavailable`` error: the workflow waits and runs the call again
+  (``workflows/outages.py``), so the call's own retries stay for the provider's and the tool's faults.
+- Anywhere else (the starter, a worker starting, a workflow task decoding a payload), for a few
+  seconds; then ``StoreDown`` goes to the caller, who says so in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from workflows.outages import STORE_UNAVAILABLE, STORES_DIFFER, StoreOutage
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUTAGE_SECONDS = 900.0
+"""``AGENT_STORE_OUTAGE_SECONDS``'s default: 15 minutes."""
+OUTSIDE_ACTIVITIES = 5.0
+"""Seconds a store is tried outside activities before ``StoreDown`` reaches the caller."""
+MARGIN = 0.2
+"""The share of an attempt's timeout (at most 5 s) kept for failing it in words rather than by timeout."""
+
+
+class StoreDown(Exception):
+    """A store cannot answer now; a later try may work."""
+
+    def __init__(self, store: str, reason: str) -> None:
+        super().__init__(f"{store} unavailable: {reason}")
+        self.store = store
+        self.reason = reason
+
+
+async def patiently(op: Callable[[], Awaitable[T]], budget: float) -> T:
+    """``op()``, tried again with backoff while it raises ``StoreDown`` (see the module's rule)."""
+    loop = asyncio.get_running_loop()
+    since = time.time()
+    deadline = loop.time() + _patience(budget)
+    delay = 0.05
+    first: StoreDown | None = None
+    while True:
+        try:
+            result = await op()
+        except StoreDown as e:
+            first = first or e
+            _say(e)
+            if loop.time() + delay > deadline:
+                if activity.in_activity():
+                    outage = StoreOutage(store=e.store, reason=e.reason, since=_utc(since), budget=budget)
+                    raise ApplicationError(
+                        str(e), *outage.details(), type=STORE_UNAVAILABLE, non_retryable=True
+                    ) from e
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            continue
+        if first is not None and _SAID.pop(first.store, None) is not None:
+            logger.warning("%s answers again after %.1f s", first.store, time.time() - since)
+        return result
+
+
+_SAID: dict[str, str] = {}
+"""What the log last said of each store that is out: one line per store and cause, not per call."""
+
+
+def _say(e: StoreDown) -> None:
+    if _SAID.get(e.store) != e.reason:
+        _SAID[e.store] = e.reason
+        logger.warning("%s; waiting for it", e)
+
+
+def stores_differ(mine: str, theirs: str) -> ApplicationError:
+    """The refusal of a call whose conversation keeps its data in other stores than this worker's."""
+    outage = StoreOutage(
+        store=theirs,
+        reason=f"this worker's stores are {mine}",
+        since=_utc(time.time()),
+        budget=0,
+        wrong_worker=True,
+    )
+    return ApplicationError(
+        f"this worker's stores are {mine}, the conversation's are {theirs}",
+        *outage.details(),
+        type=STORES_DIFFER,
+        non_retryable=True,
+    )
+
+
+def _patience(budget: float) -> float:
+    if not activity.in_activity():
+        return min(budget, OUTSIDE_ACTIVITIES)
+    info = activity.info()
+    if info.start_to_close_timeout is None:
+        return budget
+    timeout = info.start_to_close_timeout.total_seconds()
+    left = timeout - (time.time() - info.started_time.timestamp()) - min(timeout * MARGIN, 5.0)
+    return max(0.0, min(budget, left))
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

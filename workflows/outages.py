@@ -1,0 +1,88 @@
+"""A store outage is the infrastructure's fault, not the call's: what the workflow does about one.
+
+An activity whose store (conversations, ``ctx.once`` results, workspaces, large payloads) does not
+answer waits for it inside the attempt, heartbeating (``activities/outages.py``). When it has waited
+as long as it may, it fails with a non-retryable ``StoreUnavailable`` error: not to fail the call,
+but so that the outage uses up none of the call's attempts. The conversation then waits too
+(``wait_out_outages``): it tries the activity again after a pause, as often as it takes, and past the
+outage budget says ``waiting_for_storage``. Nothing of it reaches the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+T = TypeVar("T")
+
+STORE_UNAVAILABLE = "StoreUnavailable"
+"""The error type of an activity that waited for its store as long as it may."""
+STORES_DIFFER = "StoresDiffer"
+"""The error type of an activity refused by a worker whose stores are not the conversation's."""
+PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""Seconds between tries of an activity while its store is out (the last one repeats)."""
+
+
+@dataclass(frozen=True)
+class StoreOutage:
+    """What an activity said of the store it waited for."""
+
+    store: str
+    """The store, as the worker names it (a masked URL or a file)."""
+    reason: str
+    since: datetime
+    """When the activity first found it unavailable."""
+    budget: float
+    """``AGENT_STORE_OUTAGE_SECONDS`` of that worker: how long an outage lasts before it shows."""
+    wrong_worker: bool = False
+    """The worker's stores are not the conversation's (another worker should take the call)."""
+
+    def details(self) -> list[Any]:
+        return [self.store, self.reason, self.since.timestamp(), self.budget]
+
+    @classmethod
+    def of(cls, err: BaseException) -> StoreOutage | None:
+        """The outage behind a failed activity, or None when it failed for another reason."""
+        cause: BaseException | None = err
+        while cause is not None:
+            if isinstance(cause, ApplicationError) and cause.type in (STORE_UNAVAILABLE, STORES_DIFFER):
+                store, reason, since, budget = [*cause.details, None, None, None, None][:4]
+                return cls(
+                    store=str(store or "a store"),
+                    reason=str(reason or cause.message),
+                    since=datetime.fromtimestamp(float(since or 0), UTC),
+                    budget=float(budget or 0),
+                    wrong_worker=cause.type == STORES_DIFFER,
+                )
+            cause = cause.__cause__
+        return None
+
+
+OutageWatcher = Callable[[StoreOutage | None], None]
+"""Told of each outage an activity met (to show it), and None once the activity went through."""
+
+
+async def wait_out_outages(call: Callable[[], Awaitable[T]], watcher: OutageWatcher | None) -> T:
+    """``call()`` (one activity), tried again after a pause for as long as its store is out."""
+    tries = 0
+    while True:
+        try:
+            result = await call()
+        except ActivityError as err:
+            outage = StoreOutage.of(err)
+            if outage is None:
+                raise
+            if watcher is not None:
+                watcher(outage)
+            pause = PAUSES[min(tries, len(PAUSES) - 1)]
+            tries += 1
+            await workflow.sleep(timedelta(seconds=pause), summary=f"waiting for {outage.store}")
+            continue
+        if tries and watcher is not None:
+            watcher(None)
+        return result

@@ -17,6 +17,7 @@ from activities.hooks import HookActivities, HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool, MCPActivities
 from activities.model_call import ModelActivities
+from activities.outages import StoreIdentity
 from activities.providers import ModelProvider
 from activities.state import StoreSettings
 from activities.store import ConversationStore
@@ -57,10 +58,12 @@ class AgentActivities:
         self._mcp = LazyMCPPool(
             (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
         )
-        self._models = ModelActivities(store or stores.conversation_store(), providers, registry)
-        resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp)
+        store = store or stores.conversation_store()
+        identity = StoreIdentity(store.identity)
+        self._models = ModelActivities(store, providers, registry, identity)
+        resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp, identity)
         tools = ToolActivities(
-            registry, workspaces, idempotency or stores.idempotency_store(), hooks, self._mcp
+            registry, workspaces, idempotency or stores.idempotency_store(), hooks, self._mcp, identity
         )
         self.resolve_agent = resolver.resolve_agent
         self.call_model = self._models.call_model

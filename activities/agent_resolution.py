@@ -11,6 +11,7 @@ from activities.agent_files import AgentFileError, check_agent
 from activities.context_windows import context_window
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
+from activities.outages import StoreIdentity
 from activities.tools import ToolRegistry
 from workflows.activity_io import AgentRef, ResolvedAgent
 from workflows.activity_refs import RESOLVE_AGENT
@@ -29,6 +30,8 @@ class AgentResolver:
     hooks: HookRegistry
     mcp: LazyMCPPool
     """An inline agent may name only the MCP servers the worker allows."""
+    stores: StoreIdentity
+    """Recorded with the agent: the conversation's calls run only where the stores are the same."""
 
     @RESOLVE_AGENT.defn
     async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
@@ -74,4 +77,5 @@ class AgentResolver:
             },
             context_window=spec.model.context_window
             or context_window(spec.model.provider, ref.model or spec.model.model),
+            stores=await self.stores(),
         )

@@ -10,6 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.outages import StoreIdentity
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
 from activities.text_deltas import text_deltas
@@ -29,10 +30,13 @@ class ModelActivities:
         store: ConversationStore,
         providers: Mapping[str, ModelProvider] | None = None,
         registry: ToolRegistry | None = None,
+        identity: StoreIdentity | None = None,
     ) -> None:
         """``providers`` replace the adapters by name; they belong to the caller, who closes them.
-        ``registry`` defines the tools a call names (``ModelCallInput.registry_tools``)."""
+        ``registry`` defines the tools a call names (``ModelCallInput.registry_tools``); ``identity``
+        is the store identity calls are checked against (default: the store's)."""
         self._store = store
+        self._identity = identity or StoreIdentity(store.identity)
         self._registry = registry
         self._providers: dict[str, ModelProvider] = dict(providers or {})
         self._created: list[ModelProvider] = []
@@ -49,6 +53,7 @@ class ModelActivities:
 
     @CALL_MODEL.defn
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
+        await self._identity.check(input.stores, input.conversation_key)
         provider = await self._provider(input.request.settings.provider)
         # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
         async with heartbeating() as publish, text_deltas(input.model_call) as to_stream:

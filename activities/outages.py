@@ -102,6 +102,37 @@ def stores_differ(mine: str, theirs: str) -> ApplicationError:
     )
 
 
+class StoreIdentity:
+    """The identity of a worker's stores (its conversation store's), asked once and kept; and the
+    check that a call's conversation keeps its data in the same stores."""
+
+    def __init__(self, ask: Callable[[], Awaitable[str]]) -> None:
+        self._ask = ask
+        self._known: str | None = None
+        self._refused: set[str] = set()
+
+    async def __call__(self) -> str:
+        if self._known is None:
+            self._known = await self._ask()
+        return self._known
+
+    async def check(self, theirs: str, conversation: str) -> None:
+        """Refuse (``StoresDiffer``) a call of a conversation whose stores are not this worker's: it
+        goes to another worker. Said in the log once per conversation."""
+        mine = await self()
+        if not theirs or theirs == mine:
+            return
+        if conversation not in self._refused:
+            self._refused.add(conversation)
+            logger.warning(
+                "refusing the calls of %s: its stores are %s, this worker's are %s",
+                conversation,
+                theirs,
+                mine,
+            )
+        raise stores_differ(mine, theirs)
+
+
 def _patience(budget: float) -> float:
     if not activity.in_activity():
         return min(budget, OUTSIDE_ACTIVITIES)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -80,6 +81,8 @@ class Database:
         self._connect_timeout = connect_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Future[asyncpg.Pool] | None = None
+        self.identity: str | None = None
+        """The store's identity, known once the tables were checked (see ``_migrate``)."""
         self._schema: asyncio.Future[None] | None = None
         """Done once the tables are there (for this loop's pool); None: to be checked again."""
 
@@ -151,14 +154,16 @@ class Database:
 
     async def _migrate(self, pool: asyncpg.Pool) -> None:
         async with pool.acquire() as connection:
-            await _migrate(connection, self.url)
+            self.identity = await _migrate(connection, self.url, self.identity)
 
 
 class SchemaError(RuntimeError):
     """The database was set up by a newer version of this project."""
 
 
-async def _migrate(connection: asyncpg.Connection, url: str) -> None:
+async def _migrate(connection: asyncpg.Connection, url: str, identity: str | None) -> str:
+    """Create or upgrade the tables; returns the store's identity (made now, or with ``identity``,
+    the one a running worker knew before the tables were found gone: the same store, emptied)."""
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
         await connection.execute("CREATE TABLE IF NOT EXISTS agent_schema (version integer PRIMARY KEY)")
@@ -172,6 +177,15 @@ async def _migrate(connection: asyncpg.Connection, url: str) -> None:
             for statement in _MIGRATIONS[version]:
                 await connection.execute(statement)
             await connection.execute("INSERT INTO agent_schema (version) VALUES ($1)", version)
+        await connection.execute(
+            "CREATE TABLE IF NOT EXISTS agent_store"
+            " (one integer PRIMARY KEY CHECK (one = 1), identity text NOT NULL)"
+        )
+        await connection.execute(
+            "INSERT INTO agent_store VALUES (1, $1) ON CONFLICT DO NOTHING",
+            identity or f"postgresql-{uuid.uuid4()}",
+        )
+        return await connection.fetchval("SELECT identity FROM agent_store")
 
 
 _DATABASES: dict[str, Database] = {}
@@ -220,6 +234,11 @@ class PostgresConversationStore:
         if len(rows) < count:
             return None
         return [MESSAGE.validate_json(row[0]) for row in rows]
+
+    async def identity(self) -> str:
+        await self._db.run(lambda c: c.fetchval("SELECT 1"))
+        assert self._db.identity is not None
+        return self._db.identity
 
 
 class PostgresIdempotencyStore:

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -75,6 +76,21 @@ class SQLiteFile:
         except sqlite3.OperationalError as e:  # locked, disk full, I/O error: not the call's fault
             raise StoreDown(str(self), str(e)) from e
 
+    async def identity(self) -> str:
+        """The file's identity: made with it (a random id), kept in it."""
+        return await patiently(lambda: self._in_thread(self._identity), self._outage_seconds)
+
+    def _identity(self) -> str:
+        with self._lock, self._db:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS store_identity"
+                " (one INTEGER PRIMARY KEY CHECK (one = 1), identity TEXT NOT NULL)"
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO store_identity VALUES (1, ?)", (f"sqlite-{uuid.uuid4()}",)
+            )
+            return self._db.execute("SELECT identity FROM store_identity").fetchone()[0]
+
     def _write(self, sql: str, rows: list[tuple]) -> None:
         with self._lock, self._db:
             self._db.executemany(sql, rows)
@@ -90,6 +106,10 @@ class ConversationStore(Protocol):
 
     async def load(self, key: str, count: int) -> list[Message] | None:
         """The first ``count`` messages of ``key``, or None when the store holds fewer."""
+
+    async def identity(self) -> str:
+        """Made with the store and kept in it: a conversation runs only on workers whose stores
+        have the identity it started with (``activities/outages.py``, ``stores_differ``)."""
 
 
 class SQLiteConversationStore:
@@ -116,6 +136,9 @@ class SQLiteConversationStore:
         if len(rows) < count:
             return None
         return [MESSAGE.validate_json(body) for (body,) in rows]
+
+    async def identity(self) -> str:
+        return await self._file.identity()
 
 
 class PayloadMissingError(RuntimeError):

@@ -10,6 +10,7 @@ from activities.heartbeat import heartbeating
 from activities.hooks import HookRegistry
 from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool
+from activities.outages import StoreIdentity
 from activities.tools import ToolRegistry
 from activities.tools.workspace import Workspaces
 from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
@@ -26,9 +27,12 @@ class ToolActivities:
     hooks: HookRegistry
     """For the post_tool_use hooks, which run inside the tool's activity."""
     mcp: LazyMCPPool
+    stores: StoreIdentity
+    """Checked before the tool runs: a conversation's effects happen against its own stores only."""
 
     @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
+        await self.stores.check(invocation.stores, _conversation_key(invocation))
         workspace = self.workspaces.open(_conversation_key(invocation))
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
         activity.logger.info("running tool %s", invocation.name, extra=log)

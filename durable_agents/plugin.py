@@ -59,6 +59,10 @@ _SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them a
     "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
     "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
     "graceful_shutdown_timeout": (timedelta(0), timedelta(seconds=5)),
+    # A call refused by this worker (its stores are not the conversation's, activities/outages.py)
+    # must be able to go to another: an eagerly executed activity goes back to the worker that
+    # scheduled it. Measured: eager execution saved nothing (a waiting poller gets a task at once).
+    "disable_eager_activity_execution": (False, True),
 }
 
 

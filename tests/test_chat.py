@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -324,8 +325,9 @@ async def test_a_lost_conversation_store_is_refilled_from_the_workflow(env: Env,
             AgentWorkflow.run, conversation(agent), id=f"gap-{uuid.uuid4().hex}", task_queue=queue
         )
         await wait_for_pending(handle)  # nothing in flight: the first worker may go
-    # A worker with an empty store (say, on another machine) takes over.
-    refilled = SQLiteConversationStore(tmp_path / "b.db")
+    # The store loses the conversation (restored from an old backup, say) before the next step.
+    refilled = SQLiteConversationStore(tmp_path / "a.db")
+    sqlite3.connect(tmp_path / "a.db").execute("DELETE FROM messages").connection.commit()
     async with build_worker(env.client, task_queue=queue, store=refilled, workspace_root=tmp_path):
         await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0"))
         result = await handle.result()

@@ -13,6 +13,7 @@ from activities.agent_resolution import AgentResolver
 from activities.context_windows import DEFAULT_CONTEXT_WINDOW
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
+from activities.outages import StoreIdentity
 from activities.providers import anthropic_messages, openai_chat
 from activities.tools import default_registry
 from durable_agents import starter_cli as starter
@@ -105,7 +106,12 @@ def test_context_window_and_share_come_from_the_model_table_and_are_checked(tmp_
 
 
 async def test_the_window_is_the_agents_own_else_the_tables_else_the_default() -> None:
-    resolver = AgentResolver({}, {}, default_registry(), HookRegistry([]), LazyMCPPool([]))
+    async def identity() -> str:
+        return "test-stores"
+
+    resolver = AgentResolver(
+        {}, {}, default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
+    )
 
     async def window(
         model: str, own: int | None = None, override: str | None = None, provider: str = "openai"

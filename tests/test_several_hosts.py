@@ -43,6 +43,7 @@ class Host:
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
         folder.mkdir(parents=True)
         self.folder = folder
+        self.env = env
         self._env = os.environ | env | {
             "AGENT_DATA_DIR": str(folder / "data"),
             "AGENT_STORE": str(folder / "data" / "conversations.db"),

@@ -18,14 +18,17 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.postgres import Database, PostgresPayloadDriver
+from activities.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
 from activities.store import masked
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import wait_for_pending
 from tests.postgres import Postgres
 from tests.test_several_hosts import AUTO, TOOLS, Host
 from workflows.agent import AgentWorkflow
+from workflows.config import ApprovalPolicy
+from workflows.records import ApprovalSignal
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -62,16 +65,18 @@ def _agent(n: int):
     )
 
 
-async def _burst(client: Client, task_queue: str, count: int) -> list[WorkflowHandle]:
+async def _burst(
+    client: Client, task_queue: str, count: int, first: int = 0, approval: ApprovalPolicy | None = AUTO
+) -> list[WorkflowHandle]:
     return await asyncio.gather(
         *(
             client.start_workflow(
                 AgentWorkflow.run,
-                conversation(_agent(n), approval=AUTO),
+                conversation(_agent(n), approval=approval),
                 id=f"outage-{n}-{uuid.uuid4().hex[:8]}",
                 task_queue=task_queue,
             )
-            for n in range(count)
+            for n in range(first, first + count)
         )
     )
 
@@ -219,3 +224,54 @@ async def test_a_database_dropped_then_made_anew_read_only_keeps_conversations_w
     prefix = f"PostgreSQL {masked(url)} unavailable: "
     said = {line.removeprefix(prefix).split(" (")[0].split(":")[0] for line in log if line.startswith(prefix)}
     assert said >= {"is read-only", "does not exist"}, said
+
+
+async def test_two_hosts_on_two_databases_each_refuse_the_others_conversations(
+    server: EmbeddedServer, postgres: Postgres, tmp_path: Path
+) -> None:
+    """A mixed configuration on one task queue: each conversation's calls run only on the host whose
+    stores it started with. Each conversation waits for approval while its host is swapped for the
+    other, which then refuses its write (and says so); it waits until its own host is back: nothing
+    splits, nothing happens twice."""
+    urls = [await postgres.new_database(), await postgres.new_database()]
+    [a], task_queue = _hosts(server, urls[0], tmp_path, "a")
+    b = Host(tmp_path / "host-b", a.env | {"AGENT_DATABASE_URL": urls[1]})
+    client = await Client.connect(server.address, data_converter=data_converter())
+    ids = [await PostgresConversationStore(Database(url)).identity() for url in urls]  # made here
+
+    async def swap_while_waiting(own: Host, other: Host, first: int, theirs: str) -> list[WorkflowHandle]:
+        await asyncio.to_thread(own.start)
+        handles = await _burst(client, task_queue, 2, first=first, approval=None)
+        for handle in handles:
+            await wait_for_pending(handle, timeout=60)  # charged on its own host; now it waits
+        own.kill()
+        await asyncio.to_thread(other.start)
+        await asyncio.gather(
+            *(h.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_2_0")) for h in handles)
+        )
+        deadline = time.monotonic() + 60
+        while f"its stores are {theirs}" not in (other.folder / "worker.log").read_text():
+            assert time.monotonic() < deadline, "the other host never refused the write"
+            await asyncio.sleep(0.1)
+        other.kill()
+        await asyncio.to_thread(own.start)
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=120)
+        own.kill()
+        return handles
+
+    try:
+        first = await swap_while_waiting(a, b, 0, ids[0])
+        second = await swap_while_waiting(b, a, 2, ids[1])
+    finally:
+        a.kill()
+        b.kill()
+
+    effects = (tmp_path / "effects.txt").read_text().splitlines()
+    assert sorted(effects) == sorted(
+        f"{h.id}/{h.first_execution_run_id}/call_1_0 {n}" for n, h in enumerate(first + second)
+    )
+    assert await _files(urls[0], first + second) == [b"note 0", b"note 1"]
+    assert await _files(urls[1], first + second) == [b"note 2", b"note 3"]
+    for host, theirs, mine in ((a, ids[1], ids[0]), (b, ids[0], ids[1])):
+        log = (host.folder / "worker.log").read_text()
+        assert f": its stores are {theirs}, this worker's are {mine}" in log, host.folder

@@ -81,6 +81,9 @@ class ResolvedAgent(BaseModel):
     context_window: int | None = None
     """The model's context window: the agent's ``model.context_window``, else the worker's table.
     None in conversations resolved before context compaction existed: they never compact."""
+    stores: str = ""
+    """The identity of the stores of the worker that resolved the agent: the conversation's model and
+    tool calls run only on workers with the same (empty in conversations from before the check)."""
 
 
 class ModelCallInput(BaseModel):
@@ -110,6 +113,8 @@ class ModelCallInput(BaseModel):
     registry differs refuses the call (``ToolDefinitionsDiffer``) and gets them whole."""
     summarise: bool = False
     """Ask for a summary of the transcript instead of its next message (context compaction)."""
+    stores: str = ""
+    """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
 
 
 def definitions_digest(definitions: list[ToolDefinition]) -> str:
@@ -137,6 +142,8 @@ class ToolInvocation(BaseModel):
     mcp: MCPServerConfig | None = None
     """Set for an MCP tool: the server to call; ``mcp_tool`` is the tool's name there."""
     mcp_tool: str | None = None
+    stores: str = ""
+    """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
 
     @classmethod
     def of(cls, call: ToolCall, conversation_id: str, key_prefix: str, **more: Any) -> ToolInvocation:

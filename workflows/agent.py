@@ -787,6 +787,7 @@ class AgentWorkflow:
                     iteration=self._board.view.iteration,
                     mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
                     mcp_tool=tool.mcp_tool,
+                    stores=agent.stores,
                 ),
                 local=tool.local,
                 outages=self._board.outage,

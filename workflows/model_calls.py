@@ -233,6 +233,7 @@ class ModelCalls:
                 registry_tools=named,
                 registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
                 summarise=summarise,
+                stores=agent.stores,
             ),
             task_queue=agent.spec.model_task_queue,
             outages=self._board.outage,

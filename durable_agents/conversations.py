@@ -1,14 +1,18 @@
 """Client-side helpers for one conversation: start it as the starter does, send to it (starting it
-if need be), read its history, fork it, and link to its page."""
+if need be), ask it a query, read its history, fork it, and link to its page."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -18,7 +22,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
@@ -36,6 +40,13 @@ from workflows.records import Reply
 from workflows.transcript import cut_error
 
 T = TypeVar("T")
+
+QUERY_TIMEOUT = timedelta(seconds=10)
+"""How long a query waits for the conversation's worker to answer."""
+
+
+class NoWorkerError(RuntimeError):
+    """No worker answered a query about the conversation (one line, naming its task queue)."""
 
 
 def conversation_summary(agent: str, prompt: str) -> str:
@@ -143,12 +154,35 @@ def _start_options(
     }
 
 
-async def conversation_history(handle: WorkflowHandle) -> ConversationHistory:
+async def ask(client: Client, handle: WorkflowHandle, query: Any, task_queue: str) -> Any:
+    """The answer of the conversation's worker to ``query``. ``NoWorkerError`` at once when no worker
+    polls ``task_queue`` (Temporal would wait ~30 s, then say only "Timeout expired"), or when none
+    answers within ``QUERY_TIMEOUT`` (a worker that polled it minutes ago may be gone)."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    if not described.pollers:
+        raise NoWorkerError(f"no worker is polling task queue {task_queue}")
+    try:
+        return await handle.query(query, rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as e:
+        if e.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise
+        seconds = int(QUERY_TIMEOUT.total_seconds())
+        raise NoWorkerError(f"no worker polling task queue {task_queue} answered within {seconds} s") from e
+
+
+async def conversation_history(client: Client, handle: WorkflowHandle) -> ConversationHistory:
     """Messages and audit trail; from the result once completed (a result is a whole history), so no
-    worker is needed."""
-    if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
+    worker is needed. Otherwise its worker's answer (``ask``)."""
+    described = await handle.describe()
+    if described.status == WorkflowExecutionStatus.COMPLETED:
         return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
-    return await handle.query(AgentWorkflow.history)
+    return await ask(client, handle, AgentWorkflow.history, described.task_queue)
 
 
 async def fork_conversation(
@@ -169,7 +203,7 @@ async def fork_conversation(
     Raises ``ValueError`` (one line) for a cut the fork cannot start from.
     """
     origin = client.get_workflow_handle(origin_id)
-    messages = (await conversation_history(origin)).messages
+    messages = (await conversation_history(client, origin)).messages
     where = f"cannot fork {origin_id} at {at}"
     if not 1 <= at <= len(messages):
         raise ValueError(f"{where}: it has {len(messages)} messages; give 1 to {len(messages)}")

@@ -34,7 +34,7 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from workflows.records import ApprovalRecord
+from workflows.records import ApprovalRecord, Reply
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -76,6 +76,16 @@ def format_result(result: ConversationResult) -> str:
         f"-- stop reason: {result.stop_reason}{flags}; iterations: {result.iterations}; "
         f"model calls: {result.model_calls}; tool calls: {len(result.tool_calls)}; "
         f"tokens: {usage.input_tokens} in / {usage.output_tokens} out"
+    )
+
+
+def format_reply(reply: Reply, workflow_id: str) -> str:
+    """A chat's reply, and how to go on: the chat stays open."""
+    flags = " (truncated at max_tokens)" if reply.truncated else ""
+    return (
+        f"{reply.text}\n"
+        f"-- stop reason: {reply.stop_reason}{flags}; iterations: {reply.iterations}; the chat stays open:"
+        f" python starter.py send {workflow_id} TEXT (end {workflow_id} closes it)"
     )
 
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import getpass
 import json
+import os
 import re
 import sys
 import traceback
@@ -15,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -42,6 +43,8 @@ from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import (
+    NoWorkerError,
+    ask,
     conversation_history,
     fork_conversation,
     resent_while_rolling_over,
@@ -49,8 +52,14 @@ from durable_agents.conversations import (
     start_conversation,
     ui_link,
 )
-from durable_agents.converter import data_converter
-from durable_agents.display import format_approval, format_result, format_transcript, show_live
+from durable_agents.converter import PayloadStoreMismatchError, data_converter
+from durable_agents.display import (
+    format_approval,
+    format_reply,
+    format_result,
+    format_transcript,
+    show_live,
+)
 from durable_agents.live import follow, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, serve
@@ -68,14 +77,15 @@ from workflows.api import (
 from workflows.events import (
     ApprovalRequested,
     ReplySent,
+    StateChanged,
 )
 from workflows.inputs import first_error
 from workflows.records import ApprovalRecord, Decision, Reply, Revocation
 
 M = TypeVar("M")
 
-PENDING_QUERY_TIMEOUT = timedelta(seconds=10)
-"""How long `pending` waits for each conversation's worker to answer."""
+LIST_WINDOW = timedelta(hours=1)
+"""The first span `list` looks back over for the newest conversations (doubled until it holds enough)."""
 
 
 class CommandError(Exception):
@@ -132,17 +142,31 @@ async def fork(client: Client, args: argparse.Namespace) -> None:
 
 
 async def _started(client: Client, args: argparse.Namespace, handle: WorkflowHandle, line: str) -> None:
-    """Say what started and where to see it; with ``--wait``, its result once it has one."""
+    """Say what started and where to see it; with ``--wait``, its first answer."""
     print(line)
-    print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}")
+    print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}", flush=True)
     if args.wait:
-        print(format_result(await handle.result()))
+        print(await _first_answer(client, handle))
+
+
+async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
+    """The result once the conversation closes; a chat stays open after its reply (it goes idle
+    instead), so then that reply. Whether it is a chat the agent's settings say, which only the
+    worker reads: the event stream tells."""
+    reply = None
+    async for _, event in follow(client, handle.id):
+        if isinstance(event, ReplySent) and reply is None:
+            reply = event.reply
+        elif isinstance(event, StateChanged) and event.state == "idle" and reply is not None:
+            return format_reply(reply, handle.id)
+    return format_result(await handle.result())
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:
     """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
     text = _text(args.text, args.file, "message")
     if args.agent:  # start the conversation with this agent if it is not running (update-with-start)
+        await _refuse_another_agent(client.get_workflow_handle(args.workflow_id), args.agent)
         try:
             reply = await send_or_start(
                 client, args.workflow_id, _message(text).text, agent=args.agent, task_queue=args.task_queue
@@ -157,6 +181,24 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         return
     handle = client.get_workflow_handle(args.workflow_id)
     print((await send_message(handle, text)).text)
+
+
+async def _refuse_another_agent(handle: WorkflowHandle, agent: str) -> None:
+    """``send --agent`` to a running conversation of another agent would send it to that agent, with
+    ``--agent`` silently ignored: refused instead. (An unknown id is started with ``agent``; a closed
+    one is refused by the send.)"""
+    try:
+        described = await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    running = described.typed_search_attributes.get(AGENT_NAME)
+    if described.status == WorkflowExecutionStatus.RUNNING and running not in (None, agent):
+        raise CommandError(
+            f"not sent: {handle.id} is a conversation with agent {running}, not {agent};"
+            " send without --agent, or to a new id"
+        )
 
 
 def _text(given: str | None, path: str | None, what: str) -> str:
@@ -230,9 +272,12 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
         handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
         first = None
         # What waits already, then what happens from now on.
+        task_queue = (await handle.describe()).task_queue
         events = _Events(client, handle.id, await next_offset(client, handle.id))
-        for record in await handle.query(AgentWorkflow.pending_approvals):
+        for record in await ask(client, handle, AgentWorkflow.pending_approvals, task_queue):
             events.approvals.put_nowait(record)
+    elif args.agent is None:
+        raise CommandError("give --agent NAME to start a chat, or the id of one to join")
     else:
         first = _message(await asyncio.to_thread(input, "you> "))
         workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
@@ -340,7 +385,8 @@ async def result(client: Client, args: argparse.Namespace) -> None:
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
-    found = await conversation_history(client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id))
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    found = await conversation_history(client, handle)
     if args.json:
         print(found.model_dump_json(indent=2))
     else:
@@ -358,7 +404,7 @@ async def status(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
     described = await handle.describe()
     if described.status == WorkflowExecutionStatus.RUNNING:
-        found = await handle.query(AgentWorkflow.status)
+        found = await ask(client, handle, AgentWorkflow.status, described.task_queue)
     else:
         found = await _closed_status(handle, described)
     print(found.model_dump_json(indent=2))
@@ -400,10 +446,10 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
     # A sub-agent's approvals show once, under the conversation that delegated to it (which forwards
     # decisions): not again under the sub-agent's own id.
     parents = {wf.id for wf in listed}
-    waiting = [wf.id for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
-    answers = await asyncio.gather(*(_pending_approvals(client, workflow_id) for workflow_id in waiting))
+    waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
+    answers = await asyncio.gather(*(_pending_approvals(client, wf) for wf in waiting))
     rows = []
-    for workflow_id, records in zip(waiting, answers, strict=True):
+    for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
         if isinstance(records, str):
             print(f"warning: {workflow_id}: no answer: {_one_line(records)}", file=sys.stderr)
             continue
@@ -422,11 +468,13 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
     _print_table(header, rows)
 
 
-async def _pending_approvals(client: Client, workflow_id: str) -> list[ApprovalRecord] | str:
-    """The conversation's pending approvals, or why it did not say (no worker answered in time)."""
-    handle = client.get_workflow_handle(workflow_id)
+async def _pending_approvals(client: Client, wf: WorkflowExecution) -> list[ApprovalRecord] | str:
+    """The conversation's pending approvals, or why it did not say (no worker answered)."""
+    handle = client.get_workflow_handle(wf.id)
     try:
-        return await handle.query(AgentWorkflow.pending_approvals, rpc_timeout=PENDING_QUERY_TIMEOUT)
+        return await ask(client, handle, AgentWorkflow.pending_approvals, wf.task_queue)
+    except NoWorkerError as e:
+        return str(e)
     except (RPCError, WorkflowQueryFailedError) as e:
         return e.message
 
@@ -511,7 +559,6 @@ def _duration(delta: timedelta) -> str:
 
 async def list_conversations(client: Client, args: argparse.Namespace) -> None:
     """Newest first; a conversation that continued as new shows once, as its current run."""
-    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
     rows = [
         (
             wf.id,
@@ -519,12 +566,32 @@ async def list_conversations(client: Client, args: argparse.Namespace) -> None:
             wf.typed_search_attributes.get(AGENT_NAME) or "-",
             f"{wf.start_time:%Y-%m-%d %H:%M:%S}Z",
         )
-        async for wf in client.list_workflows(query, limit=args.limit)
+        for wf in await _newest(client, args.limit)
     ]
     if not rows:
         print("No conversations yet.")
         return
     _print_table(("WORKFLOW ID", "STATUS", "AGENT", "STARTED"), rows)
+
+
+async def _newest(client: Client, limit: int) -> list[WorkflowExecution]:
+    """The ``limit`` conversations started last, newest first.
+
+    Temporal's SQL visibility has no ORDER BY and lists the open ones first, then the others by
+    close time: so count back over a doubling span of start times until it holds ``limit`` of them
+    (or all there are), and sort what it holds.
+    """
+    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+    total = (await client.count_workflows(query)).count
+    now, window = datetime.now(UTC), LIST_WINDOW
+    scoped = query
+    while total > limit:
+        scoped = f"{query} AND StartTime >= '{(now - window).isoformat()}'"
+        if (await client.count_workflows(scoped)).count >= limit:
+            break
+        window *= 2
+    found = [wf async for wf in client.list_workflows(scoped)]
+    return sorted(found, key=lambda wf: wf.start_time, reverse=True)[:limit]
 
 
 def _agent_state(wf: WorkflowExecution) -> str:
@@ -601,6 +668,8 @@ def _unreadable(error: Exception) -> str | None:
     """Why what the worker wrote cannot be read here (its key, its payload store), or None."""
     if isinstance(error, EncryptionKeyError):
         return f"cannot decrypt: {error}"
+    if isinstance(error, PayloadStoreMismatchError):
+        return str(error)
     if isinstance(error, KeyError) and ENCODING.decode() in str(error):
         return f"cannot decrypt: the conversation is encrypted; set {ENV_VAR} to the worker's keys"
     if isinstance(error, PayloadMissingError | StoreDown):
@@ -613,17 +682,32 @@ def _fail(message: str) -> int:
     return 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose refusals are one line, as the starter's other errors (exit code 2, argparse's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog.removeprefix('starter.py ')}: {message} (see --help)\n")
+
+
+def _positive(given: str) -> int:
+    """``--limit``: 0 or less would list nothing and look like an empty namespace."""
+    if not given.isdigit() or int(given) == 0:
+        raise argparse.ArgumentTypeError(f"give a whole number from 1 on, not {given!r}")
+    return int(given)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Durable agent conversations on Temporal.")
+    p = _Parser(prog="starter.py", description="Durable agent conversations on Temporal.")
     p.add_argument("--task-queue", help="default: AGENT_TASK_QUEUE, or agents")
+    p.add_argument("--traceback", action="store_true", help="an unexpected error prints its traceback")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("start", help="start a conversation")
     s.add_argument("prompt", nargs="?", help="the first message (or --file)")
     s.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
-    s.add_argument("--agent", default="demo")
+    s.add_argument("--agent", required=True, help="the agent's name (agents/NAME.toml), such as demo")
     s.add_argument("--id", help="workflow id (default: generated)")
-    s.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    s.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
     s.add_argument("--max-iterations", type=int)
     s.add_argument("--on-limit", choices=["final_answer", "stop", "fail"])
     s.add_argument("--model", help="another model name for the agent's provider")
@@ -642,19 +726,21 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--prompt", help="a new question after message N (default: ask message N again)")
     f.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
     f.add_argument("--id", help="workflow id of the fork (default: generated)")
-    f.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    f.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
     f.set_defaults(func=fork)
 
     m = sub.add_parser("send", help="send a follow-up message and print the reply")
     m.add_argument("workflow_id")
     m.add_argument("text", nargs="?", help="the message (or --file)")
     m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
-    m.add_argument("--agent", help="start the conversation with this agent if it is not running")
+    m.add_argument(
+        "--agent", help="start the conversation with this agent if it does not exist (refused if another's)"
+    )
     m.set_defaults(func=send)
 
     c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
     c.add_argument("workflow_id", nargs="?")
-    c.add_argument("--agent", default="demo")
+    c.add_argument("--agent", help="the agent of a new chat")
     c.set_defaults(func=chat)
 
     e = sub.add_parser("end", help="close a chat after its current turn")
@@ -718,46 +804,66 @@ def parser() -> argparse.ArgumentParser:
     sv.set_defaults(func=serve_events)
 
     ls = sub.add_parser("list", help="recent conversations")
-    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
     return p
 
 
 async def run(argv: Sequence[str] | None = None) -> int:
+    """The command's exit code; whatever goes wrong is one line on stderr, ``error: ...``."""
     args = parser().parse_args(argv)
     try:
-        args.settings = Settings.from_env()
-        data_converter(args.settings)
-    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY, AGENT_DATABASE_URL or AGENT_UI_URL
-        return _fail(str(e))
-    args.task_queue = args.task_queue or args.settings.task_queue
-    try:
-        client = await connect(args.settings)
-    except Exception as e:  # the Rust core's connection errors share no public type
-        print(f"error: cannot connect to Temporal at {connect_config()['target_host']}: {e}", file=sys.stderr)
-        print("hint: start a worker (python worker.py), which starts the embedded server", file=sys.stderr)
-        return 1
-    try:
-        await args.func(client, args)
+        await _command(args)
     except CommandError as e:
         return _fail(str(e))
+    except NoWorkerError as e:
+        return _fail(f"{args.workflow_id}: {e}")
     except WorkflowFailureError as e:
         return _fail(f"conversation failed: {_failure_message(e)}")
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             return _fail(f"{getattr(args, 'workflow_id', '')}: {e.message}")
         return _fail(e.message)
+    except BrokenPipeError:
+        raise  # the reader left: nothing to say (``main``)
     except Exception as e:
-        if (reason := _unreadable(e)) is None:
+        if (reason := _unreadable(e)) is not None:
+            return _fail(reason)
+        if args.traceback:
             raise
-        return _fail(reason)
+        return _fail(f"unexpected {type(e).__name__}: {e} (--traceback shows where)")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python starter.py ...``: the exit code; a bug prints its traceback and gives 1."""
+async def _command(args: argparse.Namespace) -> None:
+    """Settings, connection, then the command; what stops the first two is a ``CommandError``."""
     try:
-        return asyncio.run(run(argv))
+        args.settings = Settings.from_env()
+        data_converter(args.settings)
+    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY, AGENT_DATABASE_URL or AGENT_UI_URL
+        raise CommandError(str(e)) from e
+    args.task_queue = args.task_queue or args.settings.task_queue
+    try:
+        client = await connect(args.settings)
+    except Exception as e:  # the Rust core's connection errors share no public type
+        raise CommandError(
+            f"cannot connect to Temporal at {connect_config()['target_host']}; start a worker"
+            f" (python worker.py), which starts the embedded server ({e})"
+        ) from e
+    await args.func(client, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python starter.py ...``: the exit code. Output cut by a reader that left (``| head``) ends
+    quietly with 141, as a process killed by SIGPIPE; with ``--traceback``, an unexpected error
+    prints its traceback and gives 1."""
+    try:
+        code = asyncio.run(run(argv))
+        sys.stdout.flush()  # here, not at exit: a reader that left is heard while it can be handled
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what was left to print goes nowhere
+        return 141
     except KeyboardInterrupt:  # how `watch` is left
         return 130
     except Exception:

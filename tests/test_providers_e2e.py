@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from durable_agents.converter import FAILURE_LIMIT
 from tests.conftest import Env
 from tests.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
 from workflows.activity_refs import CALL_MODEL
@@ -221,6 +223,34 @@ async def test_server_error_500_is_retried(env: Env, fake: FakeProvider) -> None
     result = await env.run(ConversationInput(prompt="hi", agent="calculator-openai"))
     assert result.final_text == "12 + 30 = 42."
     assert len(fake.received) == 2
+
+
+async def test_a_retried_failure_with_a_long_message_reads_its_first_line_in_history(
+    env: Env, fake: FakeProvider
+) -> None:
+    # 20 KB of error body: the failure with its stack traces would be over Temporal's 4 KB limit,
+    # which the server would record as "Failure exceeds size limit." instead.
+    fake.queue(
+        error_reply(500, "The server had an error.\n" + "upstream said: overloaded " * 800),
+        _recorded("openai_text_response.json"),
+    )
+    spec = AgentSpec(
+        name="retrying",
+        model=ModelSettings(provider="openai", model="gpt-4o-mini"),
+        model_call=CallPolicy(initial_retry_seconds=0.1, max_retry_seconds=0.1),
+    )
+    handle = await env.start(ConversationInput(prompt="hi", agent_spec=spec))
+    assert (await handle.result()).final_text == "12 + 30 = 42."
+
+    [retried] = [
+        e.activity_task_started_event_attributes
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    failure = retried.last_failure
+    assert (retried.attempt, failure.application_failure_info.type) == (2, "ProviderHTTP500")
+    assert failure.message.splitlines()[0] == "openai returned HTTP 500: The server had an error."
+    assert failure.ByteSize() <= FAILURE_LIMIT
 
 
 async def test_hung_response_times_out_and_is_retried(env: Env, fake: FakeProvider) -> None:

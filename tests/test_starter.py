@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
+from durable_agents import starter_cli as starter
 from tests.conftest import Env, starter_cli, wait_for_pending
+from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput
 
 
 async def test_start_pending_approve_and_history(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,3 +84,129 @@ async def test_duplicate_id_is_refused(env: Env, capsys: pytest.CaptureFixture[s
     await starter_cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
     code, _, err = await starter_cli(env, capsys, "start", "hi", "--agent", "demo", "--id", "cli-dup")
     assert (code, err) == (1, "error: a conversation with id 'cli-dup' already exists\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["start", "hi"], "error: start: the following arguments are required: --agent (see --help)\n"),
+        (
+            ["list", "--limit", "0"],
+            "error: list: argument --limit: give a whole number from 1 on, not '0' (see --help)\n",
+        ),
+        (
+            ["list", "--limit", "-5"],
+            "error: list: argument --limit: give a whole number from 1 on, not '-5' (see --help)\n",
+        ),
+    ],
+    ids=["start-without-agent", "limit-0", "limit-negative"],
+)
+async def test_a_command_line_argparse_refuses_is_one_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], error: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        await starter.run(argv)
+    assert (info.value.code, capsys.readouterr()) == (2, ("", error))
+
+
+async def test_a_new_chat_without_an_agent_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await starter_cli(env, capsys, "chat") == (
+        1,
+        "",
+        "error: give --agent NAME to start a chat, or the id of one to join\n",
+    )
+
+
+async def test_status_and_history_of_a_conversation_no_worker_serves_say_so_at_once(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_queue = f"tq-none-{uuid.uuid4().hex[:8]}"
+    handle = await env.client.start_workflow(
+        AgentWorkflow.run,
+        ConversationInput(prompt="hi", agent="demo"),
+        id=f"cli-nobody-{task_queue}",
+        task_queue=task_queue,
+    )
+    try:
+        for command in ("status", "history"):
+            assert await starter_cli(env, capsys, command, handle.id) == (
+                1,
+                "",
+                f"error: {handle.id}: no worker is polling task queue {task_queue}\n",
+            )
+    finally:
+        await handle.terminate()
+
+
+async def test_wait_on_a_chat_returns_its_first_reply_and_so_does_a_fork_of_it(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # long-chat is a chat by its agent file: the starter does not know it, the event stream tells.
+    origin_id, fork_id = f"cli-chat-{uuid.uuid4().hex[:8]}", f"cli-chat-fork-{uuid.uuid4().hex[:8]}"
+    code, out, err = await starter_cli(
+        env,
+        capsys,
+        "start",
+        "Remember that my order is 12345.",
+        "--agent",
+        "long-chat",
+        "--id",
+        origin_id,
+        "--wait",
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines()[2:] == _first_reply(origin_id)
+
+    code, out, err = await starter_cli(env, capsys, "fork", origin_id, "--at", "2", "--id", fork_id, "--wait")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[2:] == _first_reply(fork_id)
+    for workflow_id in (origin_id, fork_id):
+        await env.client.get_workflow_handle(workflow_id).terminate()
+
+
+def _first_reply(workflow_id: str) -> list[str]:
+    """What ``--wait`` prints after the Web UI link for long-chat's first reply."""
+    return [
+        "Noted: order 12345.",
+        "-- stop reason: completed; iterations: 1; the chat stays open:"
+        f" python starter.py send {workflow_id} TEXT (end {workflow_id} closes it)",
+    ]
+
+
+async def test_send_with_another_agent_to_a_running_conversation_is_refused(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflow_id = f"cli-other-{uuid.uuid4().hex[:8]}"
+    assert (await starter_cli(env, capsys, "send", workflow_id, "hello", "--agent", "long-chat"))[:2] == (
+        0,
+        "Noted: order 12345.\n",
+    )
+
+    assert await starter_cli(env, capsys, "send", workflow_id, "and now?", "--agent", "demo") == (
+        1,
+        "",
+        f"error: not sent: {workflow_id} is a conversation with agent long-chat, not demo;"
+        " send without --agent, or to a new id\n",
+    )
+    history = await env.client.get_workflow_handle_for(AgentWorkflow.run, workflow_id).query(
+        AgentWorkflow.history
+    )
+    assert [m.text for m in history.messages if m.kind == "user"] == ["hello"]  # nothing sent
+    await env.client.get_workflow_handle(workflow_id).terminate()
+
+
+async def test_an_unexpected_error_is_one_line_and_traceback_shows_where(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(settings: object) -> None:
+        raise RuntimeError("the converter broke")
+
+    monkeypatch.setattr(starter, "data_converter", broken)
+
+    assert await starter_cli(env, capsys, "list") == (
+        1,
+        "",
+        "error: unexpected RuntimeError: the converter broke (--traceback shows where)\n",
+    )
+    with pytest.raises(RuntimeError):
+        await starter.run(["--traceback", "list"])

@@ -15,20 +15,24 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.converter import StorageDriver, StorageDriverClaim
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from durable_agents.codec import EncryptionCodec
-from durable_agents.converter import data_converter
+from durable_agents.converter import PayloadStoreMismatchError, data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
+from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, wait_for_pending
 from tests.fake_provider import FakeProvider, openai_completion, openai_stream
@@ -97,7 +101,15 @@ async def _demo_awaiting_approval(
     workflow_id = _id(prefix)
     leftovers.append(workflow_id)
     code, _, err = await starter(
-        server, "--task-queue", task_queue, "start", "What is (12 + 30) * 2?", "--id", workflow_id
+        server,
+        "--task-queue",
+        task_queue,
+        "start",
+        "What is (12 + 30) * 2?",
+        "--agent",
+        "demo",
+        "--id",
+        workflow_id,
     )
     assert (code, err) == (0, "")
     handle = client.get_workflow_handle(workflow_id)
@@ -126,6 +138,52 @@ async def test_a_payload_missing_from_the_payload_store_is_one_line(
         r" use the worker's payload store \(AGENT_PAYLOAD_STORE or AGENT_DATABASE_URL\)\n",
         err,
     ), err
+
+
+async def test_a_payload_in_a_store_of_another_kind_is_one_line_naming_the_setting(
+    server: EmbeddedServer, env: Env
+) -> None:
+    # The worker keeps large payloads in its SQLite file; this starter is set up for PostgreSQL
+    # (never reached: the reference names the store, so the starter knows at once).
+    handle = await env.start(conversation(_answering("Noted."), "x" * 140_000), _id("cli-big-sqlite"))
+    await handle.result()
+
+    assert await starter(
+        server, "history", handle.id, AGENT_DATABASE_URL="postgresql://agent@127.0.0.1:9/agent"
+    ) == (
+        1,
+        "",
+        "error: large payloads are in payload store agent-sqlite, not in this process's agent-postgres:"
+        " a SQLite file: unset AGENT_DATABASE_URL and set AGENT_PAYLOAD_STORE to the worker's\n",
+    )
+
+
+async def test_a_reference_to_a_postgres_payload_store_names_its_setting_where_sqlite_is_used(
+    tmp_path: Path,
+) -> None:
+    class InMemory(StorageDriver):
+        def __init__(self) -> None:
+            self.kept: dict[str, Payload] = {}
+
+        def name(self) -> str:
+            return "agent-postgres"
+
+        async def store(self, context: Any, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+            self.kept |= {str(i): p for i, p in enumerate(payloads, start=len(self.kept))}
+            return [StorageDriverClaim(claim_data={"key": str(len(self.kept) - 1)})]
+
+        async def retrieve(self, context: Any, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+            return [self.kept[c.claim_data["key"]] for c in claims]
+
+    settings = Settings(payload_store=tmp_path / "payloads.db")
+    [reference] = await data_converter(settings, InMemory()).encode(["x" * 140_000])
+
+    with pytest.raises(PayloadStoreMismatchError) as info:
+        await data_converter(settings).decode([reference], [str])
+    assert str(info.value) == (
+        "large payloads are in payload store agent-postgres, not in this process's agent-sqlite:"
+        " a PostgreSQL database: set AGENT_DATABASE_URL to the worker's"
+    )
 
 
 KEY = base64.b64encode(bytes(range(32))).decode()
@@ -183,7 +241,7 @@ async def test_local_input_errors_give_the_first_error_on_one_line(server: Embed
         "",
         "error: invalid decision: call_id: String should have at least 1 character\n",
     )
-    assert await starter(server, "start", "", "--max-iterations", "0") == (
+    assert await starter(server, "start", "", "--agent", "demo", "--max-iterations", "0") == (
         1,
         "",
         "error: invalid input: prompt: String should have at least 1 character (and 1 more)\n",
@@ -235,6 +293,31 @@ async def test_an_update_refused_with_pydantic_text_gives_its_first_error(
     )
 
 
+async def test_no_server_is_one_line(server: EmbeddedServer) -> None:
+    code, out, err = await starter(server, "list", TEMPORAL_ADDRESS="127.0.0.1:1")
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert err.startswith(
+        "error: cannot connect to Temporal at 127.0.0.1:1; start a worker (python worker.py),"
+        " which starts the embedded server ("
+    ), err
+
+
+async def test_output_cut_by_a_reader_that_left_ends_quietly(server: EmbeddedServer) -> None:
+    """``starter.py list | head -0``: the pipe's reader is gone before the starter writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    environ = os.environ | {"TEMPORAL_ADDRESS": server.address}
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "starter.py", "list"],
+            cwd=REPO, env=environ, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 # ---------------------------------------------------------------------------------------------------
 # Nothing done, non-zero exit
 
@@ -282,7 +365,7 @@ async def test_web_ui_link_uses_agent_ui_url_and_quotes_the_id(
     quoted = workflow_id.replace("/", "%2F")
     leftovers += [workflow_id, f"{workflow_id}-2"]
     code, out, err = await starter(
-        server, "--task-queue", _id("tq-none"), "start", "hi", "--id", workflow_id,
+        server, "--task-queue", _id("tq-none"), "start", "hi", "--agent", "demo", "--id", workflow_id,
         AGENT_UI_URL="https://temporal.example.com/ui/",
     )  # fmt: skip
     assert (code, out, err) == (
@@ -292,7 +375,7 @@ async def test_web_ui_link_uses_agent_ui_url_and_quotes_the_id(
     )
 
     code, out, _ = await starter(
-        server, "--task-queue", _id("tq-none"), "start", "hi", "--id", f"{workflow_id}-2"
+        server, "--task-queue", _id("tq-none"), "start", "hi", "--agent", "demo", "--id", f"{workflow_id}-2"
     )
     assert out.splitlines()[1] == f"Web UI: http://localhost:8233/namespaces/default/workflows/{quoted}-2"
 
@@ -301,7 +384,9 @@ async def test_a_web_ui_address_that_is_no_url_is_refused_before_anything_starts
     server: EmbeddedServer,
 ) -> None:
     workflow_id = _id("cli-ui-bad")
-    assert await starter(server, "start", "hi", "--id", workflow_id, AGENT_UI_URL="temporal.example.com") == (
+    assert await starter(
+        server, "start", "hi", "--agent", "demo", "--id", workflow_id, AGENT_UI_URL="temporal.example.com"
+    ) == (
         1,
         "",
         "error: AGENT_UI_URL must be an http:// or https:// address, not 'temporal.example.com'\n",
@@ -330,6 +415,8 @@ async def test_start_takes_a_prompt_too_long_for_an_argument_from_a_file(
         "--task-queue",
         env.task_queue,
         "start",
+        "--agent",
+        "demo",
         "--file",
         str(tmp_path / "prompt.txt"),
         "--id",
@@ -357,14 +444,20 @@ async def test_send_takes_the_message_from_stdin(server: EmbeddedServer, env: En
 @pytest.mark.parametrize(
     ("argv", "error"),
     [
-        (["start"], "error: give the prompt as an argument, or with --file PATH (--file - reads stdin)\n"),
-        (["start", "hi", "--file", "-"], "error: give the prompt as an argument or with --file, not both\n"),
+        (
+            ["start", "--agent", "demo"],
+            "error: give the prompt as an argument, or with --file PATH (--file - reads stdin)\n",
+        ),
+        (
+            ["start", "hi", "--agent", "demo", "--file", "-"],
+            "error: give the prompt as an argument or with --file, not both\n",
+        ),
         (
             ["send", "some-id"],
             "error: give the message as an argument, or with --file PATH (--file - reads stdin)\n",
         ),
         (
-            ["start", "--file", "no/such/prompt.txt"],
+            ["start", "--agent", "demo", "--file", "no/such/prompt.txt"],
             "error: cannot read --file no/such/prompt.txt: No such file or directory\n",
         ),
     ],
@@ -379,7 +472,7 @@ async def test_prompt_and_file_exactly_one_of_them(
 async def test_a_file_that_is_not_utf8_is_refused(server: EmbeddedServer, tmp_path: Path) -> None:
     (tmp_path / "image.bin").write_bytes(b"GIF89a\xff\xfe")
     path = str(tmp_path / "image.bin")
-    assert await starter(server, "start", "--file", path) == (
+    assert await starter(server, "start", "--agent", "demo", "--file", path) == (
         1,
         "",
         f"error: --file {path} is not UTF-8 text (byte 6)\n",
@@ -495,6 +588,12 @@ async def test_list_has_a_header_aligned_columns_the_agent_status_and_name(
 
     assert (code, err) == (0, "")
     header, *lines = out.splitlines()
+    # Newest first, open or not.
+    assert [line.split()[0] for line in lines if line.split()[0] in expected] == [
+        stopped.id,
+        finished.id,
+        waiting.id,
+    ]
     assert header.split() == ["WORKFLOW", "ID", "STATUS", "AGENT", "STARTED"]
     columns = [header.index(name) for name in ("STATUS", "AGENT", "STARTED")]
     mine = {line.split()[0]: line for line in lines if line.split()[0] in expected}
@@ -503,6 +602,26 @@ async def test_list_has_a_header_aligned_columns_the_agent_status_and_name(
         started = (await env.client.get_workflow_handle(workflow_id).describe()).start_time
         cells = [line[start:end].strip() for start, end in zip([0, *columns], [*columns, None], strict=True)]
         assert cells == [workflow_id, *expected[workflow_id], f"{started:%Y-%m-%d %H:%M:%S}Z"]
+
+
+async def test_list_limit_gives_the_newest_conversations(
+    server: EmbeddedServer, env: Env, client: Client, leftovers: list[str]
+) -> None:
+    older_open = await client.start_workflow(
+        AgentWorkflow.run, conversation(_answering("never")), id=_id("cli-older"), task_queue=_id("tq-none")
+    )
+    leftovers.append(older_open.id)
+    newer = await env.start(conversation(_answering("Done.")), _id("cli-newer"))
+    await newer.result()
+    await _visible(env.client, f'WorkflowId = "{newer.id}" AND AgentStatus = "completed"')
+
+    code, out, err = await starter(server, "list", "--limit", "1")
+
+    assert (code, err) == (0, "")
+    assert [line.split()[:2] for line in out.splitlines()] == [
+        ["WORKFLOW", "ID"],
+        [newer.id, "completed"],
+    ]
 
 
 async def _visible(client: Client, query: str) -> None:
@@ -603,7 +722,11 @@ async def test_pending_lists_the_others_when_a_conversation_s_worker_is_gone(
         [alive.id, "call_3_0", "write_file"]
     ]
     [warning] = [line for line in err.splitlines() if gone.id in line]
-    assert warning.startswith(f"warning: {gone.id}: no answer: ")
+    # Its queue was polled moments ago, so the query is made, and nobody answers it.
+    assert (
+        warning
+        == f"warning: {gone.id}: no answer: no worker polling task queue {task_queue} answered within 10 s"
+    )
     _only_warnings_about_others(err, alive.id)
 
 

@@ -62,7 +62,10 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
     finally:
         await connection.close()
     assert versions == [SCHEMA_VERSION]
-    assert tables == {"agent_schema", "agent_messages", "agent_results", "agent_payloads", "agent_files"}
+    assert tables == {
+        "agent_schema", "agent_store", "agent_messages", "agent_results", "agent_payloads", "agent_files",
+    }  # fmt: skip
+    assert len({w.identity for w in workers}) == 1  # one store, one identity, whoever made it
 
     newer = Database(url)
     with pytest.raises(SchemaError) as info:

@@ -63,7 +63,13 @@ class AgentActivities:
         self._models = ModelActivities(store, providers, registry, identity)
         resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp, identity)
         tools = ToolActivities(
-            registry, workspaces, idempotency or stores.idempotency_store(), hooks, self._mcp, identity
+            registry,
+            workspaces,
+            idempotency or stores.idempotency_store(),
+            hooks,
+            self._mcp,
+            identity,
+            stores.payload_driver().ping,
         )
         self.resolve_agent = resolver.resolve_agent
         self.call_model = self._models.call_model

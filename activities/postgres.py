@@ -272,6 +272,10 @@ class PostgresPayloadDriver(StorageDriver):
     def name(self) -> str:
         return "agent-postgres"
 
+    async def ping(self) -> None:
+        """Wait (``patiently``) until the store answers."""
+        await self._db.run(lambda c: c.fetchval("SELECT 1"))
+
     def __str__(self) -> str:
         return str(self._db)
 

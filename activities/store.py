@@ -34,6 +34,8 @@ from workflows.messages import Message
 
 T = TypeVar("T")
 MESSAGE = TypeAdapter(Message)
+PAYLOAD_THRESHOLD = 128 * 1024
+"""Payloads from this size on go to the payload store; history keeps a reference."""
 
 
 def masked(url: str) -> str:
@@ -168,6 +170,10 @@ class SQLitePayloadDriver(StorageDriver):
 
     def name(self) -> str:
         return "agent-sqlite"
+
+    async def ping(self) -> None:
+        """Wait (``patiently``) until the store answers."""
+        await self._file.read("SELECT 1", ())
 
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]

@@ -1,8 +1,17 @@
-"""The tool activity: one call to a registry tool or an MCP server's, then the post_tool_use hooks."""
+"""The tool activity: one call to a registry tool or an MCP server's, then the post_tool_use hooks.
+
+A tool's body that has returned is never reported as failed for a store's sake: a large outcome
+(kept in the payload store as the activity completes) waits, heartbeating, until that store answers,
+and the worker keeps it meanwhile, so an attempt run again after the outage (``workflows/outages.py``)
+returns it instead of running the body again. With ``ctx.once`` an effect's result is also in the
+idempotency store, for a retry on any host.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from temporalio import activity
 
@@ -11,6 +20,7 @@ from activities.hooks import HookRegistry
 from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool
 from activities.outages import StoreIdentity
+from activities.store import PAYLOAD_THRESHOLD
 from activities.tools import ToolRegistry
 from activities.tools.workspace import Workspaces
 from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
@@ -29,30 +39,57 @@ class ToolActivities:
     mcp: LazyMCPPool
     stores: StoreIdentity
     """Checked before the tool runs: a conversation's effects happen against its own stores only."""
+    payload_store_answers: Callable[[], Awaitable[None]]
+    """Returns once the payload store answers (``patiently``): a large outcome is stored as the
+    activity completes, when it can no longer heartbeat."""
+    _finished: OrderedDict[str, ToolOutcome] = field(default_factory=OrderedDict)
+    """Large outcomes by idempotency key, kept for an attempt run again after a store outage."""
 
     @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
         await self.stores.check(invocation.stores, _conversation_key(invocation))
+        if (kept := self._finished.get(invocation.idempotency_key)) is not None:
+            activity.logger.info("tool %s ran before this attempt: its outcome as kept", invocation.name)
+            return kept
+        async with heartbeating():
+            outcome = await self._run(invocation)
+            if len(outcome.content) >= LARGE:
+                self._keep(invocation.idempotency_key, outcome)
+                await self.payload_store_answers()
+        return outcome
+
+    def _keep(self, key: str, outcome: ToolOutcome) -> None:
+        self._finished[key] = outcome
+        while len(self._finished) > KEPT:
+            self._finished.popitem(last=False)
+
+    async def _run(self, invocation: ToolInvocation) -> ToolOutcome:
         workspace = self.workspaces.open(_conversation_key(invocation))
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
         activity.logger.info("running tool %s", invocation.name, extra=log)
-        async with heartbeating():
-            if invocation.mcp is not None:
-                outcome = await self.mcp.pool.call(
-                    invocation.mcp,
-                    invocation.mcp_tool or invocation.name,
-                    invocation.arguments,
-                    invocation.idempotency_key,
-                )
-            else:
-                outcome = await self.registry.run(invocation, workspace, self.idempotency)
-            if invocation.post_hooks:
-                context = HookContext(conversation_id=invocation.conversation_id, call_id=invocation.call_id)
-                about = HookInvocation(
-                    hook="", context=context, tool=invocation.name, arguments=invocation.arguments
-                )
-                outcome = await self.hooks.redact(invocation.post_hooks, about, outcome)
+        if invocation.mcp is not None:
+            outcome = await self.mcp.pool.call(
+                invocation.mcp,
+                invocation.mcp_tool or invocation.name,
+                invocation.arguments,
+                invocation.idempotency_key,
+            )
+        else:
+            outcome = await self.registry.run(invocation, workspace, self.idempotency)
+        if invocation.post_hooks:
+            context = HookContext(conversation_id=invocation.conversation_id, call_id=invocation.call_id)
+            about = HookInvocation(
+                hook="", context=context, tool=invocation.name, arguments=invocation.arguments
+            )
+            outcome = await self.hooks.redact(invocation.post_hooks, about, outcome)
         return _truncated(outcome, invocation.max_output_chars)
+
+
+LARGE = PAYLOAD_THRESHOLD // 2
+"""Outcomes from this many characters on may reach the payload store (JSON escapes and encryption
+add bytes: half the threshold is on the safe side)."""
+KEPT = 64
+"""Large outcomes a worker keeps for attempts run again (the oldest go first)."""
 
 
 def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:

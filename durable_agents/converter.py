@@ -25,11 +25,9 @@ from temporalio.converter import (
 )
 from temporalio.converter import PayloadConverter as SDKPayloadConverter
 
+from activities.store import PAYLOAD_THRESHOLD
 from durable_agents.codec import codec_for
 from durable_agents.settings import Settings
-
-PAYLOAD_THRESHOLD = 128 * 1024
-"""Payloads from this size on go to the payload store; history keeps a reference."""
 
 PAYLOAD_STORES = {
     "agent-sqlite": "a SQLite file: unset AGENT_DATABASE_URL and set AGENT_PAYLOAD_STORE to the worker's",

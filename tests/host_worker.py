@@ -13,11 +13,12 @@ import sys
 
 from temporalio.client import Client
 
-from activities.tools import default_registry, tool
+from activities.tools import ToolContext, default_registry, tool
 from durable_agents.converter import data_converter
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from tests.fault_worker import charge, slow_step
+from workflows.config import CallPolicy
 
 
 @tool
@@ -29,6 +30,18 @@ def emit(chars: int, seed: int) -> str:
         seed: Makes each text different.
     """
     return big_text(chars, seed)
+
+
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=3))
+async def charge_and_report(amount: float, chars: int, ctx: ToolContext) -> str:
+    """Charge a card once, work for FAULT_AFTER_EFFECT seconds, then return a long report.
+
+    Args:
+        amount: Euros.
+        chars: Length of the report.
+    """
+    receipt = await charge.function(amount, ctx)
+    return f"{receipt}\n{big_text(chars, int(amount))}"
 
 
 def big_text(chars: int, seed: int) -> str:
@@ -44,7 +57,7 @@ async def main() -> None:
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],
-        registry=default_registry(slow_step, charge, emit),
+        registry=default_registry(slow_step, charge, emit, charge_and_report),
         stores=stores,
     )
     async with worker:

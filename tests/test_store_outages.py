@@ -24,6 +24,7 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import wait_for_pending
+from tests.host_worker import big_text
 from tests.postgres import Postgres
 from tests.test_several_hosts import AUTO, TOOLS, Host
 from workflows.agent import AgentWorkflow
@@ -275,3 +276,35 @@ async def test_two_hosts_on_two_databases_each_refuse_the_others_conversations(
     for host, theirs, mine in ((a, ids[1], ids[0]), (b, ids[0], ids[1])):
         log = (host.folder / "worker.log").read_text()
         assert f": its stores are {theirs}, this worker's are {mine}" in log, host.folder
+
+
+@pytest.mark.parametrize("three_hosts", [{"FAULT_AFTER_EFFECT": "2"}], indirect=True)
+async def test_a_tool_that_returns_during_an_outage_is_reported_as_it_returned(
+    shared: Client, three_hosts: tuple[list[Host], str], tmp_path: Path, postgres: Postgres
+) -> None:
+    """The tool charged (its receipt stored), then returned a 300 KB report while the database, which
+    keeps large payloads, was down: the model reads the report, and the card was charged once."""
+    [host, *_], task_queue = three_hosts
+    await asyncio.to_thread(host.start)
+    agent = scripted_agent(
+        step("", ("charge_and_report", {"amount": 7, "chars": 300_000})),
+        step("done"),
+        tools=["charge_and_report"],
+        max_tool_output_chars=400_000,
+    )
+    handle = await shared.start_workflow(
+        AgentWorkflow.run, conversation(agent), id=f"report-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    await _when_charged(tmp_path / "effects.txt.recorded", 1)  # the receipt is stored; 2 s to go
+    await asyncio.to_thread(postgres.stop)
+    try:
+        await asyncio.sleep(20)
+    finally:
+        await asyncio.to_thread(postgres.start)
+    result = await asyncio.wait_for(handle.result(), timeout=120)
+
+    [call] = result.tool_calls
+    assert (call.is_error, call.content) == (False, f"charged 7 EUR\n{big_text(300_000, 7)}")
+    assert (
+        tmp_path / "effects.txt"
+    ).read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 7\n"

@@ -19,7 +19,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio import activity
@@ -62,7 +61,7 @@ async def patiently(op: Callable[[], Awaitable[T]], budget: float) -> T:
             _say(e)
             if loop.time() + delay > deadline:
                 if activity.in_activity():
-                    outage = StoreOutage(store=e.store, reason=e.reason, since=_utc(since), budget=budget)
+                    outage = StoreOutage(store=e.store, reason=e.reason, since=since, budget=budget)
                     raise ApplicationError(
                         str(e), *outage.details(), type=STORE_UNAVAILABLE, non_retryable=True
                     ) from e
@@ -90,7 +89,7 @@ def stores_differ(mine: str, theirs: str) -> ApplicationError:
     outage = StoreOutage(
         store=theirs,
         reason=f"this worker's stores are {mine}",
-        since=_utc(time.time()),
+        since=time.time(),
         budget=0,
         wrong_worker=True,
     )
@@ -142,7 +141,3 @@ def _patience(budget: float) -> float:
     timeout = info.start_to_close_timeout.total_seconds()
     left = timeout - (time.time() - info.started_time.timestamp()) - min(timeout * MARGIN, 5.0)
     return max(0.0, min(budget, left))
-
-
-def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)

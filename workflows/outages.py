@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
@@ -35,15 +35,15 @@ class StoreOutage:
     store: str
     """The store, as the worker names it (a masked URL or a file)."""
     reason: str
-    since: datetime
-    """When the activity first found it unavailable."""
+    since: float
+    """When the activity first found it unavailable (seconds since the epoch)."""
     budget: float
     """``AGENT_STORE_OUTAGE_SECONDS`` of that worker: how long an outage lasts before it shows."""
     wrong_worker: bool = False
     """The worker's stores are not the conversation's (another worker should take the call)."""
 
     def details(self) -> list[Any]:
-        return [self.store, self.reason, self.since.timestamp(), self.budget]
+        return [self.store, self.reason, self.since, self.budget]
 
     @classmethod
     def of(cls, err: BaseException) -> StoreOutage | None:
@@ -55,7 +55,7 @@ class StoreOutage:
                 return cls(
                     store=str(store or "a store"),
                     reason=str(reason or cause.message),
-                    since=datetime.fromtimestamp(float(since or 0), UTC),
+                    since=float(since or 0),
                     budget=float(budget or 0),
                     wrong_worker=cause.type == STORES_DIFFER,
                 )

@@ -4,7 +4,6 @@ writer, so they never disagree."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -38,7 +37,7 @@ class StatusBoard:
         self._known = TypedSearchAttributes.empty
         self._events = events
         self._published = ("", "")
-        self._outage_since: datetime | None = None
+        self._outage_since: float | None = None
         self._before_outage: tuple[str, str] | None = None
         """State and detail to go back to when the store that kept a call waiting answers."""
 
@@ -98,7 +97,7 @@ class StatusBoard:
         if self._outage_since is None:  # the first call that gave up: the outage began when it met it
             self._outage_since = outage.since
             workflow.logger.warning("waiting for %s: %s", outage.store, outage.reason)
-        if (workflow.now() - self._outage_since).total_seconds() < outage.budget:
+        if workflow.now().timestamp() - self._outage_since < outage.budget:
             return
         if self._before_outage is None:
             self._before_outage = (self.view.state, self.view.detail)

@@ -12,10 +12,12 @@ call or the conversation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from temporalio.api.common.v1 import Payload
@@ -33,7 +35,7 @@ from workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -44,6 +46,10 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE agent_payloads (key text PRIMARY KEY, data bytea NOT NULL)",
         "CREATE TABLE agent_files (workspace text NOT NULL, path text NOT NULL, data bytea NOT NULL,"
         " PRIMARY KEY (workspace, path))",
+    ],
+    2: [  # PostgresLeases
+        "CREATE TABLE agent_workers (worker text PRIMARY KEY, server text NOT NULL,"
+        " refreshed_at timestamptz NOT NULL, record text NOT NULL)",
     ],
 }
 _SCHEMA_LOCK = 7_233_001
@@ -106,6 +112,11 @@ class Database:
         self._schema = None
         if opening is not None and opening.done() and not _failed(opening):
             await opening.result().close()
+
+    async def tables_again(self) -> None:
+        """Make the tables again (they were found gone); ``StoreDown`` when the database cannot."""
+        self._schema = None
+        await self._once(lambda c: c.fetchval("SELECT 1"))
 
     async def run(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """``op`` on a pooled connection, tried again while the database is out (``patiently``)."""
@@ -396,3 +407,123 @@ def _failed(future: asyncio.Future) -> bool:
 
 def _brief(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+LEASE_DEAD_SECONDS = 1.5
+"""A worker lease not refreshed for this long, by the database's clock, is a dead worker's: three
+refreshes missed (``durable_agents.lost_calls.REFRESH_SECONDS``), and with a sweep every 0.5 s a
+dead host is noticed within 2 s."""
+LEASE_QUERY_TIMEOUT = 2.0
+"""Seconds a lease statement (or connecting for one) may take before the database counts as unreachable."""
+
+_leases_logger = logging.getLogger(__name__)
+
+
+class PostgresLeases:
+    """Worker leases as rows of ``agent_workers``, one per worker (``durable_agents/lost_calls.py``):
+    every host sees every other. A worker refreshes its row; a row the database's clock says was not
+    refreshed for ``LEASE_DEAD_SECONDS`` is a dead worker's (no host's clock counts). While the
+    database is unreachable nobody refreshes, so afterwards every row looks old: a worker judges
+    nobody until its own refreshes have succeeded for ``LEASE_DEAD_SECONDS`` without a break, by
+    which time every live worker has refreshed too.
+
+    The leases have a connection of their own: a refresh never waits behind the stores' queries.
+    """
+
+    def __init__(self, url: str, server: str, worker: str, dead_seconds: float = LEASE_DEAD_SECONDS) -> None:
+        self._url = url
+        self._server = server
+        self._worker = worker
+        self._dead_seconds = dead_seconds
+        self._record = ""
+        self._record_kept = False
+        self._connection: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._trusted_since: float | None = None
+        """When the refreshes that have all succeeded since began (event loop time)."""
+
+    def __str__(self) -> str:
+        return f"PostgreSQL {masked(self._url)}"
+
+    async def hold(self, record: str) -> bool:
+        """Raises ``RuntimeError`` naming the (masked) URL when the database cannot be reached."""
+        await database(self._url).open()  # the table
+        self._record = record
+        if not await self._refresh():
+            raise RuntimeError(f"cannot write the lease to the database at {masked(self._url)}")
+        return True
+
+    async def write(self, record: str | None) -> None:
+        self._record = record or self._record
+        await self._refresh()
+
+    async def sweep(self, reclaim: Callable[[str], Awaitable[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        if self._trusted_since is None or loop.time() - self._trusted_since < self._dead_seconds:
+            return
+        dead = await self._query(
+            "fetch",
+            "SELECT worker, refreshed_at, record FROM agent_workers WHERE server = $1 AND worker <> $2"
+            " AND refreshed_at < now() - make_interval(secs => $3)",
+            self._server,
+            self._worker,
+            self._dead_seconds,
+        )
+        for worker, refreshed_at, record in dead or []:
+            await reclaim(record)
+            await self._query(  # unless it came back meanwhile
+                "execute",
+                "DELETE FROM agent_workers WHERE worker = $1 AND refreshed_at = $2",
+                worker,
+                refreshed_at,
+            )
+
+    async def release(self) -> None:
+        await self._query("execute", "DELETE FROM agent_workers WHERE worker = $1", self._worker)
+        async with self._lock:
+            if self._connection is not None:
+                await self._connection.close(timeout=LEASE_QUERY_TIMEOUT)
+                self._connection = None
+
+    async def _refresh(self) -> bool:
+        inserted = await self._query(
+            "fetchval",
+            "INSERT INTO agent_workers (worker, server, refreshed_at, record) VALUES ($1, $2, now(), $3)"
+            " ON CONFLICT (worker) DO UPDATE SET refreshed_at = now(), record = EXCLUDED.record"
+            " RETURNING xmax = 0",
+            self._worker,
+            self._server,
+            self._record,
+        )
+        if inserted is None:
+            return False
+        if inserted and self._record_kept:  # another worker took this one for dead: its calls were retried
+            _leases_logger.warning("worker lease %s had expired; it is held again", self._worker)
+        self._record_kept = True
+        if self._trusted_since is None:
+            self._trusted_since = asyncio.get_running_loop().time()
+        return True
+
+    async def _query(self, method: str, query: str, *args: object) -> Any:
+        """``connection.<method>(query, *args)``; None when the database cannot be reached: then
+        nobody is judged until the refreshes have succeeded again for ``LEASE_DEAD_SECONDS``."""
+        async with self._lock:
+            try:
+                if self._connection is None or self._connection.is_closed():
+                    self._connection = await asyncpg.connect(self._url, timeout=LEASE_QUERY_TIMEOUT)
+                return await getattr(self._connection, method)(query, *args, timeout=LEASE_QUERY_TIMEOUT)
+            except asyncpg.exceptions.UndefinedTableError:  # the database emptied or made anew
+                with contextlib.suppress(StoreDown):
+                    await database(self._url).tables_again()
+                self._trusted_since = None
+                return None
+            except (*TRANSIENT, asyncpg.exceptions.ReadOnlySQLTransactionError) as e:
+                if self._trusted_since is not None:
+                    _leases_logger.warning(
+                        "worker leases: database %s unreachable: %s", masked(self._url), _brief(e)
+                    )
+                self._trusted_since = None
+                if self._connection is not None:
+                    self._connection.terminate()
+                    self._connection = None
+                return None

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.agent import AgentActivities, WorkerRole
 from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
@@ -32,7 +33,13 @@ from activities.state import StoreSettings
 from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
-from durable_agents.lost_calls import Lease, RecordRunningCalls, watching_for_lost_calls
+from durable_agents.lost_calls import (
+    Lease,
+    RecordCachedConversations,
+    RecordRunningCalls,
+    lease_store,
+    run_with_lease,
+)
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
@@ -107,6 +114,7 @@ class AgentPlugin(SimplePlugin):
         settings = settings or Settings.from_env()
         self._leases = settings.data_dir / "workers"
         stores = stores or settings.stores
+        self._database_url = stores.database_url
         if allow_inline_mcp is None:
             allow_inline_mcp = settings.allow_inline_mcp
         self._activities = AgentActivities(
@@ -144,8 +152,15 @@ class AgentPlugin(SimplePlugin):
             )
         config = super().configure_worker(config)
         client: Client = config["client"]  # type: ignore[typeddict-item]
-        lease = Lease(self._leases, client, config.get("identity") or client.identity)
+        identity = config.get("identity") or client.identity
+        lease = Lease(lease_store(self._database_url, self._leases, client, identity), identity)
         config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
+        config["workflow_runner"] = RecordCachedConversations(
+            config.get("workflow_runner") or SandboxedWorkflowRunner(), lease
+        )
+        config["unsandboxed_workflow_runner"] = RecordCachedConversations(
+            config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
+        )
         for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
             if config.get(option, sdk_default) == sdk_default:
                 config[option] = ours  # type: ignore[literal-required]
@@ -157,15 +172,15 @@ class AgentPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """The activities' resources, the worker's lease (``lost_calls``) and the workflow threads the
-        plugin made end with the worker."""
+        plugin made end with the worker; a lease it cannot keep stops it (``LeaseError``)."""
         if self._providers_to_import:
             names, self._providers_to_import = self._providers_to_import, set()
             threading.Thread(target=import_providers, args=(names,), name="import-sdks", daemon=True).start()
         interceptors = worker.config(active_config=True).get("interceptors", [])
         (lease,) = [each.lease for each in interceptors if isinstance(each, RecordRunningCalls)]
         try:
-            async with self._activities.lifetime(), watching_for_lost_calls(worker.client, lease):
-                await next(worker)
+            async with self._activities.lifetime():
+                await run_with_lease(lease, worker.client, lambda: next(worker), worker.shutdown)
         finally:
             executor = worker.config(active_config=True).get("workflow_task_executor")
             if executor in self._executors:

@@ -1,16 +1,25 @@
-"""The worker's command line (``python worker.py``): checks the agent files, prices and keys before
-connecting, starts the embedded dev server when no server is named and none answers, then runs
-``build_worker`` until SIGINT/SIGTERM."""
+"""The worker's command line (``python worker.py``): checks the agent files, prices, keys and the
+data dir before connecting, starts the embedded dev server when no server is named and none
+answers, then runs ``build_worker`` until SIGINT/SIGTERM.
+
+A worker that cannot run does not pretend to: "running" is printed once the worker polls, and any
+failure of its own machinery (data dir, stores, lease, the polling itself) ends the process with
+one line naming the cause and a non-zero exit, so that a supervisor restarts it or someone looks.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
+
+from temporalio.worker import Worker
 
 from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
 from activities.hooks import default_hooks
@@ -38,9 +47,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         registry = default_registry()
         load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
         load_prices(settings.prices_file or DEFAULT_PRICES)
+        if not stores.shared:  # the stores' files and the leases
+            _check_writable(settings.data_dir)
         data_converter(settings)  # and on a bad AGENT_ENCRYPTION_KEY
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as e:  # a store's file that cannot be opened or created
+        print(f"worker: cannot open the stores on this host: {e}", file=sys.stderr)
         return 2
     try:
         await stores.open()
@@ -71,28 +85,71 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     except RuntimeError as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
-    worker = build_worker(
-        client,
-        task_queue=args.task_queue,
-        registry=registry,
-        agents_dir=args.agents_dir,
-        role=args.role,
-        activities_per_second=args.rate_limit,
-        max_cached_workflows=args.max_cached_workflows,
-        settings=settings,
-    )
+    try:
+        worker = build_worker(
+            client,
+            task_queue=args.task_queue,
+            registry=registry,
+            agents_dir=args.agents_dir,
+            role=args.role,
+            activities_per_second=args.rate_limit,
+            max_cached_workflows=args.max_cached_workflows,
+            settings=settings,
+        )
+    except sqlite3.Error as e:
+        print(f"worker: cannot open the stores on this host: {e}", file=sys.stderr)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with worker:
+    code = await _run_until_stopped(worker, stop, args, address)
+    if server:
+        await server.stop()
+    return code
+
+
+async def _run_until_stopped(
+    worker: Worker, stop: asyncio.Event, args: argparse.Namespace, address: str
+) -> int:
+    """Says "running" once the worker polls; 0 when ``stop`` ended it, 1 with one line when it
+    failed (it never started, or stopped on its own: a lease it could not keep, polling failed)."""
+    running = asyncio.create_task(worker.run(), name="worker")
+    stopped = asyncio.create_task(stop.wait())
+    while not (worker.is_running or running.done() or stop.is_set()):  # the SDK has no "polling" event
+        await asyncio.wait([running, stopped], timeout=0.05)
+    if worker.is_running and not stop.is_set():
         limit = f", at most {args.rate_limit:g} activities/s across the queue" if args.rate_limit else ""
         where = f"task queue '{args.task_queue}' at {address}{limit}"
         print(f"Worker ({args.role}) running on {where}. Ctrl-C to stop.", flush=True)
-        await stop.wait()
-    if server:
-        await server.stop()
-    return 0
+        await asyncio.wait([running, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not running.done():  # asked to stop: within the graceful shutdown time
+        shutdown = asyncio.create_task(worker.shutdown())
+        await asyncio.wait([running])  # not shutdown(): it would wait forever for a worker that never started
+        shutdown.cancel()
+    if error := running.exception():
+        print(f"worker: {_one_line(error)}", file=sys.stderr)
+        return 1
+    return 0  # it ends without an error only when asked to
+
+
+def _one_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _check_writable(folder: Path) -> None:
+    """A data dir the worker cannot write to (read-only, full) fails at start, not at the first
+    conversation; ``ValueError`` in one line naming it."""
+    probe = folder / f".probe-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            probe.write_bytes(b"probe")
+        finally:
+            probe.unlink(missing_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot write to the data dir {folder}: {e.strerror}") from e
 
 
 _FROM_SETTINGS: dict[str, dict[str, Any]] = {

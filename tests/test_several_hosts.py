@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -26,11 +27,15 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.conftest import wait_for_pending
 from tests.host_worker import big_text
 from tests.postgres import Postgres
+from tests.test_faults import _running_activity
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
-from workflows.config import AgentSpec, ApprovalPolicy
+from workflows.config import AgentSpec, ApprovalPolicy, CallPolicy
+from workflows.messages import ScriptStep
+from workflows.records import Decision
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ["add", "charge", "emit", "write_file", "read_file", "list_files"]
@@ -306,4 +311,84 @@ async def test_a_postgresql_restart_during_a_burst_loses_and_repeats_nothing(
     charged = sorted(effects.read_text().splitlines())
     assert charged == sorted(f"{h.id}/{h.first_execution_run_id}/call_2_0 {n}" for n, h in enumerate(handles))
     for handle in handles:
+        await _no_task_failures(handle)
+
+
+async def _lease(url: str, host: Host) -> dict | None:
+    """The host's worker lease as the database holds it (None: there is none)."""
+    connection = await asyncpg.connect(url)
+    try:
+        record = await connection.fetchval(
+            "SELECT record FROM agent_workers WHERE starts_with(worker, $1)",
+            f"{host.proc.pid}@",  # type: ignore[union-attr]
+        )
+    finally:
+        await connection.close()
+    return json.loads(record) if record else None
+
+
+async def _until_lease(url: str, host: Host, holds: Callable[[dict | None], bool]) -> None:
+    for _ in range(1200):  # a minute, more on a loaded machine
+        if holds(await _lease(url, host)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the lease of {host.folder.name} is {await _lease(url, host)}")
+
+
+async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_without_a_timeout(
+    shared: Client, hosts: tuple[Host, Host, str], database_url: str
+) -> None:
+    """kill -9 of host A (its leases in PostgreSQL): host B sees A's lease expire, takes A's
+    conversations off A's sticky queue and fails A's running model calls (``WorkerLost``), not at
+    their heartbeat timeout (ten minutes here); no workflow task waits for A and times out, neither
+    of the conversations whose calls A ran nor of those it kept cached waiting for a person."""
+    a, b, task_queue = hosts
+    a.start()
+    slow = scripted_agent(
+        ScriptStep(text="done", delay_seconds=3),
+        model_call=CallPolicy(timeout_seconds=900, heartbeat_seconds=600),
+    )
+    waiting = scripted_agent(
+        step("", ("write_file", {"path": "a.txt", "content": "a"})), step("{last_result}"), tools=TOOLS
+    )
+    calls = await asyncio.gather(*(_start(shared, task_queue, slow) for _ in range(3)))
+    approvals = await asyncio.gather(*(_start(shared, task_queue, waiting) for _ in range(2)))
+    for handle in calls:
+        await _running_activity(handle, "call_model")
+    for handle in approvals:
+        await wait_for_pending(handle, timeout=60)
+    cached = {handle.id for handle in approvals}
+    await _until_lease(  # A's lease names its calls and the conversations it caches
+        database_url,
+        a,
+        lambda lease: (
+            lease is not None
+            and len(lease["running"]) == 3
+            and cached <= {workflow_id for workflow_id, _ in lease["workflows"]}
+        ),
+    )
+    await asyncio.to_thread(b.start)
+    a.kill()
+    await _until_lease(database_url, a, lambda lease: lease is None)  # B reclaimed it
+    for handle in approvals:
+        decision = Decision(call_id="call_1_0", approve=True, by="alice")
+        assert (await handle.execute_update(AgentWorkflow.decide, decision)).state == "approved"
+    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in [*calls, *approvals])), timeout=60)
+
+    assert [r.final_text for r in results] == ["done"] * 3 + ["Wrote 1 bytes to a.txt."] * 2
+    for handle in calls:
+        started = [
+            e.activity_task_started_event_attributes
+            for e in await _events(handle)
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        ]
+        assert [(s.attempt, s.last_failure.application_failure_info.type) for s in started] == [
+            (2, "WorkerLost")
+        ]
+        assert started[0].identity.startswith(f"{b.proc.pid}@")  # type: ignore[union-attr]
+    for handle in [*calls, *approvals]:
+        timed_out = [
+            e for e in await _events(handle) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+        ]
+        assert timed_out == [], handle.id
         await _no_task_failures(handle)

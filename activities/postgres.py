@@ -202,11 +202,13 @@ async def _migrate(connection: asyncpg.Connection, url: str, identity: str | Non
 _DATABASES: dict[str, Database] = {}
 
 
-def database(url: str, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> Database:
-    """The process's ``Database`` for ``url``: stores and payload driver share its pool."""
+def database(url: str, outage_seconds: float | None = None) -> Database:
+    """The process's ``Database`` for ``url``: stores, payload driver and leases share its pool.
+    ``outage_seconds``, where given, is how long its calls wait for it (the worker's setting)."""
     if url not in _DATABASES:
         _DATABASES[url] = Database(url)
-    _DATABASES[url].outage_seconds = outage_seconds
+    if outage_seconds is not None:
+        _DATABASES[url].outage_seconds = outage_seconds
     return _DATABASES[url]
 
 

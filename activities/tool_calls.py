@@ -48,15 +48,7 @@ class ToolActivities:
                     hook="", context=context, tool=invocation.name, arguments=invocation.arguments
                 )
                 outcome = await self.hooks.redact(invocation.post_hooks, about, outcome)
-        return _truncated(outcome, invocation.max_output_chars)
-
-
-def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
-    """Cut long outputs before they enter history (one tool must not hit the 2 MB payload limit)."""
-    if len(outcome.content) <= limit:
-        return outcome
-    note = f"\n[output truncated: {len(outcome.content)} characters, the first {limit} shown]"
-    return outcome.model_copy(update={"content": outcome.content[:limit] + note})
+        return outcome.truncated(invocation.max_output_chars)
 
 
 def _conversation_key(invocation: ToolInvocation) -> str:

@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
+from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, wait_for_pending, workspace_of
 from tests.test_approval_decisions import _cli, _decide, _refusal, _revoke, _signal
@@ -170,12 +171,33 @@ async def test_decide_at_the_parent_answers_why_not_when_the_sub_agent_does_not_
             "the sub-agent has not taken the decision on 'call_1_0/call_1_0' within 1 s: it refused it"
             " (its log says why) or has not got to it yet; see pending_approvals"
         ) in done.stderr
+        code, out, err = await starter(
+            server, "reject", parent.id, "call_1_0/call_1_0", "--reason", reason, AGENT_DECIDE_TIMEOUT="1"
+        )
+        assert (code, out) == (1, "")
+        assert err.startswith(
+            "error: not rejected: the sub-agent has not taken the decision on 'call_1_0/call_1_0'"
+        )
         [pending] = await parent.query(AgentWorkflow.pending_approvals)
         assert pending.state == "pending"
 
         done = await _decide(server, parent, {**decision, "reason": "no"})
         assert done.returncode == 0, done.stderr
         assert (await parent.result()).final_text == "Tool call 'write_file' was rejected by unknown: no"
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("0", "AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not 0"),
+        ("601", "AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not 601"),
+        ("soon", "AGENT_DECIDE_TIMEOUT must be a number, not 'soon'"),
+    ],
+)
+def test_a_decide_timeout_out_of_range_is_refused_naming_the_variable(value: str, error: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        Settings.from_env({"AGENT_DECIDE_TIMEOUT": value})
+    assert str(refused.value) == error
 
 
 # ---------------------------------------------------------------------------------------------------

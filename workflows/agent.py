@@ -144,7 +144,7 @@ class AgentWorkflow:
                 raise ValueError(f"the start input: {forged}")
         except ValueError as e:
             self._input_error = str(e)
-            input = ConversationInput.model_construct(state=None, subagent=None)
+            input = ConversationInput.model_construct(state=None)
         self._input = input
         self._s = input.state or ConversationState()
         self._approvals = Approvals(

@@ -191,8 +191,8 @@ class Delegations:
         """Takes a child's report; False (and a log line) for one that is not from the child we
         started for its call, or a stale one."""
         records = self._approvals.get(report.call_id)
-        if records is None:
-            workflow.logger.warning("%s dropped: no sub-agent answers call %r", REPORT_SIGNAL, report.call_id)
+        if records is None:  # its child has closed (its last report may come after), or never was
+            workflow.logger.info("%s dropped: no sub-agent answers call %r", REPORT_SIGNAL, report.call_id)
             return False
         if (sender := self._senders.get(report.call_id)) and (report.workflow_id, report.key) != sender:
             workflow.logger.warning(

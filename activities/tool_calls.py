@@ -82,7 +82,7 @@ class ToolActivities:
                 hook="", context=context, tool=invocation.name, arguments=invocation.arguments
             )
             outcome = await self.hooks.redact(invocation.post_hooks, about, outcome)
-        return _truncated(outcome, invocation.max_output_chars)
+        return outcome.truncated(invocation.max_output_chars)
 
 
 LARGE = PAYLOAD_THRESHOLD // 2
@@ -90,14 +90,6 @@ LARGE = PAYLOAD_THRESHOLD // 2
 add bytes: half the threshold is on the safe side)."""
 KEPT = 64
 """Large outcomes a worker keeps for attempts run again (the oldest go first)."""
-
-
-def _truncated(outcome: ToolOutcome, limit: int) -> ToolOutcome:
-    """Cut long outputs before they enter history (one tool must not hit the 2 MB payload limit)."""
-    if len(outcome.content) <= limit:
-        return outcome
-    note = f"\n[output truncated: {len(outcome.content)} characters, the first {limit} shown]"
-    return outcome.model_copy(update={"content": outcome.content[:limit] + note})
 
 
 def _conversation_key(invocation: ToolInvocation) -> str:

@@ -69,6 +69,9 @@ class Settings:
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
     role: str = "all"
     """``AGENT_WORKER_ROLE``: the worker's share of the work (``--role``)."""
+    decide_timeout: float = 10.0
+    """``AGENT_DECIDE_TIMEOUT``: seconds the starter's ``approve``/``reject`` (the ``decide`` update)
+    wait for a sub-agent to take a decision made at its parent before answering why not (0 < s <= 600)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -95,6 +98,9 @@ class Settings:
         if urlsplit(ui_url).scheme not in ("http", "https") or not urlsplit(ui_url).netloc:
             raise ValueError(f"AGENT_UI_URL must be an http:// or https:// address, not {ui_url!r}")
         origins = environ.get("AGENT_CODEC_ORIGINS", "")
+        decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
+        if decide_timeout is not None and not 0 < decide_timeout <= 600:
+            raise ValueError(f"AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not {decide_timeout:g}")
         return cls(
             data_dir=Path(environ.get("AGENT_DATA_DIR") or "data"),
             conversation_store=path(environ.get("AGENT_STORE")),
@@ -121,6 +127,7 @@ class Settings:
             trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), get_args(Trace)),  # type: ignore[arg-type]
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
+            decide_timeout=10.0 if decide_timeout is None else decide_timeout,
         )
 
     @property

@@ -498,6 +498,7 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
             arguments_digest=args.digest,
             arguments=_edited_arguments(getattr(args, "arguments", None)),
             remember=getattr(args, "remember", False) or None,
+            wait_seconds=args.settings.decide_timeout,
         ),
     )
     record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")

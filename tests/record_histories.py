@@ -183,6 +183,10 @@ SHAPES: dict[str, ConversationInput] = {
     # agents/delegator.toml: its scribe runs as a child conversation (recorded as subagent_child) whose
     # write_file waits for approval, shown at the parent and approved there (DECIDE_THROUGH_PARENT).
     "subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
+    # The same, with the scribe's reports signed by the key its parent gave it ("subagent-report-key")
+    # and carrying write_file's schema, and its call approved at the parent by decide with edited
+    # arguments (recorded as subagent_decided_child too).
+    "subagent_decided": ConversationInput(prompt="Save my note.", agent="delegator"),
     "compaction": compacting(),
     # A fork: it starts from an earlier conversation's first messages (system prompt included, so the
     # agent's own is not added) and asks a new question.
@@ -221,6 +225,12 @@ MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {"interrupted": (1.0, Mes
 FOLLOWED = {"streamed"}
 """Shapes recorded with a subscriber following the event stream."""
 DECIDE_THROUGH_PARENT: dict[str, str] = {"subagent": "call_1_0/call_1_0"}
+DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
+    "subagent_decided": Decision(
+        call_id="call_1_0/call_1_0", approve=True, by="recorder",
+        arguments={"path": "note.txt", "content": "buy oat milk\n"},
+    )
+}  # fmt: skip
 
 
 async def record(names: list[str]) -> None:
@@ -280,6 +290,10 @@ async def record(names: list[str]) -> None:
                         await handle.signal(
                             AgentWorkflow.approve, ApprovalSignal(call_id=call_id, by="recorder")
                         )
+                    if name in DECIDE_UPDATE_THROUGH_PARENT:
+                        while not await handle.query(AgentWorkflow.pending_approvals):
+                            await asyncio.sleep(0.1)
+                        await handle.execute_update(AgentWorkflow.decide, DECIDE_UPDATE_THROUGH_PARENT[name])
                     await handle.result()  # follows continue-as-new to the end
                     first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
                     history = await first_run.fetch_history()

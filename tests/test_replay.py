@@ -33,6 +33,8 @@ def test_histories_are_checked_in() -> None:
         "streamed",
         "subagent",
         "subagent_child",
+        "subagent_decided",
+        "subagent_decided_child",
         "tool_errors",
         "typed_answer",
         "update_with_start",

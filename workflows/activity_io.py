@@ -165,3 +165,11 @@ class ToolOutcome(BaseModel):
     """Decisions of the post_tool_use hooks that shaped ``content``."""
     subagent_workflow_id: str | None = None
     """For a sub-agent call: the child conversation that answered it."""
+
+    def truncated(self, limit: int) -> ToolOutcome:
+        """Cut to ``limit`` characters, saying so, before it enters history (no tool output, and no
+        person's words, may hit the 2 MB payload limit or flood the model's context)."""
+        if len(self.content) <= limit:
+            return self
+        note = f"\n[output truncated: {len(self.content)} characters, the first {limit} shown]"
+        return self.model_copy(update={"content": self.content[:limit] + note})

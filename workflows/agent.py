@@ -10,10 +10,10 @@ person) and pick up exactly where it was.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -50,9 +50,9 @@ with workflow.unsafe.imports_passed_through():
         MessageInput,
     )
     from workflows.approvals import Approvals
-    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, HookEvent
+    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
     from workflows.costs import conversation_cost
-    from workflows.decisions import edit_note
+    from workflows.decisions import edit_note, oversize
     from workflows.events import (
         ApprovalDecided,
         ApprovalRequested,
@@ -103,11 +103,19 @@ LEAN_START_PATCH = "agent-lean-start"
 (none when the start already set them): a workflow task and seven events less per conversation.
 Runs that started before it keep the resolve activity and one upsert each."""
 BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
+CARRIED_BY_CALLER_PATCH = "refuse-carried-input-from-callers"
+"""A start that sets what only the conversation carries (``state``) or its parent gives
+(``subagent``) fails at once; conversations started so before it go on as they did."""
+OPERATOR_INPUT_PATCH = "operator-input-known-fields-and-bounds"
+"""Signals with fields their payload does not know, or texts past the agent's bounds, are dropped;
+conversations that took such a signal before keep it (replay decides the same)."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
 _DECIDE_EXAMPLE = '{"call_id": "call_1_0", "approve": true, "by": "alice"}'
 _REVOKE_EXAMPLE = '{"tool": "write_file", "by": "alice"}'
+P = TypeVar("P")
+S = TypeVar("S", ApprovalSignal, Decision, Revocation)
 
 
 @workflow.defn(
@@ -127,8 +135,13 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, *args: Any) -> None:
         self._input_error = ""
+        info = workflow.info()
         try:
-            input = one_input(ConversationInput, args, "the start input", _START_EXAMPLE)
+            # A continued run's input, or a sub-agent's, is our own code's: it may come from newer code.
+            own = info.continued_run_id is not None or info.parent is not None
+            input = one_input(ConversationInput, args, "the start input", _START_EXAMPLE, strict=not own)
+            if (forged := _set_by_caller(input, info)) and workflow.patched(CARRIED_BY_CALLER_PATCH):
+                raise ValueError(f"the start input: {forged}")
         except ValueError as e:
             self._input_error = str(e)
             input = ConversationInput.model_construct(state=None)
@@ -231,7 +244,7 @@ class AgentWorkflow:
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
         with self._waiting_update():
-            message_id = self._enqueue(self._message(args, "send_message").text)
+            message_id = self._enqueue(self._message(args, "send_message", strict=False).text)
             await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
             return next(r for r in self._s.replies if r.message_id == message_id)
 
@@ -254,15 +267,16 @@ class AgentWorkflow:
     def post_message(self, *args: Any) -> None:
         """Fire-and-forget version of ``send_message``."""
         try:
-            message = self._message(args, "post_message")
+            message = self._signalled(lambda strict: self._message(args, "post_message", strict=strict))
         except ValueError as e:
             workflow.logger.warning("post_message dropped: %s", e)
             return
         self._enqueue(message.text)
 
-    def _message(self, args: tuple[Any, ...], what: str) -> MessageInput:
-        """A follow-up message this conversation can take; ``ValueError`` saying why not."""
-        message = one_input(MessageInput, args, what, '{"text": "..."}')
+    def _message(self, args: tuple[Any, ...], what: str, *, strict: bool = True) -> MessageInput:
+        """A follow-up message this conversation can take; ``ValueError`` saying why not.
+        ``strict=False``: unknown fields ignored (see ``_person``)."""
+        message = one_input(MessageInput, args, what, '{"text": "..."}', strict=strict)
         if self._s.ended or self._closing:
             raise ValueError("the conversation has been ended; start a new one")
         size = len(message.text.encode())
@@ -299,7 +313,9 @@ class AgentWorkflow:
     def _on_signal(self, args: tuple[Any, ...], *, approve: bool) -> None:
         name = "approve" if approve else "reject"
         try:
-            signal = one_input(ApprovalSignal, args, name, _DECISION_EXAMPLE)
+            signal = self._signalled(
+                lambda strict: self._person(ApprovalSignal, args, name, _DECISION_EXAMPLE, strict=strict)
+            )
         except ValueError as e:
             workflow.logger.warning("%s signal dropped: %s", name, e)
             return
@@ -318,7 +334,7 @@ class AgentWorkflow:
     @workflow.update(name="decide")
     async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
-        decision = self._decision(args)
+        decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
         if self._forwarded(decision.call_id):
             return await self._subagents.decide(decision, workflow.now())
         record = self._approvals.decide(decision, workflow.now())
@@ -327,7 +343,7 @@ class AgentWorkflow:
 
     @decide.validator
     def _check_decision(self, *args: Any) -> None:
-        decision = self._decision(args)
+        decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE)
         if self._forwarded(decision.call_id):
             self._subagents.check(decision, workflow.now())
         else:
@@ -348,22 +364,40 @@ class AgentWorkflow:
         if self._subagents.on_report(report):
             self._refresh_approval_state()
 
-    @staticmethod
-    def _decision(args: tuple[Any, ...]) -> Decision:
-        return one_input(Decision, args, "decide", _DECIDE_EXAMPLE)
-
     @workflow.update(name="revoke")
     def revoke(self, *args: Any) -> ToolAllowance:
         """``{"tool": "write_file", "by": "alice"}``: the tool's later calls wait for a person again."""
-        return self._approvals.revoke(self._revocation(args), workflow.now())
+        revocation = self._person(Revocation, args, "revoke", _REVOKE_EXAMPLE, strict=False)
+        return self._approvals.revoke(revocation, workflow.now())
 
     @revoke.validator
     def _check_revocation(self, *args: Any) -> None:
-        self._approvals.check_revocation(self._revocation(args))
+        self._approvals.check_revocation(self._person(Revocation, args, "revoke", _REVOKE_EXAMPLE))
+
+    def _person(
+        self, model: type[S], args: tuple[Any, ...], what: str, example: str, *, strict: bool = True
+    ) -> S:
+        """A person's decision or revocation: known fields only, and its texts within the agent's
+        bounds (``approval.max_*_bytes``). ``strict=False``, as before those rules, for an update's
+        handler: its validator applied them, and on replay validators do not run."""
+        payload = one_input(model, args, what, example, strict=strict)
+        policy = self._s.agent.spec.approval if self._s.agent else ApprovalPolicy()
+        if strict and (error := oversize(payload, policy)):
+            raise ValueError(f"{what}: {error}")
+        return payload
 
     @staticmethod
-    def _revocation(args: tuple[Any, ...]) -> Revocation:
-        return one_input(Revocation, args, "revoke", _REVOKE_EXAMPLE)
+    def _signalled(parse: Callable[[bool], P]) -> P:
+        """A signal's input, ``parse``d under today's rules (``strict``). One that only the rules
+        before them took is taken as then in a conversation that got it then (replay must decide
+        the same); ``ValueError`` for the rest."""
+        try:
+            return parse(True)
+        except ValueError as refused:
+            taken = parse(False)  # raises if the rules before refused it too
+            if workflow.patched(OPERATOR_INPUT_PATCH):
+                raise refused from None
+            return taken
 
     def _schema_of(self, tool: str) -> dict[str, Any] | None:
         """The JSON schema of the tool's arguments, as the model is told it."""
@@ -734,16 +768,19 @@ class AgentWorkflow:
             # A call of a tool a person allowed for the conversation is approved already: no wait.
             if record.via != "remember" and not await self._wait_for_decision(record):
                 return None
+            # What a person wrote reaches the model within the tool output's bound too.
+            limit = agent.spec.max_tool_output_chars
             if record.state != "approved":
                 why = f": {record.reason}" if record.reason else "."
                 return ToolOutcome(
                     content=f"Tool call '{call.name}' was rejected by {record.by}{why}", is_error=True
-                )
+                ).truncated(limit)
             if record.edited_arguments is not None:
                 # The model's call stays as it asked; the result leads with what ran instead.
                 edited = call.model_copy(update={"arguments": record.edited_arguments})
                 outcome = await self._run(agent, tool, edited)
-                return outcome.model_copy(update={"content": f"{edit_note(record)}\n{outcome.content}"})
+                noted = outcome.model_copy(update={"content": f"{edit_note(record)}\n{outcome.content}"})
+                return noted.truncated(limit)
         return await self._run(agent, tool, call)
 
     async def _run(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
@@ -825,7 +862,7 @@ class AgentWorkflow:
 
     def _refresh_approval_state(self) -> None:
         if self._reporter is not None:
-            self._reporter.report(list(self._approvals.records.values()) + self._subagents.approvals)
+            self._reporter.report(list(self._approvals.records.values()), self._schema_of, self._subagents)
         pending = self._approvals.pending + self._subagents.pending
         self._board.show(pending_approvals=len(pending))
         if pending:
@@ -926,6 +963,20 @@ class AgentWorkflow:
             output=last.output if last else None,
             models_used=models_used(self._s.model_attempts),
         )
+
+
+def _set_by_caller(input: ConversationInput, info: workflow.Info) -> str:
+    """What a start set that only the conversation itself carries to its next run (``state``) or only
+    its parent gives (``subagent``); empty if nothing. Set by a caller, it would skip approvals and
+    forge the audit trail."""
+    if info.continued_run_id is not None:  # continued by the conversation itself
+        return ""
+    if input.state is not None:
+        return "'state' is carried by the conversation from run to run; a start cannot set it"
+    parent = info.parent.workflow_id if info.parent else None
+    if input.subagent is not None and input.subagent.parent_workflow_id != parent:
+        return "'subagent' is given by the conversation that delegates to this one; a start cannot set it"
+    return ""
 
 
 def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:

@@ -3,13 +3,14 @@ and search attributes."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
+from workflows.inputs import Payload
 from workflows.messages import Message, Usage
 from workflows.records import ConversationHistory, Reply, StopReason
 from workflows.state import ConversationState
@@ -46,11 +47,9 @@ def start_search_attributes(
 ClosedBy = Literal["answered", "idle_timeout", "end_signal", "cancelled"]
 
 
-class AgentOverrides(BaseModel):
+class AgentOverrides(Payload):
     """What one conversation changes of its agent. A new override is one field here (and, when it
     is not an AgentSpec field of the same name, one line in ``apply``)."""
-
-    model_config = {"extra": "forbid"}
 
     max_iterations: int | None = Field(default=None, ge=1)
     on_limit: OnLimit | None = None
@@ -77,10 +76,9 @@ class AgentOverrides(BaseModel):
         return spec
 
 
-class SubagentOrigin(BaseModel):
-    """Where a sub-agent's conversation comes from: the delegating conversation and its tool call."""
-
-    model_config = {"extra": "forbid"}
+class SubagentOrigin(Payload):
+    """Where a sub-agent's conversation comes from: the delegating conversation and its tool call.
+    Only that conversation may give it (``workflow.info().parent``): a start that does is refused."""
 
     parent_workflow_id: str
     call_id: str
@@ -93,16 +91,19 @@ class SubagentOrigin(BaseModel):
     stops at the smaller of this and its own (its tokens count against both)."""
     cost_budget: float | None = None
     """The same for the cost budget, in US dollars."""
+    report_key: str | None = None
+    """Drawn by the parent for this child: the child's approval reports carry it, and the parent
+    takes no report without it (workflows/subagents.py). None: started before reports had one."""
 
 
-class ConversationInput(BaseModel):
+class ConversationInput(Payload):
     """Start input of one conversation: an agent (by name or inline), a prompt, and the overrides.
 
     The overrides may also be given as top-level fields (``{"prompt": ..., "max_iterations": 3}``),
     as operators type them and as conversations started before ``overrides`` existed recorded them.
     """
 
-    model_config = {"extra": "forbid"}
+    ALSO_KNOWN: ClassVar[frozenset[str]] = frozenset(AgentOverrides.model_fields)
 
     await_first_message: bool = False
     """Start without a prompt: the conversation waits for its first message, as update-with-start
@@ -115,12 +116,13 @@ class ConversationInput(BaseModel):
     """Inline agent settings, used instead of a named agent."""
     overrides: AgentOverrides = Field(default_factory=AgentOverrides)
     subagent: SubagentOrigin | None = None
-    """Set when another conversation started this one to answer a call of its sub-agent tool."""
+    """Set when another conversation started this one to answer a call of its sub-agent tool; by
+    nobody else (a start that sets it is refused)."""
     history: list[Message] = Field(default_factory=list)
     """Messages the conversation starts from, before ``prompt`` (a fork's first messages, system
     prompt included: the agent's own is then not added)."""
     state: ConversationState | None = None
-    """Set by the workflow itself when it continues as new; never by callers."""
+    """Set by the workflow itself when it continues as new; a start that sets it is refused."""
 
     @model_validator(mode="before")
     @classmethod
@@ -155,7 +157,7 @@ class ConversationInput(BaseModel):
         return self
 
 
-class MessageInput(BaseModel):
+class MessageInput(Payload):
     """Input of the ``send_message`` update and the ``post_message`` signal: ``{"text": "..."}``.
 
     The agent's ``max_message_bytes`` bounds it further, in the workflow.

@@ -128,6 +128,14 @@ class ApprovalPolicy(BaseModel):
     """The decisions a person may take about a waiting call (all by default)."""
     tool_decisions: dict[str, Decisions] = Field(default_factory=dict)
     """Per-tool decisions, overriding ``decisions``."""
+    max_reason_bytes: int = Field(default=4096, ge=1)
+    """A decision's ``reason`` above this many UTF-8 bytes is refused: a rejection's reason is what
+    the model reads as the call's result."""
+    max_by_bytes: int = Field(default=256, ge=1)
+    """Who decided or revoked (``by``), in UTF-8 bytes: it goes into the audit trail and the model's
+    tool result."""
+    max_arguments_bytes: int = Field(default=64 * 1024, ge=2)
+    """Edited ``arguments``, as compact JSON in UTF-8 bytes."""
 
     def requires_approval(self, tool_name: str, risky: bool) -> bool:
         """``risky``: the tool's own default (``ToolSpec.requires_approval``)."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from workflows.config import DECISION_KINDS, DecisionKind, HookEvent
+from workflows.inputs import Payload
 from workflows.messages import Message
 
 StopReason = Literal[
@@ -115,11 +116,12 @@ class Reply(BaseModel):
     """The ``provider:model`` that gave the answer, for an agent with fallback models."""
 
 
-class ApprovalSignal(BaseModel):
+class ApprovalSignal(Payload):
     """Input of the ``approve`` / ``reject`` signals: ``{"call_id": "...", "by": "...", "reason": "..."}``.
 
     With ``arguments_digest`` (as ``pending_approvals`` shows it) the decision applies only if the
-    pending call's arguments are exactly the ones the person saw.
+    pending call's arguments are exactly the ones the person saw. ``by``, ``reason`` and
+    ``arguments`` are bounded by the agent's ``approval.max_*_bytes`` (workflows/decisions.py).
     """
 
     call_id: str = Field(min_length=1)
@@ -137,6 +139,9 @@ class Decision(ApprovalSignal):
     """Input of the ``decide`` update, which answers whether the decision took."""
 
     approve: bool
+    wait_seconds: float = Field(default=10.0, gt=0, le=600)
+    """How long a decision for a sub-agent's call waits for the sub-agent to take it before the
+    update answers why not (the starter gives ``AGENT_DECIDE_TIMEOUT``)."""
 
 
 class ToolAllowance(BaseModel):
@@ -151,7 +156,7 @@ class ToolAllowance(BaseModel):
     revoked_at: datetime | None = None
 
 
-class Revocation(BaseModel):
+class Revocation(Payload):
     """Input of the ``revoke`` update: ``{"tool": "write_file", "by": "alice"}``."""
 
     tool: str = Field(min_length=1)

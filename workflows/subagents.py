@@ -9,7 +9,13 @@ The parent shows its children's approvals: a child signals ``subagent_approvals`
 each time the approvals it waits for change (its own and its children's), one report after the
 other. The parent lists them under its own call (the child's ``call_1_0`` answering the parent's
 ``call_2_0`` is ``call_2_0/call_1_0``), counts them in its status and AgentStatus, and forwards a
-decision sent to it for one of them to the child, as a signal. Its event stream shows them too: an
+decision sent to it for one of them to the child, as a signal bound to the arguments digest the
+parent showed. A report is taken only from the child the parent started: its workflow id, and the
+key the parent drew for it and gave it in its start input (anyone may send a signal; a report
+with made-up arguments must not reach a person deciding at the parent). Each report carries the
+JSON schema of the tools of the calls that wait, so an edit decided at the parent is checked as
+the child will check it. ``decide`` at the parent answers once the child reports the decision, or
+after the decision's ``wait_seconds`` with why not. Its event stream shows them too: an
 ``approval_requested`` when one starts to wait, an ``approval_decided`` when it is decided, or when
 the child closes with it still waiting (cancelled, as the child's own record is).
 
@@ -21,11 +27,11 @@ names its stop reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from datetime import datetime
+from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
@@ -50,6 +56,11 @@ from workflows.state import ConversationState
 T = TypeVar("T", int, float)
 
 REPORT_SIGNAL = "subagent_approvals"
+REPORT_KEY_PATCH = "subagent-report-key"
+"""A child gets a key to sign its reports with, and the parent takes no report without it; children
+started before it are taken at their word, as they were."""
+DECIDE_BOUND_PATCH = "subagent-decide-bound"
+"""``decide`` for a sub-agent's call waits ``wait_seconds`` at most (a timer); before, without end."""
 STOPS_AS_ERRORS_PATCH = "subagent-stop-reason-errors"
 """A child's answer with a stop reason other than ``completed`` is a tool error naming the reason;
 before it, only a cancelled child's was an error, and it said nothing more than the child's text."""
@@ -86,12 +97,20 @@ def offered(tools: list[ToolSpec], origin: SubagentOrigin | None) -> list[ToolSp
 
 class ApprovalReport(BaseModel):
     """Input of the ``subagent_approvals`` signal: what a child waits for, and what was decided since
-    its previous report, for the parent's call ``call_id``."""
+    its previous report, for the parent's call ``call_id``. Our own code sends it: fields it does not
+    know (from newer code) are ignored."""
 
     call_id: str
     run: int
     seq: int
     approvals: list[ApprovalRecord]
+    workflow_id: str = ""
+    """The reporting child's workflow id."""
+    key: str = ""
+    """The child's ``SubagentOrigin.report_key``."""
+    schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The JSON schema of each waiting call's tool, by the call's id: edits decided at the parent
+    are checked against it."""
 
 
 class Reporter:
@@ -104,13 +123,31 @@ class Reporter:
         """Call ids the parent last heard were pending."""
         self._sending: asyncio.Task[None] | None = None
 
-    def report(self, approvals: list[ApprovalRecord]) -> None:
+    def report(
+        self,
+        own: list[ApprovalRecord],
+        schema_of: Callable[[str], dict[str, Any] | None],
+        delegations: Delegations,
+    ) -> None:
+        """Tell the parent of our own approvals and our sub-agents', if what waits has changed.
+        ``schema_of``: our tools' JSON schemas, by name."""
+        approvals = own + delegations.approvals
         pending = {r.call_id for r in approvals if r.state == "pending"}
         if pending == self._told:
             return
         changed = [r.model_copy(deep=True) for r in approvals if r.call_id in pending | self._told]
+        schemas = {r.call_id: schema_of(r.tool) for r in own if r.call_id in pending}
+        schemas |= {call_id: s for call_id, s in delegations.schemas.items() if call_id in pending}
         self._told, self._seq = pending, self._seq + 1
-        report = ApprovalReport(call_id=self._origin.call_id, run=self._run, seq=self._seq, approvals=changed)
+        report = ApprovalReport(
+            call_id=self._origin.call_id,
+            run=self._run,
+            seq=self._seq,
+            approvals=changed,
+            workflow_id=workflow.info().workflow_id,
+            key=self._origin.report_key or "",
+            schemas={call_id: s for call_id, s in schemas.items() if s is not None},
+        )
         self._sending = asyncio.create_task(_after(self._sending, self._send(report)))
 
     async def _send(self, report: ApprovalReport) -> None:
@@ -130,6 +167,11 @@ class Delegations:
         self._approvals: dict[str, dict[str, ApprovalRecord]] = {}
         """By our call id, then by the approval's call id under it (``call_2_0/call_1_0``)."""
         self._heard: dict[str, tuple[int, int]] = {}
+        self._senders: dict[str, tuple[str, str] | None] = {}
+        """By our call id: the (workflow id, key) its reports must carry; None for a child started
+        before reports had a key (``REPORT_KEY_PATCH``)."""
+        self._schemas: dict[str, dict[str, dict[str, Any]]] = {}
+        """As ``_approvals``: the JSON schema of each waiting call's tool, as the child reported it."""
         self._forwarding: asyncio.Task[None] | None = None
 
     @property
@@ -140,14 +182,37 @@ class Delegations:
     def pending(self) -> list[ApprovalRecord]:
         return [record for record in self.approvals if record.state == "pending"]
 
+    @property
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The JSON schemas of the waiting calls' tools, by the calls' ids (``call_2_0/call_1_0``)."""
+        return {call_id: s for schemas in self._schemas.values() for call_id, s in schemas.items()}
+
     def on_report(self, report: ApprovalReport) -> bool:
-        """Takes a child's report; False for a stale one, or one from a child no longer waited for."""
+        """Takes a child's report; False (and a log line) for one that is not from the child we
+        started for its call, or a stale one."""
         records = self._approvals.get(report.call_id)
-        if records is None or (report.run, report.seq) <= self._heard.get(report.call_id, (0, 0)):
+        if records is None:  # its child has closed (its last report may come after), or never was
+            workflow.logger.info("%s dropped: no sub-agent answers call %r", REPORT_SIGNAL, report.call_id)
+            return False
+        if (sender := self._senders.get(report.call_id)) and (report.workflow_id, report.key) != sender:
+            workflow.logger.warning(
+                "%s dropped: not from %s, the sub-agent started for call %r (workflow id %r)",
+                REPORT_SIGNAL,
+                sender[0],
+                report.call_id,
+                report.workflow_id,
+            )
+            return False
+        if (report.run, report.seq) <= self._heard.get(report.call_id, (0, 0)):
+            workflow.logger.info("%s dropped: stale (run %d, seq %d)", REPORT_SIGNAL, report.run, report.seq)
             return False
         self._heard[report.call_id] = (report.run, report.seq)
+        schemas = self._schemas.setdefault(report.call_id, {})
         for record in report.approvals:
             call_id = f"{report.call_id}/{record.call_id}"
+            schemas.pop(call_id, None)
+            if record.state == "pending" and (schema := report.schemas.get(record.call_id)) is not None:
+                schemas[call_id] = schema
             before = records.get(call_id)
             records[call_id] = record = record.model_copy(update={"call_id": call_id})
             was_pending = before is not None and before.state == "pending"
@@ -159,6 +224,8 @@ class Delegations:
 
     def _closed(self, call_id: str) -> None:
         """The child of our call ``call_id`` closed: what it last reported as waiting waits no more."""
+        self._schemas.pop(call_id, None)
+        self._senders.pop(call_id, None)
         for record in self._approvals.pop(call_id, {}).values():
             if record.state == "pending":
                 closed = record.model_copy(
@@ -178,16 +245,20 @@ class Delegations:
         return bool(under) and ours in self._children
 
     def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
-        """As ``Approvals.check``, against what the sub-agent reported."""
-        records = self._approvals[decision.call_id.partition("/")[0]]
-        return Approvals(list(records.values())).check(decision, now)
+        """As ``Approvals.check``, against what the sub-agent reported (an edit: against the schema it
+        reported for the call's tool)."""
+        ours = decision.call_id.partition("/")[0]
+        schema = self._schemas.get(ours, {}).get(decision.call_id)  # the tool of the one record checked
+        records = list(self._approvals[ours].values())
+        return Approvals(records, schema_of=lambda _: schema).check(decision, now)
 
     def forward(self, signal: ApprovalSignal, approve: bool) -> None:
         """A decision signalled to this conversation for a sub-agent's call: on to the sub-agent."""
         self._forwarding = asyncio.create_task(_after(self._forwarding, self._signal(signal, approve)))
 
     async def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
-        """The ``decide`` update for a sub-agent's call: answers once the sub-agent reports the decision."""
+        """The ``decide`` update for a sub-agent's call: answers once the sub-agent reports the
+        decision, or after ``wait_seconds`` with why not (it refused it, or has not got to it)."""
         self.check(decision, now)
         ours = decision.call_id.partition("/")[0]
         await self._signal(decision, decision.approve)
@@ -195,7 +266,20 @@ class Delegations:
         def reported() -> ApprovalRecord | None:
             return self._approvals.get(ours, {}).get(decision.call_id)
 
-        await workflow.wait_condition(lambda: (r := reported()) is None or r.state != "pending")
+        bound = timedelta(seconds=decision.wait_seconds) if workflow.patched(DECIDE_BOUND_PATCH) else None
+        try:
+            await workflow.wait_condition(
+                lambda: (r := reported()) is None or r.state != "pending",
+                timeout=bound,
+                timeout_summary=f"sub-agent to take the decision on {decision.call_id}",
+            )
+        except TimeoutError:
+            raise ApplicationError(
+                f"the sub-agent has not taken the decision on {decision.call_id!r} within"
+                f" {decision.wait_seconds:g} s: it refused it (its log says why) or has not got to it yet;"
+                " see pending_approvals",
+                type="DecisionNotTaken",
+            ) from None
         if (record := reported()) is None:
             raise ApplicationError(
                 f"the sub-agent's conversation closed before it reported the decision on"
@@ -205,12 +289,22 @@ class Delegations:
         return record
 
     async def _signal(self, decision: ApprovalSignal, approve: bool) -> None:
+        """The decision on to the child, for its own call id; without a digest of its own, bound to
+        the one we showed, so the child takes it only for the arguments a person here could see."""
         ours, _, theirs = decision.call_id.partition("/")
         if (child := self._children.get(ours)) is None:
             return
+        shown = self._approvals.get(ours, {}).get(decision.call_id)
+        forwarded = ApprovalSignal.model_validate(
+            decision.model_dump(include=set(ApprovalSignal.model_fields))
+            | {
+                "call_id": theirs,
+                "arguments_digest": decision.arguments_digest or (shown.arguments_digest if shown else None),
+            }
+        )
         name = "approve" if approve else "reject"
         try:
-            await child.signal(name, decision.model_copy(update={"call_id": theirs}))
+            await child.signal(name, forwarded)
         except FailureError as err:  # it closed meanwhile
             workflow.logger.warning("%s of %s not forwarded to %s: %s", name, decision.call_id, child.id, err)
 
@@ -223,14 +317,19 @@ class Delegations:
         task = call.arguments.get("task")
         if not isinstance(task, str) or not task.strip():
             return _invalid(call, "'task' must be a non-empty string")
+        key = str(workflow.uuid4()) if workflow.patched(REPORT_KEY_PATCH) else None
         try:
             # One task, one answer: a chat agent too closes once it answered, rather than idle.
             input = ConversationInput(
-                prompt=task, agent=name, subagent=origin, overrides=AgentOverrides(chat=False)
+                prompt=task,
+                agent=name,
+                subagent=origin.model_copy(update={"report_key": key}),
+                overrides=AgentOverrides(chat=False),
             )
         except ValidationError as e:
             return _invalid(call, first_error(e))
         child_id = f"{origin.parent_workflow_id}/{call.id}"
+        self._senders[call.id] = (child_id, key) if key else None
         self._approvals[call.id] = {}
         try:
             child = await workflow.start_child_workflow(

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
-from activities.outages import DEFAULT_OUTAGE_SECONDS
+from activities.outages import DEFAULT_OUTAGE_SECONDS, UNSTORED
 from activities.store import SQLiteFile
 
 
@@ -50,18 +50,34 @@ class SQLiteIdempotencyStore:
         await self._file.write("INSERT OR IGNORE INTO results VALUES (?, ?)", [(key, value)])
 
 
-async def run_once(store: IdempotencyStore, key: str, fn: Callable[[], Any | Awaitable[Any]]) -> Any:
+async def run_once(
+    store: IdempotencyStore,
+    key: str,
+    fn: Callable[[], Any | Awaitable[Any]],
+    kept: Mapping[str, str] | None = None,
+) -> Any:
     """fn's result (as JSON data), computed at most once per key (as far as the store can tell).
 
-    The value is serialised before it is stored, so a result that cannot be
-    stored fails before anything is recorded.
+    The value is serialised before it is stored, so a result that cannot be stored fails before
+    anything is recorded. ``kept`` holds results an earlier try of the call had when its store went
+    out: such a result is stored now instead of running fn again. While a result waits for its
+    store, the attempt holds it (``UNSTORED``), so an attempt that gives up hands it on.
     """
-    found = await store.get(key)
+    found = kept.get(key) if kept else None
+    if found is None:
+        found = await store.get(key)
     if found is None:
         value = fn()
         if inspect.isawaitable(value):
             value = await value
-        await store.put(key, json.dumps(to_jsonable_python(value)))
-        found = await store.get(key)
-        assert found is not None, f"idempotency store lost {key!r} right after storing it"
-    return json.loads(found)
+        found = json.dumps(to_jsonable_python(value))
+    unstored = UNSTORED.get()
+    if unstored is None:
+        unstored = {}
+        UNSTORED.set(unstored)
+    unstored[key] = found
+    await store.put(key, found)
+    del unstored[key]
+    stored = await store.get(key)
+    assert stored is not None, f"idempotency store lost {key!r} right after storing it"
+    return json.loads(stored)

@@ -16,6 +16,7 @@ locked or its disk full. ``patiently`` is the one place that decides how long to
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,12 @@ OUTSIDE_ACTIVITIES = 5.0
 """Seconds a store is tried outside activities before ``StoreDown`` reaches the caller."""
 MARGIN = 0.2
 """The share of an attempt's timeout (at most 5 s) kept for failing it in words rather than by timeout."""
+
+
+UNSTORED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("unstored", default=None)
+"""Results an attempt holds that its store has not taken yet (``ctx.once`` results whose effect
+happened): an attempt that gives up on its store hands them to the workflow in its error, and the
+call run again gets them in its input, whichever worker runs it (``ToolInvocation.kept``)."""
 
 
 class StoreDown(Exception):
@@ -59,14 +66,16 @@ async def patiently(op: Callable[[], Awaitable[T]], budget: float) -> T:
         except StoreDown as e:
             first = first or e
             _say(e)
-            if loop.time() + delay > deadline:
+            if loop.time() >= deadline:
                 if activity.in_activity():
-                    outage = StoreOutage(store=e.store, reason=e.reason, since=since, budget=budget)
+                    outage = StoreOutage(
+                        store=e.store, reason=e.reason, since=since, budget=budget, kept=UNSTORED.get() or {}
+                    )
                     raise ApplicationError(
                         str(e), *outage.details(), type=STORE_UNAVAILABLE, non_retryable=True
                     ) from e
                 raise
-            await asyncio.sleep(delay)
+            await asyncio.sleep(max(0.0, min(delay, deadline - loop.time())))
             delay = min(delay * 2, 1.0)
             continue
         if first is not None and _SAID.pop(first.store, None) is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from temporalio.client import Client
 
@@ -44,6 +45,24 @@ async def charge_and_report(amount: float, chars: int, ctx: ToolContext) -> str:
     return f"{receipt}\n{big_text(chars, int(amount))}"
 
 
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=3))
+async def charge_then_wait(amount: float, ctx: ToolContext) -> str:
+    """Charge a card once; the charge returns when the file FAULT_EFFECTS.go exists.
+
+    Args:
+        amount: Euros.
+    """
+
+    async def pay() -> str:
+        with Path(os.environ["FAULT_EFFECTS"]).open("a") as effects:
+            effects.write(f"{ctx.idempotency_key} {amount:g}\n")
+        while not Path(os.environ["FAULT_EFFECTS"] + ".go").exists():
+            await asyncio.sleep(0.05)
+        return f"charged {amount:g} EUR"
+
+    return await ctx.once("charge", pay)
+
+
 def big_text(chars: int, seed: int) -> str:
     unit = f"[{seed}:{chars}]"
     return (unit * (chars // len(unit) + 1))[:chars]
@@ -57,7 +76,7 @@ async def main() -> None:
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],
-        registry=default_registry(slow_step, charge, emit, charge_and_report),
+        registry=default_registry(slow_step, charge, emit, charge_and_report, charge_then_wait),
         stores=stores,
     )
     async with worker:

@@ -155,7 +155,7 @@ async def test_past_the_outage_budget_conversations_say_waiting_for_storage_then
     await asyncio.to_thread(postgres.stop)
     try:
         waiting: dict[str, str] = {}
-        deadline = time.monotonic() + 18
+        deadline = time.monotonic() + 24
         while time.monotonic() < deadline and len(waiting) < len(handles):
             for handle in handles:
                 status = await handle.query(AgentWorkflow.status)
@@ -308,3 +308,40 @@ async def test_a_tool_that_returns_during_an_outage_is_reported_as_it_returned(
     assert (
         tmp_path / "effects.txt"
     ).read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 7\n"
+
+
+@pytest.mark.parametrize("three_hosts", [{"AGENT_STORE_OUTAGE_SECONDS": "2"}], indirect=True)
+async def test_an_effect_whose_record_waits_for_the_store_is_not_repeated_when_the_call_runs_again(
+    shared: Client, three_hosts: tuple[list[Host], str], tmp_path: Path, postgres: Postgres
+) -> None:
+    """The charge happened, then the database went down before its receipt was stored: the attempt
+    gives up on the store (a 2 s budget) and hands the receipt on; the call, run again on any of the
+    three hosts, stores it instead of charging again."""
+    hosts, task_queue = three_hosts
+    await asyncio.gather(*(asyncio.to_thread(h.start) for h in hosts))
+    agent = scripted_agent(
+        step("", ("charge_then_wait", {"amount": 9})), step("{last_result}"), tools=["charge_then_wait"]
+    )
+    handle = await shared.start_workflow(
+        AgentWorkflow.run, conversation(agent), id=f"receipt-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    effects = tmp_path / "effects.txt"
+    await _when_charged(effects, 1)
+    await asyncio.to_thread(postgres.stop)
+    try:
+        (tmp_path / "effects.txt.go").touch()  # the charge returns; its receipt cannot be stored
+        await asyncio.sleep(10)
+    finally:
+        await asyncio.to_thread(postgres.start)
+    result = await asyncio.wait_for(handle.result(), timeout=120)
+
+    assert result.final_text == "charged 9 EUR"
+    assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 9\n"
+    ran_again = [
+        e
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+        and e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        == "StoreUnavailable"
+    ]
+    assert ran_again, "the store outage never made the call run again"

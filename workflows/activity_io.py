@@ -144,6 +144,12 @@ class ToolInvocation(BaseModel):
     mcp_tool: str | None = None
     stores: str = ""
     """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
+    kept: dict[str, str] = Field(default_factory=dict)
+    """``ctx.once`` results an earlier try had when its store went out (key to JSON): this try
+    returns them instead of repeating the effects (``workflows/outages.py``)."""
+
+    def with_kept(self, kept: dict[str, str]) -> ToolInvocation:
+        return self.model_copy(update={"kept": {**self.kept, **kept}})
 
     @classmethod
     def of(cls, call: ToolCall, conversation_id: str, key_prefix: str, **more: Any) -> ToolInvocation:

@@ -50,7 +50,10 @@ class ActivityRef:
         execute = workflow.execute_local_activity if local else workflow.execute_activity
         try:
             return await wait_out_outages(
-                lambda: execute(self.name, arg, result_type=self.output, **options), outages
+                lambda kept: execute(
+                    self.name, arg.with_kept(kept) if kept else arg, result_type=self.output, **options
+                ),
+                outages,
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:

@@ -11,7 +11,7 @@ outage budget says ``waiting_for_storage``. Nothing of it reaches the model.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -41,9 +41,12 @@ class StoreOutage:
     """``AGENT_STORE_OUTAGE_SECONDS`` of that worker: how long an outage lasts before it shows."""
     wrong_worker: bool = False
     """The worker's stores are not the conversation's (another worker should take the call)."""
+    kept: dict[str, str] = field(default_factory=dict)
+    """Results the attempt had that the store never took (``ctx.once`` results by key, JSON): the
+    call run again gets them, so an effect that happened is not repeated on another worker."""
 
     def details(self) -> list[Any]:
-        return [self.store, self.reason, self.since, self.budget]
+        return [self.store, self.reason, self.since, self.budget, self.kept]
 
     @classmethod
     def of(cls, err: BaseException) -> StoreOutage | None:
@@ -51,13 +54,14 @@ class StoreOutage:
         cause: BaseException | None = err
         while cause is not None:
             if isinstance(cause, ApplicationError) and cause.type in (STORE_UNAVAILABLE, STORES_DIFFER):
-                store, reason, since, budget = [*cause.details, None, None, None, None][:4]
+                store, reason, since, budget, kept = [*cause.details, None, None, None, None, None][:5]
                 return cls(
                     store=str(store or "a store"),
                     reason=str(reason or cause.message),
                     since=float(since or 0),
                     budget=float(budget or 0),
                     wrong_worker=cause.type == STORES_DIFFER,
+                    kept={str(k): str(v) for k, v in (kept or {}).items()} if isinstance(kept, dict) else {},
                 )
             cause = cause.__cause__
         return None
@@ -67,16 +71,21 @@ OutageWatcher = Callable[[StoreOutage | None], None]
 """Told of each outage an activity met (to show it), and None once the activity went through."""
 
 
-async def wait_out_outages(call: Callable[[], Awaitable[T]], watcher: OutageWatcher | None) -> T:
-    """``call()`` (one activity), tried again after a pause for as long as its store is out."""
+async def wait_out_outages(
+    call: Callable[[dict[str, str]], Awaitable[T]], watcher: OutageWatcher | None
+) -> T:
+    """``call(kept)`` (one activity), tried again after a pause for as long as its store is out;
+    ``kept`` holds the results earlier tries had that the store never took."""
     tries = 0
+    kept: dict[str, str] = {}
     while True:
         try:
-            result = await call()
+            result = await call(kept)
         except ActivityError as err:
             outage = StoreOutage.of(err)
             if outage is None:
                 raise
+            kept = {**kept, **outage.kept}
             if watcher is not None:
                 watcher(outage)
             pause = PAUSES[min(tries, len(PAUSES) - 1)]

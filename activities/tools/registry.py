@@ -7,8 +7,8 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -35,13 +35,15 @@ class ToolContext:
     workspace: Workspace
     """This conversation's own files (a local folder, or shared by every host: see ``Workspace``)."""
     store: IdempotencyStore | None = None
+    kept: Mapping[str, str] = field(default_factory=dict)
+    """Results of ``once`` that an earlier try had when its store went out (``ToolInvocation.kept``)."""
 
     async def once(self, step: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (sync or async) at most once for this call and ``step``; a retried attempt
         gets the stored (JSON) result instead of repeating the effect."""
         if self.store is None:
             raise RuntimeError("this worker has no idempotency store")
-        return await run_once(self.store, f"{self.idempotency_key}/{step}", fn)
+        return await run_once(self.store, f"{self.idempotency_key}/{step}", fn, self.kept)
 
 
 class ToolError(Exception):
@@ -163,6 +165,7 @@ class ToolRegistry(NamedRegistry[Tool]):
                 idempotency_key=invocation.idempotency_key,
                 workspace=LocalWorkspace(workspace) if isinstance(workspace, Path) else workspace,
                 store=store,
+                kept=invocation.kept,
             )
         try:
             if inspect.iscoroutinefunction(t.function):

@@ -344,8 +344,8 @@ async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_wit
     of the conversations whose calls A ran nor of those it kept cached waiting for a person."""
     a, b, task_queue = hosts
     a.start()
-    slow = scripted_agent(
-        ScriptStep(text="done", delay_seconds=3),
+    slow = scripted_agent(  # long enough that B is up before the calls end, even on a busy machine
+        ScriptStep(text="done", delay_seconds=8),
         model_call=CallPolicy(timeout_seconds=900, heartbeat_seconds=600),
     )
     waiting = scripted_agent(

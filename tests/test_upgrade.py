@@ -112,7 +112,9 @@ class PreviousWorker:
             "AGENT_PAYLOAD_STORE": "payloads.db",
             "AGENT_WORKSPACE": "workspace",
         }
-        env = os.environ | {name: str(data / file) for name, file in stores.items()}
+        # Unmeasured (no COVERAGE_*): the previous release's code is not this one's coverage.
+        env = {name: value for name, value in os.environ.items() if not name.startswith("COVERAGE_")}
+        env |= {name: str(data / file) for name, file in stores.items()}
         env |= {
             "TEMPORAL_ADDRESS": address,
             "AGENT_DATA_DIR": str(data),

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio.converter import StorageDriver
 
 from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from activities.layouts import EarlierWorkspaces
 from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.store import ConversationStore, SQLiteConversationStore, SQLitePayloadDriver, masked
 from activities.tools.workspace import LocalWorkspaces, Workspaces
@@ -40,6 +41,9 @@ class StoreSettings:
     """Folder of the file tools' workspaces (``AGENT_WORKSPACE``)."""
     outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """How long a call waits for a store that does not answer (``AGENT_STORE_OUTAGE_SECONDS``)."""
+    earlier_workspaces: EarlierWorkspaces | None = None
+    """Where earlier releases kept workspaces (``activities/layouts.py``): a conversation in flight
+    across an upgrade finds its files there, moved into today's folder."""
 
     @property
     def shared(self) -> bool:
@@ -57,7 +61,9 @@ class StoreSettings:
         )
 
     def workspaces(self) -> Workspaces:
-        return self._on_database("PostgresWorkspaces") or LocalWorkspaces(self.workspace, self.outage_seconds)
+        return self._on_database("PostgresWorkspaces") or LocalWorkspaces(
+            self.workspace, self.outage_seconds, self.earlier_workspaces
+        )
 
     def payload_driver(self) -> StorageDriver:
         return self._on_database("PostgresPayloadDriver") or SQLitePayloadDriver(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from activities.layouts import EarlierWorkspaces
 from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.state import StoreSettings
 from activities.store import masked
@@ -140,6 +141,7 @@ class Settings:
             payloads=self.payload_store or self.data_dir / "payloads.db",
             workspace=(self.workspace or self.data_dir / "workspace").resolve(),
             outage_seconds=self.store_outage_seconds,
+            earlier_workspaces=EarlierWorkspaces.of(self.workspace, self.data_dir),
         )
 
     @property

@@ -15,15 +15,18 @@ import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.dev_server import start_embedded_server
+from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import dev_server_flags, start_embedded_server, temporal_cli
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
+from workflows.agent import ROLLING_OVER, AgentWorkflow
+from workflows.api import AgentOverrides, ConversationInput, MessageInput
 from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
 from workflows.messages import (
     AssistantMessage,
@@ -55,6 +58,14 @@ def compacting() -> ConversationInput:
     )
     agent.model.context_window = 100
     return conversation(agent)
+
+
+def chat_continued() -> ConversationInput:
+    """A chat that continues as new after each answer, once idle: its second run waits from carried state."""
+    agent = scripted_agent(
+        step("you said {user}"), step("and then {user}"), tools=[], chat=True, continue_as_new_after=1
+    )
+    return ConversationInput(await_first_message=True, agent_spec=agent)
 
 
 SHAPES: dict[str, ConversationInput] = {
@@ -199,7 +210,41 @@ SHAPES: dict[str, ConversationInput] = {
             AssistantMessage(text="3"),
         ],
     ),
-}
+    # Runs after the first one, recorded as the run RECORDED_RUN names.
+    # write_file waits for a person; messages posted meanwhile grow the first run's history until the
+    # server suggests continuing as new: the second run starts from carried state with the approval
+    # pending, and it is approved there.
+    "continued_approval": conversation(
+        scripted_agent(
+            step("", WRITE), step("done: {last_result}"), *[step("and {user}") for _ in range(12)],
+            tools=["write_file"],
+        )
+    ),
+    # Answers "hello" in the first run, continues as new while idle; the second run answers "second".
+    "chat_continued": chat_continued(),
+    # compacting() continuing as new after each model call: the third run summarises the first turn.
+    "compaction_continued": compacting().model_copy(
+        update={"agent_spec": compacting().agent_spec.model_copy(update={"continue_as_new_after": 1})}  # type: ignore[union-attr]
+    ),
+    # "interrupted" with a streaming model: the streamed call is cancelled by the newer message.
+    "interrupted_streamed": conversation(
+        _streaming(scripted_agent(ScriptStep(text="slow", delay_seconds=3, repeat=2), tools=[])),
+        interrupt=True,
+    ),
+    # "subagent" with a token budget: the scribe starts with what is left of it (recorded as
+    # subagent_budgets_child too).
+    "subagent_budgets": ConversationInput(
+        prompt="Save my note.", agent="delegator", overrides=AgentOverrides(token_budget=100_000)
+    ),
+}  # fmt: skip
+RECORDED_RUN: dict[str, int] = {"continued_approval": 2, "chat_continued": 2, "compaction_continued": 3}
+"""Shapes recorded as a later run (1 is the first) than the first."""
+SUGGEST_CONTINUE_AS_NEW_AT = 40
+"""History events from which the server of ROLLED_OVER_WAITING shapes suggests continue-as-new."""
+ROLLED_OVER_WAITING: dict[str, str] = {"continued_approval": "call_1_0"}
+"""Shapes whose first run waits for a person on this call until the server suggests a new run."""
+SENT_IN_RUN: dict[str, tuple[int, str]] = {"chat_continued": (2, "second")}
+"""A send_message sent once this run (1 is the first) runs; then the chat is ended."""
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
         ("call_1_0", "decide", Decision(
@@ -210,6 +255,7 @@ DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
         ("call_2_1", "approve", ApprovalSignal(call_id="call_2_1", by="recorder")),
         ("call_3_0", "reject", ApprovalSignal(call_id="call_3_0", by="recorder", reason="enough files")),
     ],
+    "continued_approval": [("call_1_0", "approve", ApprovalSignal(call_id="call_1_0", by="recorder"))],
 }  # fmt: skip
 """Sent once the named call waits for a person: updates (decide, revoke) or signals."""
 UPDATES = {"decide", "revoke"}
@@ -217,14 +263,24 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
     "follow_ups": ("post_message", MessageInput(text="second")),
     "compaction": ("post_message", MessageInput(text="second")),
+    "compaction_continued": ("post_message", MessageInput(text="second")),
     "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
-UPDATE_WITH_START: dict[str, MessageInput] = {"update_with_start": MessageInput(text="hello")}
-MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {"interrupted": (1.0, MessageInput(text="never mind"))}
+UPDATE_WITH_START: dict[str, MessageInput] = {
+    "update_with_start": MessageInput(text="hello"),
+    "chat_continued": MessageInput(text="hello"),
+}
+MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {
+    "interrupted": (1.0, MessageInput(text="never mind")),
+    "interrupted_streamed": (1.0, MessageInput(text="never mind")),
+}
 FOLLOWED = {"streamed"}
 """Shapes recorded with a subscriber following the event stream."""
-DECIDE_THROUGH_PARENT: dict[str, str] = {"subagent": "call_1_0/call_1_0"}
+DECIDE_THROUGH_PARENT: dict[str, str] = {
+    "subagent": "call_1_0/call_1_0",
+    "subagent_budgets": "call_1_0/call_1_0",
+}
 DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
     "subagent_decided": Decision(
         call_id="call_1_0/call_1_0", approve=True, by="recorder",
@@ -234,81 +290,144 @@ DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
 
 
 async def record(names: list[str]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = await start_embedded_server(port=None, ui=False, db_file=Path(tmp) / "t.db")
+    """Record the shapes on the embedded server; ROLLED_OVER_WAITING ones on one of their own."""
+    suggesting = [name for name in names if name in ROLLED_OVER_WAITING]
+    if plain := [name for name in names if name not in ROLLED_OVER_WAITING]:
+        with tempfile.TemporaryDirectory() as tmp:
+            server = await start_embedded_server(port=None, ui=False, db_file=Path(tmp) / "t.db")
+            try:
+                await _record(server.client, Path(tmp), plain)
+            finally:
+                await server.stop()
+    if suggesting:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = await WorkflowEnvironment.start_local(
+                data_converter=data_converter(),
+                ip="127.0.0.1",
+                ui=False,
+                search_attributes=SEARCH_ATTRIBUTES,
+                dev_server_existing_path=temporal_cli(),
+                dev_server_extra_args=[
+                    *dev_server_flags(),
+                    "--dynamic-config-value",
+                    f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}",
+                ],
+            )
+            try:
+                await _record(env.client, Path(tmp), suggesting)
+            finally:
+                await env.shutdown()
+
+
+async def _record(client: Client, tmp: Path, names: list[str]) -> None:
+    async with build_worker(client, task_queue="record", workspace_root=tmp, allow_inline_mcp=True):
+        for name in names:
+            signal, payload = START_SIGNALS.get(name, (None, None))
+            if name in UPDATE_WITH_START:
+                start = WithStartWorkflowOperation(
+                    AgentWorkflow.run,
+                    SHAPES[name],
+                    id=f"record-{name}",
+                    task_queue="record",
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                )
+                await client.execute_update_with_start_workflow(
+                    AgentWorkflow.send_message,
+                    UPDATE_WITH_START[name],
+                    start_workflow_operation=start,
+                )
+                handle = await start.workflow_handle()
+            else:
+                handle = await client.start_workflow(
+                    AgentWorkflow.run,
+                    SHAPES[name],
+                    id=f"record-{name}",
+                    task_queue="record",
+                    start_signal=signal,
+                    start_signal_args=[payload] if payload else [],
+                )
+            if name in MESSAGE_AFTER:
+                delay, message = MESSAGE_AFTER[name]
+                await asyncio.sleep(delay)
+                await handle.signal(AgentWorkflow.post_message, message)
+            if name in FOLLOWED:
+                await _follow(client, handle.id)
+            if name in ROLLED_OVER_WAITING:
+                await _roll_over_waiting(client, handle, ROLLED_OVER_WAITING[name])
+            if name in SENT_IN_RUN:
+                run, text = SENT_IN_RUN[name]
+                await _send_in_run(client, handle, run, MessageInput(text=text))
+            if name in CANCEL_AFTER:
+                await asyncio.sleep(CANCEL_AFTER[name])
+                await handle.cancel(reason="recorded cancellation")
+            for call_id, handler, payload in DECISIONS.get(name, []):
+                while call_id not in [p.call_id for p in await handle.query(AgentWorkflow.pending_approvals)]:
+                    await asyncio.sleep(0.05)
+                if handler in UPDATES:
+                    await handle.execute_update(handler, payload)
+                else:
+                    await handle.signal(handler, payload)
+            if name in DECIDE_THROUGH_PARENT:
+                while not await handle.query(AgentWorkflow.pending_approvals):
+                    await asyncio.sleep(0.1)
+                call_id = DECIDE_THROUGH_PARENT[name]
+                await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id=call_id, by="recorder"))
+            if name in DECIDE_UPDATE_THROUGH_PARENT:
+                while not await handle.query(AgentWorkflow.pending_approvals):
+                    await asyncio.sleep(0.1)
+                await handle.execute_update(AgentWorkflow.decide, DECIDE_UPDATE_THROUGH_PARENT[name])
+            await handle.result()  # follows continue-as-new to the end
+            run_id = handle.result_run_id
+            for _ in range(RECORDED_RUN.get(name, 1) - 1):
+                run_id = await _next_run(client, handle.id, run_id)
+            history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+            (HISTORIES / f"{name}.json").write_text(history.to_json())
+            print(f"wrote {HISTORIES / name}.json")
+            for event in history.events:
+                if event.HasField("child_workflow_execution_started_event_attributes"):
+                    child = event.child_workflow_execution_started_event_attributes.workflow_execution
+                    child_history = await client.get_workflow_handle(child.workflow_id).fetch_history()
+                    (HISTORIES / f"{name}_child.json").write_text(child_history.to_json())
+                    print(f"wrote {HISTORIES / name}_child.json")
+
+
+async def _next_run(client: Client, workflow_id: str, run_id: str | None) -> str:
+    """The run that ``run_id`` continued as."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    event = history.events[-1]
+    assert event.HasField("workflow_execution_continued_as_new_event_attributes"), "did not continue"
+    return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+
+async def _roll_over_waiting(client: Client, handle: WorkflowHandle, call_id: str) -> None:
+    """Post messages while the first run waits for ``call_id`` until the server suggests a new run."""
+    while call_id not in [p.call_id for p in await handle.query(AgentWorkflow.pending_approvals)]:
+        await asyncio.sleep(0.05)
+    sent = 0
+    while (await client.get_workflow_handle(handle.id).describe()).run_id == handle.result_run_id:
+        assert sent < 12, "the server never suggested continuing as new"
+        sent += 1
+        await handle.signal(AgentWorkflow.post_message, MessageInput(text=f"message {sent + 1}"))
+        await asyncio.sleep(0.3)
+
+
+async def _send_in_run(client: Client, handle: WorkflowHandle, run: int, message: MessageInput) -> None:
+    """Send ``message`` once the conversation's ``run``-th run runs, then end the chat."""
+    run_id = handle.result_run_id
+    for _ in range(run - 1):
+        while (await client.get_workflow_handle(handle.id).describe()).run_id == run_id:
+            await asyncio.sleep(0.05)
+        run_id = await _next_run(client, handle.id, run_id)
+    latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
+    while True:
         try:
-            async with build_worker(
-                server.client, task_queue="record", workspace_root=Path(tmp), allow_inline_mcp=True
-            ):
-                for name in names:
-                    signal, payload = START_SIGNALS.get(name, (None, None))
-                    if name in UPDATE_WITH_START:
-                        start = WithStartWorkflowOperation(
-                            AgentWorkflow.run,
-                            SHAPES[name],
-                            id=f"record-{name}",
-                            task_queue="record",
-                            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                        )
-                        await server.client.execute_update_with_start_workflow(
-                            AgentWorkflow.send_message,
-                            UPDATE_WITH_START[name],
-                            start_workflow_operation=start,
-                        )
-                        handle = await start.workflow_handle()
-                    else:
-                        handle = await server.client.start_workflow(
-                            AgentWorkflow.run,
-                            SHAPES[name],
-                            id=f"record-{name}",
-                            task_queue="record",
-                            start_signal=signal,
-                            start_signal_args=[payload] if payload else [],
-                        )
-                    if name in MESSAGE_AFTER:
-                        delay, message = MESSAGE_AFTER[name]
-                        await asyncio.sleep(delay)
-                        await handle.signal(AgentWorkflow.post_message, message)
-                    if name in FOLLOWED:
-                        await _follow(server.client, handle.id)
-                    if name in CANCEL_AFTER:
-                        await asyncio.sleep(CANCEL_AFTER[name])
-                        await handle.cancel(reason="recorded cancellation")
-                    for call_id, handler, payload in DECISIONS.get(name, []):
-                        while call_id not in [
-                            p.call_id for p in await handle.query(AgentWorkflow.pending_approvals)
-                        ]:
-                            await asyncio.sleep(0.05)
-                        if handler in UPDATES:
-                            await handle.execute_update(handler, payload)
-                        else:
-                            await handle.signal(handler, payload)
-                    if name in DECIDE_THROUGH_PARENT:
-                        while not await handle.query(AgentWorkflow.pending_approvals):
-                            await asyncio.sleep(0.1)
-                        call_id = DECIDE_THROUGH_PARENT[name]
-                        await handle.signal(
-                            AgentWorkflow.approve, ApprovalSignal(call_id=call_id, by="recorder")
-                        )
-                    if name in DECIDE_UPDATE_THROUGH_PARENT:
-                        while not await handle.query(AgentWorkflow.pending_approvals):
-                            await asyncio.sleep(0.1)
-                        await handle.execute_update(AgentWorkflow.decide, DECIDE_UPDATE_THROUGH_PARENT[name])
-                    await handle.result()  # follows continue-as-new to the end
-                    first_run = server.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
-                    history = await first_run.fetch_history()
-                    (HISTORIES / f"{name}.json").write_text(history.to_json())
-                    print(f"wrote {HISTORIES / name}.json")
-                    for event in history.events:
-                        if event.HasField("child_workflow_execution_started_event_attributes"):
-                            child = event.child_workflow_execution_started_event_attributes.workflow_execution
-                            child_history = await server.client.get_workflow_handle(
-                                child.workflow_id
-                            ).fetch_history()
-                            (HISTORIES / f"{name}_child.json").write_text(child_history.to_json())
-                            print(f"wrote {HISTORIES / name}_child.json")
-        finally:
-            await server.stop()
+            await latest.execute_update(AgentWorkflow.send_message, message)
+            break
+        except WorkflowUpdateFailedError as e:
+            if getattr(e.cause, "type", None) != ROLLING_OVER:
+                raise
+            await asyncio.sleep(0.1)
+    await latest.signal(AgentWorkflow.end)
 
 
 async def _follow(client: Client, workflow_id: str) -> None:

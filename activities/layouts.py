@@ -1,0 +1,76 @@
+"""Every layout an earlier release left data in, oldest first: the one place that says where a
+conversation in flight across an upgrade keeps what it wrote, so today's worker finds it.
+
+Only the file tools' workspaces ever moved. The stores did not: the conversation store
+(``<data dir>/conversations.db``, ``AGENT_STORE``), the idempotency store (``idempotency.db``) and
+the payload store (``payloads.db``) have had these files, tables and keys in every release (tables
+gained since are made beside the old ones), and a conversation's carried state only ever gained
+fields with defaults (``tests/test_upgrade.py`` holds both).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from activities.tools.workspace import folder_name
+
+
+def workflow_id_folder(conversation_key: str) -> str:
+    """The first release's folder name: the workflow id made safe, nothing else (a later
+    conversation reusing the id shared the folder)."""
+    workflow_id = conversation_key.rpartition("/")[0] or conversation_key
+    return re.sub(r"[^A-Za-z0-9._-]", "_", workflow_id).lstrip(".") or "_"
+
+
+@dataclass(frozen=True)
+class WorkspaceLayout:
+    """Where one range of releases kept a conversation's files."""
+
+    name: str
+    written_by: str
+    """The commits whose workers wrote it."""
+    default_root: str
+    """The workspaces' folder when ``AGENT_WORKSPACE`` is unset: relative to the worker's working
+    directory, ``<data dir>`` standing for ``AGENT_DATA_DIR``."""
+    folder: Callable[[str], str]
+    """The folder name of the conversation ``<workflow id>/<first run id>``."""
+    keyed: bool
+    """The name holds the first run id: the folder is that conversation's alone."""
+
+    def root(self, configured: Path | None, data_dir: Path) -> Path:
+        if configured is not None:
+            return configured.resolve()
+        return Path(self.default_root.replace("<data dir>", str(data_dir))).resolve()
+
+
+WORKSPACE_LAYOUTS = (
+    WorkspaceLayout("by workflow id", "92178d8 (first) to 731b7f8", "workspace", workflow_id_folder, False),
+    WorkspaceLayout("keyed", "731b7f8 to fbff694", "workspace", folder_name, True),
+    WorkspaceLayout("keyed, under the data dir", "fbff694 on", "<data dir>/workspace", folder_name, True),
+)  # fmt: skip
+CURRENT_WORKSPACES = WORKSPACE_LAYOUTS[-1]
+
+
+@dataclass(frozen=True)
+class EarlierWorkspaces:
+    """The earlier layouts' roots on this worker, to look a conversation's files up in."""
+
+    roots: tuple[tuple[WorkspaceLayout, Path], ...]
+
+    @classmethod
+    def of(cls, configured: Path | None, data_dir: Path) -> EarlierWorkspaces:
+        """The roots of every earlier layout, given ``AGENT_WORKSPACE`` (None: unset) and the data dir."""
+        return cls(tuple((layout, layout.root(configured, data_dir)) for layout in WORKSPACE_LAYOUTS[:-1]))
+
+    def folders(self, conversation_key: str, current: Path) -> list[tuple[Path, bool]]:
+        """Folders an earlier release may have given the conversation, newest layout first, each
+        with whether it is the conversation's alone (``WorkspaceLayout.keyed``); never ``current``."""
+        found: list[tuple[Path, bool]] = []
+        for layout, root in reversed(self.roots):
+            folder = root / layout.folder(conversation_key)
+            if folder != current and folder not in [f for f, _ in found]:
+                found.append((folder, layout.keyed))
+        return found

@@ -140,3 +140,41 @@ async def test_a_worker_that_cannot_write_its_lease_stops_with_one_line_naming_i
     [line] = _errors(process)
     assert line.startswith(f"worker: cannot write the lease {small_disk}/workers/")
     assert line.endswith(f": {NO_SPACE}")
+
+
+def test_a_store_file_that_cannot_be_opened_stops_the_worker_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "payloads.db").mkdir()  # a folder where the payload store's file should be
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {
+        "AGENT_DATA_DIR": str(tmp_path),
+        "AGENT_PAYLOAD_STORE": str(tmp_path / "payloads.db"),
+    }
+    done = subprocess.run(
+        [sys.executable, "worker.py"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=EXIT_TIMEOUT,
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "worker: cannot open the stores on this host: unable to open database file\n",
+    )
+
+
+def test_a_temporal_server_that_does_not_answer_stops_the_worker_with_one_line(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {
+        "AGENT_DATA_DIR": str(tmp_path),
+        "TEMPORAL_ADDRESS": "127.0.0.1:9",  # nothing listens
+    }
+    done = subprocess.run(
+        [sys.executable, "worker.py"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=EXIT_TIMEOUT,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("worker: cannot connect to Temporal at 127.0.0.1:9: ")

@@ -62,7 +62,7 @@ from durable_agents.display import (
 )
 from durable_agents.live import follow, next_offset
 from durable_agents.settings import Settings
-from durable_agents.sse import DEFAULT_PORT, serve
+from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
 from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
@@ -544,9 +544,17 @@ def _offset(given: str) -> int:
 
 
 async def serve_events(client: Client, args: argparse.Namespace) -> None:
+    settings: Settings = args.settings
+    access = Access(token=settings.serve_token, origins=settings.serve_origins)
+    try:
+        check_exposure(args.host, access)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
-    print(f"Serving conversation events on {url} (Ctrl-C stops)", flush=True)
-    await serve(client, args.host, args.port)
+    token = "token required" if access.token else "no token"
+    origins = ", ".join(access.origins) or "none"
+    print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)", flush=True)
+    await serve(client, args.host, args.port, access)
 
 
 def _duration(delta: timedelta) -> str:

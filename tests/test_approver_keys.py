@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
 
 from activities.approver_keys import sign
+from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
@@ -182,6 +184,12 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
         ("call_1_3", "approved", "alice", "signal", "signed", "alice"),
     ]
     assert digest == result.approvals[0].arguments_digest
+    await _replays(handle)  # refused and verified decisions alike decide the same on replay
+
+
+async def _replays(handle: WorkflowHandle) -> None:
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
+    await replayer.replay_workflow(await handle.fetch_history())
 
 
 async def wait_for_logged(caplog: pytest.LogCaptureFixture, count: int) -> None:
@@ -239,6 +247,8 @@ async def test_a_sub_agent_s_call_is_decided_with_one_signature_at_the_parent(
         "approved", "signal", "signed", "alice"
     )  # fmt: skip
     assert (await parent.result()).final_text == "The scribe says: Wrote 9 bytes to note.txt."
+    await _replays(parent)
+    await _replays(child)
 
 
 async def test_a_bad_key_file_stops_the_worker_naming_the_entry(tmp_path: Path) -> None:

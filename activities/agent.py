@@ -1,8 +1,8 @@
-"""``AgentActivities``: the five activities over one worker's tools, agents, stores and providers.
+"""``AgentActivities``: the six activities over one worker's tools, agents, stores and providers.
 
 Each activity lives with its concern (``agent_resolution``, ``model_call``, ``tool_calls``,
-``mcp_activity``, ``hooks``); this class builds them from the worker's collaborators and says which
-a worker of each role runs.
+``mcp_activity``, ``hooks``, ``approver_keys``); this class builds them from the worker's
+collaborators and says which a worker of each role runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from activities.agent_resolution import AgentResolver
+from activities.approver_keys import ApproverKeys
 from activities.hooks import HookActivities, HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool, MCPActivities
@@ -49,8 +50,10 @@ class AgentActivities:
         prices: Mapping[str, Price] | None = None,
         allow_inline_mcp: bool = False,
         stores: StoreSettings,
+        approver_keys: Mapping[str, bytes] | None = None,
     ) -> None:
-        """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there."""
+        """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there.
+        ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared)."""
         hooks = hooks or default_hooks()
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
@@ -76,6 +79,7 @@ class AgentActivities:
         self.run_tool = tools.run_tool
         self.run_hook = HookActivities(hooks).run_hook
         self.list_mcp_tools = MCPActivities(self._mcp).list_mcp_tools
+        self.verify_decision = ApproverKeys(approver_keys or {}).verify_decision
 
     @property
     def mcp(self) -> MCPPool:
@@ -98,9 +102,10 @@ class AgentActivities:
                     self.run_tool,
                     self.run_hook,
                     self.list_mcp_tools,
+                    self.verify_decision,
                 ]
-            case "workflows":  # run_tool for local tools, which run beside their workflow
-                return [self.resolve_agent, self.run_hook, self.run_tool]
+            case "workflows":  # run_tool for local tools, verify_decision: both run beside their workflow
+                return [self.resolve_agent, self.run_hook, self.run_tool, self.verify_decision]
             case "models":
                 return [self.call_model]
             case "tools":  # MCP servers run beside the other tools

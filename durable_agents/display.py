@@ -65,7 +65,8 @@ def format_approval(record: ApprovalRecord) -> str:
         why += f" (edited to {json.dumps(record.edited_arguments)})"
     if record.remember:
         why += f" ({record.tool} allowed for the conversation)"
-    return f"[approval {record.call_id}] {record.tool} {record.state} by {record.by} via {record.via}{why}"
+    by = record.by if record.verdict is None else f"{record.by} ({record.verdict.approver})"
+    return f"[approval {record.call_id}] {record.tool} {record.state} by {by} via {record.via}{why}"
 
 
 def format_result(result: ConversationResult) -> str:

@@ -52,6 +52,16 @@ class Settings:
     """``AGENT_CODEC_TOKEN``: the codec server requires ``Authorization: Bearer <token>``."""
     codec_origins: tuple[str, ...] = (DEFAULT_UI_URL,)
     """``AGENT_CODEC_ORIGINS``: browser origins allowed to call the codec server (comma-separated)."""
+    serve_token: str | None = field(default=None, repr=False)
+    """``AGENT_SERVE_TOKEN``: ``starter.py serve`` requires ``Authorization: Bearer <token>`` or
+    ``?token=<token>``; without it, ``serve`` binds only a loopback address."""
+    serve_origins: tuple[str, ...] = ()
+    """``AGENT_SERVE_ORIGINS``: browser origins allowed to read ``serve``'s streams (comma-separated)."""
+    approver_keys: Path | None = None
+    """``AGENT_APPROVER_KEYS``: the workers' TOML file of approver keys (``name = "base64secret"``);
+    set, every decision must be signed by the key of the approver it names."""
+    approver_key: str = field(default="", repr=False)
+    """``AGENT_APPROVER_KEY``: the starter's base64 secret, signing its decisions as ``--by``."""
     task_queue: str = DEFAULT_TASK_QUEUE
     """``AGENT_TASK_QUEUE``: the task queue of worker, starter and demo."""
     ui_url: str = DEFAULT_UI_URL
@@ -99,6 +109,7 @@ class Settings:
         if urlsplit(ui_url).scheme not in ("http", "https") or not urlsplit(ui_url).netloc:
             raise ValueError(f"AGENT_UI_URL must be an http:// or https:// address, not {ui_url!r}")
         origins = environ.get("AGENT_CODEC_ORIGINS", "")
+        serve_origins = environ.get("AGENT_SERVE_ORIGINS", "")
         decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
         if decide_timeout is not None and not 0 < decide_timeout <= 600:
             raise ValueError(f"AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not {decide_timeout:g}")
@@ -116,6 +127,10 @@ class Settings:
             encryption_key=environ.get("AGENT_ENCRYPTION_KEY", ""),
             codec_token=environ.get("AGENT_CODEC_TOKEN") or None,
             codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),
+            serve_token=environ.get("AGENT_SERVE_TOKEN") or None,
+            serve_origins=tuple(o.strip() for o in serve_origins.split(",") if o.strip()),
+            approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
+            approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
             ui_url=ui_url,
             prices_file=path(environ.get("AGENT_PRICES")),

@@ -6,17 +6,28 @@
 Each event is ``id: <offset>``, ``event: <type>``, ``data: <json>``. A browser's EventSource
 reconnects with ``Last-Event-ID`` and gets the events after that one; the response ends after
 the ``end`` event (or once a conversation that closed without one has been read).
+
+Every conversation id is routable, a sub-agent's (``parent/call_2_0``) too, as it is or URL-encoded
+(``parent%2Fcall_2_0``). Who may read is ``Access``'s: a bearer token (``AGENT_SERVE_TOKEN``, in an
+``Authorization`` header or, for a browser's ``EventSource``, which cannot set one, ``?token=``),
+required before ``serve`` binds anything but a loopback address, and the browser origins allowed to
+read from other pages (``AGENT_SERVE_ORIGINS``, CORS).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import hmac
+import ipaddress
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,7 +36,9 @@ from durable_agents.live import follow
 DEFAULT_PORT = 8765
 
 
-def app(client: Client) -> Starlette:
+def app(client: Client, access: Access | None = None) -> ASGIApp:
+    """The streams' routes behind ``access`` (default: no token, no other origin)."""
+
     async def events(request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
         try:
@@ -43,7 +56,9 @@ def app(client: Client) -> Starlette:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    return Starlette(routes=[Route("/conversations/{workflow_id}/events", events)])
+    # ``path``: a sub-agent's id holds a ``/``; an encoded one (``%2F``) arrives decoded, as the same id.
+    routes = [Route("/conversations/{workflow_id:path}/events", events)]
+    return _Guard(Starlette(routes=routes), access or Access())
 
 
 def _first_offset(request: Request) -> int:
@@ -62,9 +77,118 @@ async def _sse(client: Client, workflow_id: str, start: int) -> AsyncIterator[st
         yield f"id: {offset}\nevent: {event.type}\ndata: {event.model_dump_json(exclude_none=True)}\n\n"
 
 
-async def serve(client: Client, host: str, port: int) -> None:
-    """Serve until interrupted; open streams are closed at once when it stops."""
+async def serve(client: Client, host: str, port: int, access: Access | None = None) -> None:
+    """Serve until interrupted; open streams are closed at once when it stops. ``ValueError`` (one
+    line) for an address other than loopback without a token."""
+    access = access or Access()
+    check_exposure(host, access)
     config = uvicorn.Config(
-        app(client), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
+        app(client, access), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
     )
     await uvicorn.Server(config).serve()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Who may read: the token and the allowed origins (apart from the streams, for an easy merge)
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may read the streams."""
+
+    token: str | None = None
+    """``AGENT_SERVE_TOKEN``: required as ``Authorization: Bearer <token>`` or ``?token=<token>``."""
+    origins: tuple[str, ...] = ()
+    """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams (``*``: any)."""
+
+    def allows_origin(self, origin: str) -> bool:
+        return "*" in self.origins or origin.rstrip("/") in {o.rstrip("/") for o in self.origins}
+
+    def admits(self, scope: Scope) -> bool:
+        """The request carries the token (or none is needed)."""
+        if self.token is None:
+            return True
+        expected = self.token.encode()
+        header = _header(scope, b"authorization") or b""
+        bearer = header[len(b"Bearer ") :] if header[:7].lower() == b"bearer " else b""
+        given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [])
+        candidates: Iterable[bytes] = [bearer, *(t.encode() for t in given)]
+        return any(hmac.compare_digest(c, expected) for c in candidates if c)
+
+
+def check_exposure(host: str, access: Access) -> None:
+    """``ValueError`` (one line) for binding an address other than loopback without a token: the
+    streams hold every conversation's decrypted events."""
+    if access.token is None and not is_loopback(host):
+        raise ValueError(
+            f"serve --host {host}: an address other than loopback needs a token: set AGENT_SERVE_TOKEN"
+            " (clients send it as 'Authorization: Bearer <token>', or '?token=' for EventSource)"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.1``, ``::1``, ``localhost``: nobody on another host can connect."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+CORS_ALLOW_HEADERS = "Authorization, Last-Event-ID, Cache-Control"
+
+
+class _Guard:
+    """Refuses a request without the token (401), answers CORS preflights, and adds the CORS headers
+    for an allowed origin to every answer (a refusal too, so the page can read why)."""
+
+    def __init__(self, inner: ASGIApp, access: Access) -> None:
+        self._inner, self._access = inner, access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._inner(scope, receive, send)
+            return
+        origin = (_header(scope, b"origin") or b"").decode("latin-1")
+        cors = self._cors(origin)
+        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
+            preflight = [
+                (b"access-control-allow-methods", b"GET, OPTIONS"),
+                (b"access-control-allow-headers", CORS_ALLOW_HEADERS.encode()),
+                (b"access-control-max-age", b"600"),
+            ]
+            allowed = cors + preflight if cors else []  # an origin not listed: no CORS headers, refused
+            await Response(status_code=204)(scope, receive, _with(send, allowed))
+            return
+        if not self._access.admits(scope):
+            refusal = PlainTextResponse(
+                "missing or wrong token (Authorization: Bearer <token>, or ?token=<token>)\n",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await refusal(scope, receive, _with(send, cors))
+            return
+        await self._inner(scope, receive, _with(send, cors))
+
+    def _cors(self, origin: str) -> list[tuple[bytes, bytes]]:
+        if not origin or not self._access.allows_origin(origin):
+            return []
+        return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    return next((value for key, value in scope["headers"] if key == name), None)
+
+
+def _with(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    """``send``, adding ``headers`` to the response's start."""
+    if not headers:
+        return send
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *headers]}
+        await send(message)
+
+    return sending

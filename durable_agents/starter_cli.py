@@ -38,6 +38,7 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.approver_keys import secret_of, sign
 from activities.outages import StoreDown
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
@@ -62,7 +63,7 @@ from durable_agents.display import (
 )
 from durable_agents.live import follow, next_offset
 from durable_agents.settings import Settings
-from durable_agents.sse import DEFAULT_PORT, serve
+from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
 from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
@@ -81,6 +82,7 @@ from workflows.events import (
 )
 from workflows.inputs import first_error
 from workflows.records import ApprovalRecord, Decision, Reply, Revocation
+from workflows.signatures import SignedDecision
 
 M = TypeVar("M")
 
@@ -290,12 +292,14 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
         events = _Events(client, handle.id, 0)
     try:
-        await _chat_turns(handle, events, first)
+        await _chat_turns(handle, events, first, _Signer(args.settings, handle.id, args.by))
     finally:
         await events.close()
 
 
-async def _chat_turns(handle: WorkflowHandle, events: _Events, first: MessageInput | None) -> None:
+async def _chat_turns(
+    handle: WorkflowHandle, events: _Events, first: MessageInput | None, signer: _Signer
+) -> None:
     while True:
         if first is not None:
             reply = asyncio.create_task(events.reply_to("m1"))
@@ -309,7 +313,7 @@ async def _chat_turns(handle: WorkflowHandle, events: _Events, first: MessageInp
             if not text:
                 continue
             reply = asyncio.create_task(send_message(handle, text))
-        print(f"agent> {(await _answering_approvals(handle, events, reply)).text}")
+        print(f"agent> {(await _answering_approvals(handle, events, reply, signer)).text}")
 
 
 class _Events:
@@ -348,9 +352,11 @@ class _Events:
             await self._reader
 
 
-async def _answering_approvals(handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply]) -> Reply:
+async def _answering_approvals(
+    handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply], signer: _Signer
+) -> Reply:
     """Wait for the reply, asking the operator about each tool call that needs approval as the
-    stream says it waits."""
+    stream says it waits; each decision is the signer's (``--by``, signed with its key if any)."""
     asked: set[str] = set()
     while not reply.done():
         waiting = asyncio.ensure_future(events.approvals.get())
@@ -367,11 +373,11 @@ async def _answering_approvals(handle: WorkflowHandle, events: _Events, reply: a
         decision = Decision(
             call_id=record.call_id,
             approve=answer in ("y", "yes"),
-            by=getpass.getuser(),
+            by=signer.by,
             reason="answered in chat",
             arguments_digest=record.arguments_digest,
         )
-        await handle.execute_update(AgentWorkflow.decide, decision)
+        await handle.execute_update(AgentWorkflow.decide, signer.sign(decision, record.arguments_digest))
     return await reply
 
 
@@ -488,11 +494,25 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 async def decide(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    decision = _valid(
+    decision = _decision(args)
+    signer = _Signer(args.settings, args.workflow_id, args.by)
+    if signer.signs:  # over the arguments the call waits with: `--digest`, else as pending shows them
+        digest = args.digest or await _digest_of(client, handle, args.call_id)
+        decision = signer.sign(decision.model_copy(update={"arguments_digest": digest}), digest)
+    record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")
+    extra = f" (signed with key {record.verdict.key})" if record.verdict and record.verdict.key else ""
+    extra += " with edited arguments" if record.edited_arguments is not None else ""
+    extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
+    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}{extra}")
+
+
+def _decision(args: argparse.Namespace) -> Decision:
+    """The decision ``approve``/``reject``/``sign`` describe."""
+    return _valid(
         "decision",
         lambda: Decision(
             call_id=args.call_id,
-            approve=args.command == "approve",
+            approve=args.approve,
             by=args.by,
             reason=args.reason,
             arguments_digest=args.digest,
@@ -501,10 +521,49 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
             wait_seconds=args.settings.decide_timeout,
         ),
     )
-    record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")
-    extra = " with edited arguments" if record.edited_arguments is not None else ""
-    extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
-    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}{extra}")
+
+
+async def _digest_of(client: Client, handle: WorkflowHandle, call_id: str) -> str:
+    """The arguments digest of the pending call ``call_id``, as ``pending_approvals`` shows it."""
+    described = await handle.describe()
+    waiting = await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+    if (record := next((r for r in waiting if r.call_id == call_id), None)) is None:
+        pending = ", ".join(r.call_id for r in waiting) or "none"
+        raise CommandError(f"no approval is pending for call {call_id!r} (pending: {pending})")
+    return record.arguments_digest
+
+
+class _Signer:
+    """Signs decisions as ``by`` with ``AGENT_APPROVER_KEY`` (none: they go unsigned)."""
+
+    def __init__(self, settings: Settings, workflow_id: str, by: str) -> None:
+        try:
+            self._secret = (
+                secret_of(settings.approver_key, "AGENT_APPROVER_KEY") if settings.approver_key else None
+            )
+        except ValueError as e:
+            raise CommandError(str(e)) from e
+        self._workflow_id, self.by = workflow_id, by
+
+    @property
+    def signs(self) -> bool:
+        return self._secret is not None
+
+    def sign(self, decision: Decision, digest: str) -> Decision:
+        """``decision``, signed over the call's arguments ``digest`` (as it is without a key)."""
+        if self._secret is None:
+            return decision
+        signed = SignedDecision.of(self._workflow_id, digest, decision)
+        return decision.model_copy(update={"signature": sign(self._secret, signed)})
+
+
+async def sign_decision(client: Client | None, args: argparse.Namespace) -> None:
+    """``starter.py sign``: the signature of a decision, for another tool to send (the temporal CLI)."""
+    signer = _Signer(args.settings, args.workflow_id, args.by)
+    if not signer.signs:
+        raise CommandError("set AGENT_APPROVER_KEY to the approver's key (base64) to sign")
+    decision = _decision(args)
+    print(signer.sign(decision, args.digest).signature)
 
 
 def _edited_arguments(text: str | None) -> dict | None:
@@ -544,9 +603,17 @@ def _offset(given: str) -> int:
 
 
 async def serve_events(client: Client, args: argparse.Namespace) -> None:
+    settings: Settings = args.settings
+    access = Access(token=settings.serve_token, origins=settings.serve_origins)
+    try:
+        check_exposure(args.host, access)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
-    print(f"Serving conversation events on {url} (Ctrl-C stops)", flush=True)
-    await serve(client, args.host, args.port)
+    token = "token required" if access.token else "no token"
+    origins = ", ".join(access.origins) or "none"
+    print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)", flush=True)
+    await serve(client, args.host, args.port, access)
 
 
 def _duration(delta: timedelta) -> str:
@@ -742,6 +809,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
     c.add_argument("workflow_id", nargs="?")
     c.add_argument("--agent", help="the agent of a new chat")
+    c.add_argument("--by", default=getpass.getuser(), help="who decides the approvals asked in the chat")
     c.set_defaults(func=chat)
 
     e = sub.add_parser("end", help="close a chat after its current turn")
@@ -782,7 +850,24 @@ def parser() -> argparse.ArgumentParser:
             d.add_argument(
                 "--remember", action="store_true", help="also allow the tool for the rest of the conversation"
             )
-        d.set_defaults(func=decide)
+        d.set_defaults(func=decide, approve=name == "approve")
+
+    sg = sub.add_parser(
+        "sign", help="print a decision's signature with AGENT_APPROVER_KEY, for the temporal CLI to send"
+    )
+    sg.add_argument("workflow_id")
+    sg.add_argument("call_id")
+    kind = sg.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--approve", dest="approve", action="store_true", default=None)
+    kind.add_argument("--reject", dest="approve", action="store_false")
+    sg.add_argument("--by", required=True, help="the approver: the name of the key")
+    sg.add_argument("--digest", required=True, help="the call's arguments digest, as `pending` shows it")
+    sg.add_argument("--reason", default="")
+    sg.add_argument(
+        "--arguments", metavar="JSON", help="edited arguments, exactly as the decision sends them"
+    )
+    sg.add_argument("--remember", action="store_true")
+    sg.set_defaults(func=sign_decision, offline=True)
 
     rv = sub.add_parser("revoke", help="make a tool allowed with --remember ask for approval again")
     rv.add_argument("workflow_id")
@@ -844,6 +929,9 @@ async def _command(args: argparse.Namespace) -> None:
     except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY, AGENT_DATABASE_URL or AGENT_UI_URL
         raise CommandError(str(e)) from e
     args.task_queue = args.task_queue or args.settings.task_queue
+    if getattr(args, "offline", False):
+        await args.func(None, args)
+        return
     try:
         client = await connect(args.settings)
     except Exception as e:  # the Rust core's connection errors share no public type

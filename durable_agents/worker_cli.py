@@ -22,6 +22,7 @@ from typing import Any, get_args
 from temporalio.worker import Worker
 
 from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from activities.approver_keys import load_approver_keys
 from activities.hooks import default_hooks
 from activities.prices import DEFAULT_PRICES, load_prices
 from activities.tools import default_registry
@@ -50,6 +51,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         if not stores.shared:  # the stores' files and the leases
             _check_writable(settings.data_dir)
         data_converter(settings)  # and on a bad AGENT_ENCRYPTION_KEY
+        load_approver_keys(settings.approver_keys)  # and on a bad AGENT_APPROVER_KEYS file
     except (AgentFileError, ValueError) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2

@@ -406,7 +406,13 @@ async def test_a_decision_the_agent_does_not_allow_is_refused(
 
     assert (workspace_of(tmp_path, handle) / "out.txt").read_text() == "hi"
     assert [(a.by, a.edited_arguments, a.remember) for a in result.approvals] == [("alice", None, False)]
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+    assert await activity_types(handle) == [
+        "resolve_agent",
+        "call_model",
+        "verify_decision",  # the one decision that took: the refused ones never got that far
+        "run_tool",
+        "call_model",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -510,12 +516,12 @@ async def test_starter_edits_remembers_revokes_and_pending_shows_the_decisions(
         ("call_3_0", "update", None, False),
     ]
     assert (await run("history", handle.id))[1].splitlines()[-4:] == [
-        "[approval call_1_0] write_file approved by alice via update"
+        "[approval call_1_0] write_file approved by alice (self-declared) via update"
         f" (edited to {edited}) (write_file allowed for the conversation)",
         "[approval call_2_0] write_file approved by alice via remember:"
         " write_file allowed for the conversation on call call_1_0",
-        "[approval call_2_1] add approved by alice via update",
-        "[approval call_3_0] write_file approved by alice via update",
+        "[approval call_2_1] add approved by alice (self-declared) via update",
+        "[approval call_3_0] write_file approved by alice (self-declared) via update",
     ]
 
 

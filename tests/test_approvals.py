@@ -160,6 +160,7 @@ async def test_auto_calls_of_the_same_turn_run_while_another_waits(env: Env) -> 
         "resolve_agent",
         "call_model",
         "run_tool",
+        "verify_decision",  # who approved, as the worker finds it (self-declared: no approver keys)
         "run_tool",
         "call_model",
     ]

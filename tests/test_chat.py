@@ -221,7 +221,8 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
     assert (decided.state, decided.by, decided.via) == ("approved", "alice", "update")
     assert result.runs >= 2
     second = client.get_workflow_handle(handle.id, run_id=second_run)
-    assert (await activity_types(second))[:2] == ["run_tool", "call_model"]  # the approved call ran there
+    # the decision was verified and the approved call ran there
+    assert (await activity_types(second))[:3] == ["verify_decision", "run_tool", "call_model"]
     assert [(c.call_id, c.content) for c in result.tool_calls] == [("call_1_0", "Wrote 1 bytes to x.txt.")]
     assert [path.read_text() for path in tmp_path.rglob("x.txt")] == ["x"]
     assert [r.text for r in result.replies] == ["done: Wrote 1 bytes to x.txt.", *[f"and {m}" for m in sent]]

@@ -62,7 +62,7 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
     code, out, _ = await starter_cli(env, capsys, "history", "cli-1")
     lines = out.splitlines()
     assert lines[1] == "[user] What is (12 + 30) * 2?"
-    assert lines[-1] == "[approval call_3_0] write_file approved by alice via update: ok"
+    assert lines[-1] == "[approval call_3_0] write_file approved by alice (self-declared) via update: ok"
 
 
 async def test_invalid_start_input_is_one_clear_line(env: Env, capsys: pytest.CaptureFixture[str]) -> None:

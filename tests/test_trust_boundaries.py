@@ -5,9 +5,13 @@ go through the real ``temporal`` CLI and ``starter.py``, as an operator would se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import os
 import random
+import subprocess
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from durable_agents.dev_server import EmbeddedServer
+from durable_agents.codec import EncryptionCodec, make_codec_server
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
@@ -31,6 +37,7 @@ from workflows.records import arguments_digest
 WRITE = {"path": "out.txt", "content": "hi"}
 NOTE = {"path": "note.txt", "content": "buy milk\n"}
 FORGED_AT = "2026-01-01T00:00:00Z"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _writer(**kwargs: Any) -> AgentSpec:
@@ -448,3 +455,72 @@ async def test_fuzzed_start_inputs_never_run_a_tool_that_needs_approval_without_
             reason = await _failure(handle)
             assert reason.startswith("the start input") and "\n" not in reason, reason
     assert sorted(set(outcomes)) == ["failed", "waiting"], outcomes
+
+
+# ---------------------------------------------------------------------------------------------------
+# 7. the README's temporal CLI lines work with encryption on
+
+
+def _readme_commands(after: str) -> list[str]:
+    """The ``temporal`` commands of the first ``sh`` block after the line ``after``, one per command."""
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index(after) :].split("```sh\n", 1)[1].split("```", 1)[0]
+    joined = block.replace("\\\n", " ")
+    return [" ".join(line.split()) for line in joined.splitlines() if line.startswith("temporal ")]
+
+
+async def test_the_readme_s_temporal_cli_decisions_work_with_encryption_on(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    codec = EncryptionCodec({"k1": bytes(range(32))})
+    codec_server = make_codec_server(codec, "127.0.0.1", 0, token="codec-s3cret")
+    threading.Thread(target=codec_server.serve_forever, daemon=True).start()
+    codec_url = f"http://127.0.0.1:{codec_server.server_address[1]}"
+    client = await Client.connect(
+        server.address, data_converter=dataclasses.replace(data_converter(), payload_codec=codec)
+    )
+    writes = [{"path": f"f{i}.txt", "content": str(i)} for i in range(3)]
+    agent = scripted_agent(
+        step("Writing.", *(("write_file", w) for w in writes)), step("{last_result}"), tools=["write_file"]
+    )
+    commands = [c for c in _readme_commands("Deciding, from any tool:") if "call_3_0" in c]
+    assert [c.split()[2] for c in commands] == ["signal", "signal", "update"]
+    environ = os.environ | {
+        "PATH": f"{Path(temporal_cli()).parent}{os.pathsep}{os.environ['PATH']}",
+        "TEMPORAL_ADDRESS": server.address,
+        "AGENT_CODEC_TOKEN": "codec-s3cret",
+    }
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    try:
+        async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
+            handle = await client.start_workflow(
+                AgentWorkflow.run,
+                conversation(agent),
+                id=f"trust-{uuid.uuid4().hex[:8]}",
+                task_queue=task_queue,
+            )
+            await wait_for_pending(handle, 3)
+            for i, command in enumerate(commands):  # each on a call of its own
+                line = command.replace("demo-1a2b3c4d", handle.id).replace("call_3_0", f"call_1_{i}")
+                line = line.replace("http://localhost:8081", codec_url)
+                done = await asyncio.to_thread(
+                    subprocess.run,
+                    ["bash", "-c", line],
+                    env=environ,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                assert (done.returncode, done.stderr) == (0, ""), line
+            result = await handle.result()
+    finally:
+        codec_server.shutdown()
+        codec_server.server_close()
+
+    assert [(a.call_id, a.state, a.by, a.via) for a in result.approvals] == [
+        ("call_1_0", "approved", "alice", "signal"),
+        ("call_1_1", "rejected", "bob", "signal"),
+        ("call_1_2", "approved", "alice", "update"),
+    ]
+    # The update's answer, decrypted by the codec server: the record of the decision that took.
+    assert "call_id:call_1_2" in done.stdout and "state:approved" in done.stdout

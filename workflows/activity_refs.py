@@ -25,6 +25,8 @@ from workflows.activity_io import (
 from workflows.config import MCPServerConfig
 from workflows.messages import ModelResponse
 from workflows.outages import OutageWatcher, wait_out_outages
+from workflows.records import Verdict
+from workflows.signatures import SignedDecision
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +68,7 @@ LIST_MCP_TOOLS = ActivityRef("list_mcp_tools", MCPServerConfig, list[ToolSpec])
 CALL_MODEL = ActivityRef("call_model", ModelCallInput, ModelResponse)
 RUN_TOOL = ActivityRef("run_tool", ToolInvocation, ToolOutcome)
 RUN_HOOK = ActivityRef("run_hook", HookInvocation, HookDecision)
+VERIFY_DECISION = ActivityRef("verify_decision", SignedDecision, Verdict)
 
 
 def conversation_key() -> str:

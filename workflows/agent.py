@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         RESOLVE_AGENT,
         RUN_HOOK,
         RUN_TOOL,
+        VERIFY_DECISION,
         conversation_key,
         failure_text,
     )
@@ -85,7 +86,9 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
         ToolAllowance,
         ToolCallRecord,
+        Verdict,
     )
+    from workflows.signatures import SignedDecision
     from workflows.state import ConversationState, QueuedMessage, TurnState
     from workflows.status import StatusBoard
     from workflows.subagents import (
@@ -109,6 +112,11 @@ CARRIED_BY_CALLER_PATCH = "refuse-carried-input-from-callers"
 OPERATOR_INPUT_PATCH = "operator-input-known-fields-and-bounds"
 """Signals with fields their payload does not know, or texts past the agent's bounds, are dropped;
 conversations that took such a signal before keep it (replay decides the same)."""
+VERIFIED_DECISIONS_PATCH = "decisions-verified-by-the-worker"
+"""Every decision a person sends (``decide``, the ``approve``/``reject`` signals) goes through the
+worker's ``verify_decision`` local activity before it takes, and its verdict is recorded: a
+signature by the approver's key with ``AGENT_APPROVER_KEYS``, self-declared without. Conversations
+that took decisions before it go on without (replay decides the same)."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
@@ -300,17 +308,20 @@ class AgentWorkflow:
 
     # -- decisions from people ----------------------------------------------------
 
+    # Signal handlers run as tasks, sync or async: one that awaits nothing (conversations from before
+    # VERIFIED_DECISIONS_PATCH) acts at the same point as when these were plain functions.
     @workflow.signal(name="approve")
-    def approve(self, *args: Any) -> None:
+    async def approve(self, *args: Any) -> None:
         """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``, and optionally
-        ``"arguments": {...}`` (run with these instead), ``"remember": true`` (allow the tool from now on)."""
-        self._on_signal(args, approve=True)
+        ``"arguments": {...}`` (run with these instead), ``"remember": true`` (allow the tool from now
+        on), ``"signature": "..."`` (by the approver's key)."""
+        await self._on_signal(args, approve=True)
 
     @workflow.signal(name="reject")
-    def reject(self, *args: Any) -> None:
-        self._on_signal(args, approve=False)
+    async def reject(self, *args: Any) -> None:
+        await self._on_signal(args, approve=False)
 
-    def _on_signal(self, args: tuple[Any, ...], *, approve: bool) -> None:
+    async def _on_signal(self, args: tuple[Any, ...], *, approve: bool) -> None:
         name = "approve" if approve else "reject"
         try:
             signal = self._signalled(
@@ -326,20 +337,71 @@ class AgentWorkflow:
         keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
             BIND_APPROVALS_PATCH
         )
+        verdict = None
+        if self._takes(signal, approve) and workflow.patched(VERIFIED_DECISIONS_PATCH):
+            verdict = await self._verify(Decision(approve=approve, **signal.model_dump()))
+            if not verdict.valid:
+                workflow.logger.warning("%s signal refused: %s", name, verdict.reason)
+                return
         were_pending = self._approvals.pending
-        outcome = self._approvals.on_signal(signal, approve, workflow.now(), keep_early=keep_early)
+        outcome = self._approvals.on_signal(
+            signal, approve, workflow.now(), keep_early=keep_early, verdict=verdict
+        )
         self._events.approvals_decided(were_pending)
         workflow.logger.info("%s signal: %s", name, outcome)
+
+    def _takes(self, signal: ApprovalSignal, approve: bool) -> bool:
+        """Would the decision take now (before its signature is checked)? One that would not is
+        dropped with its reason, unverified."""
+        try:
+            self._approvals.check(Decision(approve=approve, **signal.model_dump()), workflow.now())
+        except ValueError:
+            return False
+        return True
+
+    async def _verify(self, decision: Decision, record: ApprovalRecord | None = None) -> Verdict:
+        """The worker's verdict on who made ``decision`` (``verify_decision``, a local activity: the
+        keys stay on the worker). ``record``: the call it decides, when not one of ours (a sub-agent's)."""
+        record = record or self._approvals.records[decision.call_id]
+        signed = SignedDecision.of(workflow.info().workflow_id, record.arguments_digest, decision)
+        with self._waiting_update():  # no continue-as-new while a decision is being checked
+            try:
+                return await VERIFY_DECISION.execute(
+                    signed,
+                    local=True,
+                    start_to_close_timeout=timedelta(seconds=10),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"verify decision on {decision.call_id} by {decision.by}",
+                )
+            except ActivityError as err:
+                return Verdict(approver="refused", reason=f"cannot verify it: {failure_text(err)}")
 
     @workflow.update(name="decide")
     async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
+        verified = workflow.patched(VERIFIED_DECISIONS_PATCH)
         if self._forwarded(decision.call_id):
+            if verified:  # the sub-agent verifies it too; here, to answer why not at once
+                self._must_hold(await self._verify(decision, self._subagents.check(decision, workflow.now())))
             return await self._subagents.decide(decision, workflow.now())
-        record = self._approvals.decide(decision, workflow.now())
+        if not verified:
+            record = self._approvals.decide(decision, workflow.now())
+        else:
+            verdict = self._must_hold(await self._verify(decision))
+            try:  # the call may have been decided, or passed its deadline, meanwhile
+                record = self._approvals.decide(decision, workflow.now(), verdict)
+            except ValueError as e:
+                raise ApplicationError(str(e), type="DecisionRefused", non_retryable=True) from None
         self._events.publish(ApprovalDecided(record=record))
         return record
+
+    @staticmethod
+    def _must_hold(verdict: Verdict) -> Verdict:
+        """The verdict of a decision that may take; the update's failure for one that may not."""
+        if not verdict.valid:
+            raise ApplicationError(verdict.reason, type="DecisionRefused", non_retryable=True)
+        return verdict
 
     @decide.validator
     def _check_decision(self, *args: Any) -> None:
@@ -759,7 +821,11 @@ class AgentWorkflow:
         if approval.requires_approval(tool.definition.name, tool.requires_approval):
             if record is None:
                 record = self._approvals.request(
-                    call, approval.deadline_for(call.name), workflow.now(), approval.decisions_for(call.name)
+                    call,
+                    approval.deadline_for(call.name),
+                    workflow.now(),
+                    approval.decisions_for(call.name),
+                    approval.approvers_for(call.name),
                 )
                 if record.via != "remember":  # a person is asked (or answered first, in older runs)
                     self._events.publish(ApprovalRequested(record=record))

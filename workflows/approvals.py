@@ -9,7 +9,7 @@ from typing import Any
 from workflows.config import DecisionKind
 from workflows.decisions import kinds_of, schema_error
 from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance, Verdict
 
 MAX_EARLY_DECISIONS = 100
 """Bound of the decisions kept for calls not requested yet (conversations started before
@@ -46,8 +46,10 @@ class Approvals:
         deadline: timedelta | None,
         now: datetime,
         decisions: list[DecisionKind] | None = None,
+        approvers: list[str] | None = None,
     ) -> ApprovalRecord:
-        """The call's approval record: pending, or approved at once when its tool is allowed."""
+        """The call's approval record: pending, or approved at once when its tool is allowed.
+        ``approvers``: who may decide (None: anyone)."""
         record = ApprovalRecord(
             call_id=call.id,
             tool=call.name,
@@ -57,6 +59,7 @@ class Approvals:
         )
         if decisions is not None:
             record.allowed_decisions = decisions
+        record.approvers = approvers
         self.records[call.id] = record
         if allowance := self.allowance(call.name):
             record.state, record.by, record.decided_at, record.via = "approved", allowance.by, now, "remember"
@@ -68,12 +71,19 @@ class Approvals:
         return record
 
     def on_signal(
-        self, signal: ApprovalSignal, approve: bool, now: datetime, *, keep_early: bool = False
+        self,
+        signal: ApprovalSignal,
+        approve: bool,
+        now: datetime,
+        *,
+        keep_early: bool = False,
+        verdict: Verdict | None = None,
     ) -> str:
         """Apply a decision from a signal; returns what happened, for the log.
 
         A decision binds to a call that waits now: one for a call nobody has seen yet is dropped
-        (``keep_early`` keeps it, as conversations started before this rule did).
+        (``keep_early`` keeps it, as conversations started before this rule did). ``verdict``: who
+        made it, as the worker verified it, for the record.
         """
         decision = Decision(approve=approve, **signal.model_dump())
         if signal.call_id not in self.records and keep_early:
@@ -91,7 +101,7 @@ class Approvals:
             if (late := self.records.get(signal.call_id)) and late.deadline and now >= late.deadline:
                 self.time_out(late, now)  # too late, even if the timer has not fired yet
             return f"ignored: {e}"
-        self._apply(record, decision, now, "signal")
+        self._apply(record, decision, now, "signal", verdict)
         return f"call {signal.call_id!r} {record.state} by {record.by}"
 
     def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
@@ -118,6 +128,10 @@ class Approvals:
             raise ValueError(
                 f"{refused[0]!r} is not a decision allowed for {record.tool} (allowed: {', '.join(allowed)})"
             )
+        if record.approvers is not None and decision.by not in record.approvers:
+            raise ValueError(
+                f"{decision.by} may not decide {record.tool} (approvers: {', '.join(record.approvers)})"
+            )
         if decision.arguments is not None:
             if (schema := self._schema_of(record.tool)) is None:
                 raise ValueError(f"cannot check edited arguments: {record.tool} is no longer offered")
@@ -125,9 +139,9 @@ class Approvals:
                 raise ValueError(f"edited arguments for {record.tool} do not fit its schema: {error}")
         return record
 
-    def decide(self, decision: Decision, now: datetime) -> ApprovalRecord:
+    def decide(self, decision: Decision, now: datetime, verdict: Verdict | None = None) -> ApprovalRecord:
         record = self.check(decision, now)
-        self._apply(record, decision, now, "update")
+        self._apply(record, decision, now, "update", verdict)
         return record
 
     def arguments_for(self, call: ToolCall) -> dict[str, Any]:
@@ -171,8 +185,16 @@ class Approvals:
         record.decided_at = now
         record.via = via  # type: ignore[assignment]
 
-    def _apply(self, record: ApprovalRecord, decision: Decision, now: datetime, via: str) -> None:
+    def _apply(
+        self,
+        record: ApprovalRecord,
+        decision: Decision,
+        now: datetime,
+        via: str,
+        verdict: Verdict | None = None,
+    ) -> None:
         record.state = "approved" if decision.approve else "rejected"
+        record.verdict = verdict
         record.by = decision.by
         record.reason = decision.reason
         record.decided_at = now

@@ -136,6 +136,10 @@ class ApprovalPolicy(BaseModel):
     tool result."""
     max_arguments_bytes: int = Field(default=64 * 1024, ge=2)
     """Edited ``arguments``, as compact JSON in UTF-8 bytes."""
+    approvers: list[str] = Field(default_factory=list)
+    """Who may decide (a decision's ``by``: with approver keys, the key that signs it); empty: anyone."""
+    tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
+    """Per-tool approvers, overriding ``approvers``."""
 
     def requires_approval(self, tool_name: str, risky: bool) -> bool:
         """``risky``: the tool's own default (``ToolSpec.requires_approval``)."""
@@ -149,6 +153,10 @@ class ApprovalPolicy(BaseModel):
 
     def decisions_for(self, tool_name: str) -> list[DecisionKind]:
         return list(self.tool_decisions.get(tool_name, self.decisions))
+
+    def approvers_for(self, tool_name: str) -> list[str] | None:
+        """None: anyone may decide."""
+        return list(self.tool_approvers.get(tool_name, self.approvers)) or None
 
 
 HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit"]

@@ -74,6 +74,22 @@ def arguments_digest(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+class Verdict(BaseModel):
+    """Who made a decision, as the worker's ``verify_decision`` found it (``AGENT_APPROVER_KEYS``)."""
+
+    approver: Literal["signed", "self-declared", "refused"]
+    """``signed``: the key named by ``by`` signed it; ``self-declared``: the workers have no approver
+    keys, ``by`` is what the decider wrote; ``refused``: unsigned or badly signed (never applied)."""
+    key: str | None = None
+    """The approver key whose signature holds."""
+    reason: str = ""
+    """Why refused, on one line."""
+
+    @property
+    def valid(self) -> bool:
+        return self.approver != "refused"
+
+
 class ApprovalRecord(BaseModel):
     """A tool call that needed a person: the request and, once made, the decision."""
 
@@ -95,6 +111,11 @@ class ApprovalRecord(BaseModel):
     """The approval also allowed the tool for the rest of the conversation."""
     allowed_decisions: list[DecisionKind] = Field(default_factory=lambda: list(DECISION_KINDS))
     """What a person may decide about this call (the agent's ``approval.tool_decisions``)."""
+    approvers: list[str] | None = None
+    """Who may decide (the agent's ``approval.approvers``/``tool_approvers``); None: anyone."""
+    verdict: Verdict | None = None
+    """Who decided, as the worker verified it; None for what no person decided (deadline,
+    cancellation, remember) and for decisions taken before decisions were verified."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -133,6 +154,9 @@ class ApprovalSignal(Payload):
     remember: bool | None = None
     """true: approve, and let later calls of this tool run without asking for the rest of the
     conversation. (None rather than false when not given: a plain decision's payload stays as it was.)"""
+    signature: str | None = None
+    """HMAC-SHA256 (hex) by the key of the approver ``by`` names over the decision
+    (``workflows/signatures.py``); required when the workers have approver keys."""
 
 
 class Decision(ApprovalSignal):

@@ -1,0 +1,56 @@
+"""What an approver signs: one canonical text per decision. The workflow hands it to the worker's
+``verify_decision`` (no key ever reaches workflow code or history); the starter, ``starter.py sign``
+and any ops tool sign the same text (the README shows it in a few lines of Python).
+
+The text names the call as ``<workflow id>/<call id>``: a sub-agent's call decided at its parent
+(``parent`` and ``call_2_0/call_1_0``) reads the same as at the sub-agent (``parent/call_2_0`` and
+``call_1_0``), so one signature holds at both.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from workflows.decisions import kinds_of
+from workflows.records import Decision, arguments_digest
+
+SIGNED_TAG = "durable-agents decision v1"
+
+
+class SignedDecision(BaseModel):
+    """Input of the ``verify_decision`` activity: what the signature must cover, and the signature."""
+
+    call: str
+    """``<workflow id>/<call id>``."""
+    arguments_digest: str
+    """Of the arguments the call waits with (what a person was shown)."""
+    kind: str
+    """``approve``, ``reject``, ``edit``, ``approve+remember`` or ``edit+remember``."""
+    edited_digest: str | None = None
+    """Of the edited arguments, for an edit."""
+    by: str
+    """The approver: the name of the key that must have signed."""
+    reason: str = ""
+    signature: str | None = None
+
+    @classmethod
+    def of(cls, workflow_id: str, digest: str, decision: Decision) -> SignedDecision:
+        """The decision on call ``decision.call_id`` of conversation ``workflow_id``, whose arguments
+        have ``digest``."""
+        edited = decision.arguments
+        return cls(
+            call=f"{workflow_id}/{decision.call_id}",
+            arguments_digest=digest,
+            kind="+".join(kinds_of(decision)),
+            edited_digest=None if edited is None else arguments_digest(edited),
+            by=decision.by,
+            reason=decision.reason,
+            signature=decision.signature,
+        )
+
+    def text(self) -> bytes:
+        """The bytes the approver's key signs: compact JSON of the tag and the fields, in order."""
+        fields = [SIGNED_TAG, self.call, self.arguments_digest, self.kind, self.edited_digest, self.by]
+        return json.dumps([*fields, self.reason], separators=(",", ":"), ensure_ascii=False).encode()

@@ -42,6 +42,7 @@ from durable_agents.lost_calls import (
     run_with_lease,
 )
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
+from durable_agents.versioning import deployment_config, version_config
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 
@@ -87,7 +88,9 @@ class AgentPlugin(SimplePlugin):
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
     need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling, a graceful shutdown) and two
-    workflow threads; the cache size stays the worker's (``MAX_CACHED_WORKFLOWS``). Raises
+    workflow threads; the cache size stays the worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
+    worker (``deployment_config``) conversations are pinned unless their agent says ``auto_upgrade``
+    (durable_agents/versioning.py). Raises
     ``AgentFileError`` naming the file and field when an agent file is bad.
     """
 
@@ -163,6 +166,7 @@ class AgentPlugin(SimplePlugin):
         config["unsandboxed_workflow_runner"] = RecordCachedConversations(
             config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
         )
+        config = version_config(config)
         for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
             if config.get(option, sdk_default) == sdk_default:
                 config[option] = ours  # type: ignore[literal-required]
@@ -202,7 +206,8 @@ def build_worker(
     """The worker ``worker.py``, the demo, the tests and the benchmarks run: a ``Worker`` with an
     ``AgentPlugin(settings, **plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
     that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
-    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``."""
+    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``. With the settings'
+    ``deployment_name`` and ``build_id`` the worker is that build of that Worker Deployment."""
     settings = settings or Settings.from_env()
     if max_cached_workflows is None:  # 0 is a setting, not "unset"
         max_cached_workflows = settings.max_cached_workflows
@@ -213,5 +218,6 @@ def build_worker(
         task_queue=task_queue,
         max_cached_workflows=max_cached_workflows,
         max_task_queue_activities_per_second=activities_per_second,
+        deployment_config=deployment_config(settings),
         plugins=[AgentPlugin(settings, **plugin)],  # type: ignore[arg-type]
     )

@@ -84,6 +84,14 @@ class Settings:
     """``AGENT_DECIDE_TIMEOUT``: seconds the starter's ``approve``/``reject`` (the ``decide`` update)
     wait for a sub-agent to take a decision made at its parent before answering why not (0 < s <= 600)."""
 
+    # Worker Deployment Versioning (durable_agents/versioning.py)
+    deployment_name: str | None = None
+    """``AGENT_DEPLOYMENT_NAME`` (else ``TEMPORAL_DEPLOYMENT_NAME``, as Temporal's Worker Controller
+    sets it): the Worker Deployment the worker joins; given with ``build_id`` or not at all."""
+    build_id: str | None = None
+    """``AGENT_BUILD_ID`` (else ``TEMPORAL_WORKER_BUILD_ID``): the build the worker runs as. Without
+    both the worker is unversioned."""
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         """Raises ``ValueError`` (one line naming the variable) for a value it cannot use."""
@@ -144,6 +152,7 @@ class Settings:
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
             decide_timeout=10.0 if decide_timeout is None else decide_timeout,
+            **_deployment(environ),
         )
 
     @property
@@ -163,3 +172,20 @@ class Settings:
     def temporal_db(self) -> Path:
         """The embedded dev server's SQLite file."""
         return self.data_dir / "temporal.db"
+
+
+def _deployment(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """``deployment_name`` and ``build_id``: ours, else the variables Temporal's Worker Controller sets;
+    both or neither, and a name without "." (Temporal writes a version as ``<name>.<build id>``)."""
+    name = (environ.get("AGENT_DEPLOYMENT_NAME") or environ.get("TEMPORAL_DEPLOYMENT_NAME") or "").strip()
+    build = (environ.get("AGENT_BUILD_ID") or environ.get("TEMPORAL_WORKER_BUILD_ID") or "").strip()
+    if bool(name) != bool(build):
+        given, missing = (
+            ("AGENT_DEPLOYMENT_NAME", "AGENT_BUILD_ID")
+            if name
+            else ("AGENT_BUILD_ID", "AGENT_DEPLOYMENT_NAME")
+        )
+        raise ValueError(f"{given} is set but {missing} is not: a versioned worker needs both (or neither)")
+    if "." in name:
+        raise ValueError(f"AGENT_DEPLOYMENT_NAME must not contain '.', not {name!r}")
+    return {"deployment_name": name or None, "build_id": build or None}

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
 
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
 
 from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
@@ -124,6 +125,8 @@ async def _run_until_stopped(
         limit = f", at most {args.rate_limit:g} activities/s across the queue" if args.rate_limit else ""
         where = f"task queue '{args.task_queue}' at {address}{limit}"
         print(f"Worker ({args.role}) running on {where}. Ctrl-C to stop.", flush=True)
+        if deployment := worker.config().get("deployment_config"):
+            print(_versioned(deployment.version), flush=True)
         await asyncio.wait([running, stopped], return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
     if not running.done():  # asked to stop: within the graceful shutdown time
@@ -134,6 +137,15 @@ async def _run_until_stopped(
         print(f"worker: {_one_line(error)}", file=sys.stderr)
         return 1
     return 0  # it ends without an error only when asked to
+
+
+def _versioned(version: WorkerDeploymentVersion) -> str:
+    """Until a build is made current, Temporal sends new conversations to unversioned workers only."""
+    return (
+        f"Build {version.build_id} of Worker Deployment {version.deployment_name}: it takes new"
+        " conversations once current (temporal worker deployment set-current-version"
+        f" --deployment-name {version.deployment_name} --build-id {version.build_id})."
+    )
 
 
 def _one_line(error: BaseException) -> str:

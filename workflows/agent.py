@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from workflows import versioning
     from workflows.activity_io import (
         AgentRef,
         HookContext,
@@ -190,6 +191,7 @@ class AgentWorkflow:
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
+            versioning.declare(agent.spec)
             self._board.show(
                 model_calls=self._s.model_calls, usage=self._s.usage, cost=conversation_cost(agent, self._s)
             )
@@ -964,7 +966,10 @@ class AgentWorkflow:
         self._s.allowances = self._approvals.allowances
         self._s.runs += 1
         workflow.logger.info("continuing as new (run %d)", self._s.runs)
-        workflow.continue_as_new(input.model_copy(update={"state": self._s, "history": []}))
+        workflow.continue_as_new(
+            input.model_copy(update={"state": self._s, "history": []}),
+            initial_versioning_behavior=versioning.next_run(),
+        )
 
     # -- status and result --------------------------------------------------------
 

@@ -14,6 +14,7 @@ from workflows.answers import check_schema
 from workflows.messages import ModelSettings, Usage
 
 OnLimit = Literal["final_answer", "stop", "fail"]
+Versioning = Literal["pinned", "auto_upgrade"]
 
 
 MAX_WAIT_SECONDS = 366 * 24 * 3600.0
@@ -320,6 +321,11 @@ class AgentSpec(BaseModel):
     max_depth: int = Field(default=3, ge=1)
     """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
     tools. The top conversation's setting holds for the whole tree."""
+    versioning: Versioning = "pinned"
+    """On a versioned worker (``AGENT_BUILD_ID``): ``pinned`` keeps each run of a conversation on the
+    build that started it; ``auto_upgrade`` moves it to the deployment's current build at its next
+    workflow task (changes to the workflow code then need ``workflow.patched``). Either way a
+    continue-as-new starts the next run on the current build (workflows/versioning.py)."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentSpec:

@@ -8,7 +8,8 @@ reconnects with ``Last-Event-ID`` and gets the events after that one; the respon
 the ``end`` event (or once a conversation that closed without one has been read).
 
 However many clients read a conversation, the server follows it once (``fanout.Hub``); a client
-that falls behind by ``QUEUE_LIMIT`` events is dropped (it reconnects after its last event).
+that takes nothing while it falls ``KEPT_EVENTS`` behind is dropped (it reconnects after its last
+event). The same server answers AG-UI and useChat runs (``runs.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from starlette.routing import Route
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents import runs
 from durable_agents.fanout import Entry, Hub, Subscription
+from durable_agents.settings import DEFAULT_TASK_QUEUE
 from durable_agents.streaming import EventStreamResponse, QuietDrops
 
 DEFAULT_PORT = 8765
@@ -35,7 +38,7 @@ DEFAULT_PORT = 8765
 # -- the app and its routes ----------------------------------------------------------------------
 
 
-def app(client: Client, hub: Hub | None = None) -> Starlette:
+def app(client: Client, hub: Hub | None = None, task_queue: str = DEFAULT_TASK_QUEUE) -> Starlette:
     hub = hub or Hub(client)
 
     async def events(request: Request) -> Response:
@@ -56,7 +59,10 @@ def app(client: Client, hub: Hub | None = None) -> Starlette:
         finally:
             await hub.close()
 
-    return Starlette(routes=[Route("/conversations/{workflow_id}/events", events)], lifespan=lifespan)
+    return Starlette(
+        routes=[Route("/conversations/{workflow_id}/events", events), *runs.routes(client, hub, task_queue)],
+        lifespan=lifespan,
+    )
 
 
 async def _missing(client: Client, workflow_id: str) -> Response | None:
@@ -100,10 +106,15 @@ def _sse_error(error: Exception) -> bytes:
 # -- serving -------------------------------------------------------------------------------------
 
 
-async def serve(client: Client, host: str, port: int) -> None:
-    """Serve until interrupted; open streams are closed at once when it stops."""
+async def serve(client: Client, host: str, port: int, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    """Serve until interrupted; open streams are closed at once when it stops. Conversations that
+    a run starts (``runs.py``) start on ``task_queue``."""
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
-        app(client), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
+        app(client, task_queue=task_queue),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=1,
     )
     await uvicorn.Server(config).serve()

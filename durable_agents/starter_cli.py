@@ -546,7 +546,7 @@ def _offset(given: str) -> int:
 async def serve_events(client: Client, args: argparse.Namespace) -> None:
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
     print(f"Serving conversation events on {url} (Ctrl-C stops)", flush=True)
-    await serve(client, args.host, args.port)
+    await serve(client, args.host, args.port, args.task_queue)
 
 
 def _duration(delta: timedelta) -> str:

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from durable_agents.fanout import Dropped, Hub
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, event_types, wait_for_pending
+from tests.serving import Served, serving
 from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow
 from workflows.events import ApprovalRequested
@@ -40,44 +39,10 @@ def _awaiting_approval() -> object:
     return conversation(agent)
 
 
-@dataclass
-class Served:
-    host: str
-    port: int
-    log: Path
-
-
 @pytest.fixture
 async def served(server: EmbeddedServer, tmp_path: Path) -> AsyncIterator[Served]:
-    """``python starter.py serve --port N`` in a process of its own, its stderr in a file."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path / "serve.log"
-    with log.open("w") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "starter.py",
-            "serve",
-            "--port",
-            str(port),
-            cwd=REPO,
-            env=os.environ | {"TEMPORAL_ADDRESS": server.address},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        for _ in range(300):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        yield Served("127.0.0.1", port, log)
-    finally:
-        proc.terminate()
-        await proc.wait()
+    async with serving(server.address, tmp_path / "serve.log") as found:
+        yield found
 
 
 async def _sse_types(served: Served, workflow_id: str, seen: asyncio.Event) -> list[str]:

@@ -4,7 +4,9 @@ message stream (the ``ai`` package, as ``useChat`` reads it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +22,9 @@ from workflows.messages import AssistantMessage, Message, ToolResultMessage, Use
 
 pytestmark = pytest.mark.timeout(300)
 QUESTION = "what is (12 + 30) * 2?"
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text()
+WRITTEN = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
 
 
 @pytest.fixture
@@ -126,3 +131,53 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     [approval] = [p for p in message["parts"] if p["type"] == "data-approval"]
     decided = (approval["id"], approval["data"]["state"], approval["data"]["by"])
     assert decided == ("call_3_0", "approved", "ui")
+
+
+def _readme_examples() -> dict[str, str]:
+    """The README's ``// example: NAME`` code blocks, by name."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```js\n// example: (\w[\w-]*)[^\n]*\n(.*?)```", readme, re.DOTALL)
+    return dict(blocks)
+
+
+async def test_the_readme_examples_run(env: Env, served: Served) -> None:
+    clients = npm_clients()
+    examples = _readme_examples()
+    assert sorted(examples) == ["ag-ui", "eventsource", "usechat"]
+    ids = {"support-4711": f"readme-{uuid.uuid4().hex[:8]}", "support-4712": f"readme-{uuid.uuid4().hex[:8]}"}
+
+    def runnable(code: str) -> str:
+        for old, new in [("http://127.0.0.1:8765", served.url), *ids.items()]:
+            code = code.replace(old, new)
+        return code
+
+    answer = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
+    outputs = {}
+    for name, prelude in [
+        ("ag-ui", ""),
+        ("eventsource", 'import { EventSource } from "eventsource";\n'),
+        ("usechat", ""),
+    ]:
+        (clients / f"readme-{name}.mjs").write_text(prelude + runnable(examples[name]))
+        outputs[name] = await node(clients, f"readme-{name}.mjs")
+    curl = re.search(
+        r"^curl -N http://127.0.0.1:8765/conversations/support-4711/events$", README, re.MULTILINE
+    )
+    assert curl is not None
+    reading = await asyncio.create_subprocess_exec(
+        *runnable(curl.group(0)).split(), stdout=asyncio.subprocess.PIPE
+    )
+    assert reading.stdout is not None
+    events = []
+    async for line in reading.stdout:  # until the reply: the chat stays open
+        if line.startswith(b"event: "):
+            events.append(line[7:].decode().strip())
+            if events[-1] == "reply":
+                break
+    reading.kill()
+    await reading.wait()
+
+    assert outputs["ag-ui"] == f"waits: approve write_file({json.dumps(WRITTEN)})?\nreply: {answer}\n"
+    assert outputs["eventsource"] == f"reply: {answer}\n"
+    assert outputs["usechat"] == f"reply: {answer}\n"
+    assert events[0] == "state" and events.count("approval_decided") == 1

@@ -19,6 +19,8 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -40,6 +42,8 @@ from workflows.records import Reply
 from workflows.transcript import cut_error
 
 T = TypeVar("T")
+
+_ACCEPTED, _COMPLETED = WorkflowUpdateStage.ACCEPTED, WorkflowUpdateStage.COMPLETED
 
 QUERY_TIMEOUT = timedelta(seconds=10)
 """How long a query waits for the conversation's worker to answer."""
@@ -97,6 +101,38 @@ async def send_or_start(
 
     A message refused while the conversation continues as new is sent again, up to ``attempts``
     times; any other refusal raises ``WorkflowUpdateFailedError``."""
+    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options)
+    return await (await resent_while_rolling_over(send, attempts)).result()
+
+
+async def start_message(
+    client: Client,
+    workflow_id: str,
+    text: str,
+    *,
+    agent: str | AgentSpec,
+    overrides: AgentOverrides | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    attempts: int = 50,
+    **options: Any,
+) -> WorkflowUpdateHandle[Reply]:
+    """``send_or_start``, returning once the conversation accepted the message (the handle's
+    ``result()`` is the reply): for a frontend that follows the turn on the event stream."""
+    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options)
+    return await resent_while_rolling_over(send, attempts)
+
+
+def _sender(
+    client: Client,
+    workflow_id: str,
+    text: str,
+    agent: str | AgentSpec,
+    overrides: AgentOverrides | None,
+    task_queue: str,
+    stage: WorkflowUpdateStage,
+    options: dict[str, Any],
+) -> Callable[[], Awaitable[WorkflowUpdateHandle[Reply]]]:
+    """One update-with-start of ``send_message``, waiting for ``stage``."""
     overrides = overrides or AgentOverrides()
     conversation = ConversationInput(
         await_first_message=True,
@@ -107,7 +143,7 @@ async def send_or_start(
     message = MessageInput(text=text)
     options = {"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE} | options
 
-    async def send() -> Reply:
+    async def send() -> WorkflowUpdateHandle[Reply]:
         start = WithStartWorkflowOperation(
             AgentWorkflow.run,
             conversation,
@@ -118,15 +154,22 @@ async def send_or_start(
             **options,
         )
         try:
-            return await client.execute_update_with_start_workflow(
-                AgentWorkflow.send_message, message, start_workflow_operation=start, result_type=Reply
+            handle = await client.start_update_with_start_workflow(
+                AgentWorkflow.send_message,
+                message,
+                start_workflow_operation=start,
+                wait_for_stage=stage,
+                result_type=Reply,
             )
+            if stage == _COMPLETED:
+                await handle.result()  # a refusal raises here, where it is sent again
+            return handle
         except (WorkflowAlreadyStartedError, RPCError):
             # The operation's own future holds the start's error too: retrieved, asyncio keeps quiet.
             await asyncio.gather(start.workflow_handle(), return_exceptions=True)
             raise
 
-    return await resent_while_rolling_over(send, attempts)
+    return send
 
 
 async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: int = 50) -> T:

@@ -7,11 +7,10 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
 
 from temporalio.client import Client
 
-from durable_agents.live import POLL_COOLDOWN, follow
+from durable_agents.live import follow
 from workflows.api import ConversationResult
 from workflows.events import (
     ApprovalDecided,
@@ -95,14 +94,13 @@ async def show_live(
     workflow_id: str,
     from_offset: int = 0,
     *,
-    cooldown: timedelta = POLL_COOLDOWN,
     approve_hints: bool = True,
 ) -> None:
     """Print a conversation's events as they come: the transcript as it grows, approvals awaited
     and decided, a streamed answer as it is typed, what the loop is doing; until it ends."""
     typing, last_detail, offset = TypingLine(), "", from_offset - 1
     try:
-        async for at, event in follow(client, workflow_id, from_offset, cooldown=cooldown):
+        async for at, event in follow(client, workflow_id, from_offset):
             offset = at
             if isinstance(event, TextDelta | ModelCallFinished):
                 typing.add(event)

@@ -7,6 +7,10 @@ Each event is ``id: <offset>``, ``event: <type>``, ``data: <json>``. A browser's
 reconnects with ``Last-Event-ID`` and gets the events after that one; the response ends after
 the ``end`` event (or once a conversation that closed without one has been read).
 
+However many clients read a conversation, the server follows it once (``fanout.Hub``); a client
+that takes nothing while it falls ``KEPT_EVENTS`` behind is dropped (it reconnects after its last
+event). The same server answers AG-UI and useChat runs (``runs.py``).
+
 Every conversation id is routable, a sub-agent's (``parent/call_2_0``) too, as it is or URL-encoded
 (``parent%2Fcall_2_0``). Who may read is ``Access``'s: a bearer token (``AGENT_SERVE_TOKEN``, in an
 ``Authorization`` header or, for a browser's ``EventSource``, which cannot set one, ``?token=``),
@@ -16,8 +20,11 @@ read from other pages (``AGENT_SERVE_ORIGINS``, CORS).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
+import json
+import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from urllib.parse import parse_qs
@@ -25,19 +32,28 @@ from urllib.parse import parse_qs
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.live import follow
+from durable_agents import runs
+from durable_agents.fanout import Entry, Hub, Subscription
+from durable_agents.settings import DEFAULT_TASK_QUEUE
+from durable_agents.streaming import EventStreamResponse, QuietDrops
 
 DEFAULT_PORT = 8765
 
 
-def app(client: Client, access: Access | None = None) -> ASGIApp:
-    """The streams' routes behind ``access`` (default: no token, no other origin)."""
+# -- the app and its routes ----------------------------------------------------------------------
+
+
+def app(
+    client: Client, hub: Hub | None = None, task_queue: str = DEFAULT_TASK_QUEUE, access: Access | None = None
+) -> ASGIApp:
+    """The streams' and the runs' routes behind ``access`` (default: no token, no other origin)."""
+    hub = hub or Hub(client)
 
     async def events(request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
@@ -45,20 +61,34 @@ def app(client: Client, access: Access | None = None) -> ASGIApp:
             start = _first_offset(request)
         except ValueError as e:
             return PlainTextResponse(f"{e}\n", status_code=400)
+        if (missing := await _missing(client, workflow_id)) is not None:
+            return missing
+        subscription = hub.subscribe(workflow_id, start)
+        return EventStreamResponse(_sse(subscription), subscription.dropped, failed=_sse_error)  # type: ignore[return-value]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
         try:
-            await client.get_workflow_handle(workflow_id).describe()
-        except RPCError as e:
-            status = 404 if e.status == RPCStatusCode.NOT_FOUND else 502
-            return PlainTextResponse(f"{workflow_id}: {e.message}\n", status_code=status)
-        return StreamingResponse(
-            _sse(client, workflow_id, start),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+            yield
+        finally:
+            await hub.close()
 
     # ``path``: a sub-agent's id holds a ``/``; an encoded one (``%2F``) arrives decoded, as the same id.
-    routes = [Route("/conversations/{workflow_id:path}/events", events)]
-    return _Guard(Starlette(routes=routes), access or Access())
+    routes = [
+        Route("/conversations/{workflow_id:path}/events", events),
+        *runs.routes(client, hub, task_queue),
+    ]
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), access or Access())
+
+
+async def _missing(client: Client, workflow_id: str) -> Response | None:
+    """A 404 (or 502) for a conversation that cannot be followed; None for one that can."""
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as e:
+        status = 404 if e.status == RPCStatusCode.NOT_FOUND else 502
+        return PlainTextResponse(f"{workflow_id}: {e.message}\n", status_code=status)
+    return None
 
 
 def _first_offset(request: Request) -> int:
@@ -72,18 +102,41 @@ def _first_offset(request: Request) -> int:
     return int(given) + 1 if last is not None else int(given)
 
 
-async def _sse(client: Client, workflow_id: str, start: int) -> AsyncIterator[str]:
-    async for offset, event in follow(client, workflow_id, start):
-        yield f"id: {offset}\nevent: {event.type}\ndata: {event.model_dump_json(exclude_none=True)}\n\n"
+# -- our own format ---------------------------------------------------------------------------------
 
 
-async def serve(client: Client, host: str, port: int, access: Access | None = None) -> None:
-    """Serve until interrupted; open streams are closed at once when it stops. ``ValueError`` (one
-    line) for an address other than loopback without a token."""
+def _frame(entry: Entry) -> bytes:
+    data = entry.event.model_dump_json(exclude_none=True)
+    return f"id: {entry.offset}\nevent: {entry.event.type}\ndata: {data}\n\n".encode()
+
+
+async def _sse(subscription: Subscription) -> AsyncIterator[bytes]:
+    async for entry in subscription.events():
+        yield entry.encoded("sse", _frame)
+
+
+def _sse_error(error: Exception) -> bytes:
+    return f"event: error\ndata: {json.dumps({'message': str(error)})}\n\n".encode()
+
+
+# -- serving -------------------------------------------------------------------------------------
+
+
+async def serve(
+    client: Client, host: str, port: int, task_queue: str = DEFAULT_TASK_QUEUE, access: Access | None = None
+) -> None:
+    """Serve until interrupted; open streams are closed at once when it stops. Conversations that
+    a run starts (``runs.py``) start on ``task_queue``. ``ValueError`` (one line) for an address
+    other than loopback without a token."""
     access = access or Access()
     check_exposure(host, access)
+    logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
-        app(client, access), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
+        app(client, task_queue=task_queue, access=access),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=1,
     )
     await uvicorn.Server(config).serve()
 
@@ -136,7 +189,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-CORS_ALLOW_HEADERS = "Authorization, Last-Event-ID, Cache-Control"
+CORS_ALLOW_HEADERS = "Authorization, Last-Event-ID, Cache-Control, Content-Type"
 
 
 class _Guard:
@@ -154,7 +207,7 @@ class _Guard:
         cors = self._cors(origin)
         if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
             preflight = [
-                (b"access-control-allow-methods", b"GET, OPTIONS"),
+                (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
                 (b"access-control-allow-headers", CORS_ALLOW_HEADERS.encode()),
                 (b"access-control-max-age", b"600"),
             ]

@@ -592,7 +592,7 @@ async def watch(client: Client, args: argparse.Namespace) -> None:
     """Follow a conversation live on its event stream until it ends; Ctrl-C says where to resume."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
     await handle.describe()  # an unknown id is one line, not a wait
-    await show_live(client, args.workflow_id, args.from_offset, cooldown=timedelta(seconds=args.interval))
+    await show_live(client, args.workflow_id, args.from_offset)
     print(format_result(await handle.result()))
 
 
@@ -613,7 +613,7 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     token = "token required" if access.token else "no token"
     origins = ", ".join(access.origins) or "none"
     print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)", flush=True)
-    await serve(client, args.host, args.port, access)
+    await serve(client, args.host, args.port, args.task_queue, access)
 
 
 def _duration(delta: timedelta) -> str:
@@ -881,7 +881,6 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="follow a conversation live until it ends")
     w.add_argument("workflow_id")
     w.add_argument("--from", dest="from_offset", type=_offset, default=0, help="the event offset to start at")
-    w.add_argument("--interval", type=float, default=0.1, help="seconds between polls once caught up")
     w.set_defaults(func=watch)
 
     sv = sub.add_parser("serve", help="serve conversations' event streams as Server-Sent Events")

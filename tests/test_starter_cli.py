@@ -647,7 +647,7 @@ async def test_watch_prints_only_the_new_part_of_a_streamed_answer(
     )
     handle = await env.start(ConversationInput(prompt="6 * 7?", agent_spec=spec), _id("cli-watch"))
 
-    code, out, err = await starter(server, "watch", handle.id, "--interval", "0.1")
+    code, out, err = await starter(server, "watch", handle.id)
 
     assert (code, err) == (0, "")
     lines = out.splitlines()

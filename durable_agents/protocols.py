@@ -1,0 +1,267 @@
+"""Our events in the two protocols frontends speak, one run (one user message's turn) at a time:
+AG-UI (CopilotKit and others) and the Vercel AI SDK's UI message stream (``useChat``). Pure
+translation, no I/O: each translator takes the conversation's events in order and says what to
+send (``sse.py``'s run endpoints send it).
+
+Text: a model call's text is one message (AG-UI ``TEXT_MESSAGE_*``, UI ``text-*`` parts), streamed
+by the dedupe rule of ``StreamedText``. A retried call that words its text otherwise closes the
+partial message, says it was replaced (AG-UI: ``CUSTOM`` ``text_replaced``; UI: a transient
+``data-text-replaced`` part) and streams the retry as a new one. Approvals: AG-UI interrupts (the
+run finishes with ``outcome: interrupt``, a run with ``resume`` answers them) and ``CUSTOM``
+``approval_requested`` / ``approval_decided``; UI: a ``data-approval`` part per call, updated
+in place as it is decided.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Ended,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    StateChanged,
+    StreamedText,
+    TextDelta,
+    ToolCallFinished,
+)
+from workflows.records import ApprovalRecord
+
+Chunk = dict[str, Any]
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "arguments": {"type": "object", "description": "run the call with these arguments instead"},
+    },
+    "required": ["approve"],
+}
+"""The answer an approval interrupt expects (a ``resume`` entry's ``payload``)."""
+
+
+def _approval(record: ApprovalRecord) -> dict[str, Any]:
+    return record.model_dump(mode="json", exclude_none=True)
+
+
+class _Text:
+    """A run's model call texts as messages, by the dedupe rule: ``steps`` says, for each event,
+    which message ends, is replaced, starts, and what text it adds (``(step, id, text)``)."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._rule = StreamedText()
+        self._open: dict[int, str] = {}
+        self._replaced: dict[int, int] = {}
+
+    def message_id(self, call: int) -> str:
+        again = self._replaced.get(call, 0)
+        return f"{self._prefix}-{call}" + (f"-{again}" if again else "")
+
+    def steps(self, event: TextDelta | ModelCallFinished) -> list[tuple[str, str, str]]:
+        steps: list[tuple[str, str, str]] = []
+        call = event.model_call
+        update = self._rule.add(event)
+        if update is not None:
+            how, text = update
+            if how == "restart" and call in self._open:
+                replaced = self._open.pop(call)
+                self._replaced[call] = self._replaced.get(call, 0) + 1
+                steps += [("end", replaced, ""), ("replaced", replaced, "")]
+            if call not in self._open:
+                self._open[call] = self.message_id(call)
+                steps.append(("start", self._open[call], ""))
+            steps.append(("delta", self._open[call], text))
+        if isinstance(event, ModelCallFinished) and call in self._open:
+            steps.append(("end", self._open.pop(call), ""))
+        return steps
+
+
+class AgUi:
+    """AG-UI events (``@ag-ui/core`` 1.0) for one run of a thread (a conversation)."""
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        self.thread_id, self.run_id = thread_id, run_id
+        self._text = _Text(f"{thread_id}-m")
+
+    def started(self) -> list[Chunk]:
+        return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
+
+    def finished(self, result: Any = None, interrupts: list[ApprovalRecord] | None = None) -> list[Chunk]:
+        done: Chunk = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
+        if interrupts:
+            done["outcome"] = {"type": "interrupt", "interrupts": [self._interrupt(r) for r in interrupts]}
+        else:
+            done["outcome"] = {"type": "success"}
+            if result is not None:
+                done["result"] = result
+        return [done]
+
+    def failed(self, message: str) -> list[Chunk]:
+        return [{"type": "RUN_ERROR", "message": message}]
+
+    def _interrupt(self, record: ApprovalRecord) -> Chunk:
+        interrupt: Chunk = {
+            "id": record.call_id,
+            "reason": "tool_approval",
+            "message": f"approve {record.tool}({json.dumps(record.arguments)})?",
+            "toolCallId": record.call_id,
+            "responseSchema": APPROVAL_SCHEMA,
+            "metadata": {"tool": record.tool, "argumentsDigest": record.arguments_digest},
+        }
+        if record.deadline is not None:
+            interrupt["expiresAt"] = record.deadline.isoformat()
+        return interrupt
+
+    def translate(self, event: Event) -> list[Chunk]:
+        match event:
+            case TextDelta() | ModelCallFinished():
+                chunks = self._text_chunks(event)
+                if isinstance(event, ModelCallFinished):
+                    chunks += self._tool_calls(event)
+                return chunks
+            case ToolCallFinished(call_id=call_id, content=content):
+                return [
+                    {
+                        "type": "TOOL_CALL_RESULT",
+                        "messageId": f"{call_id}-result",
+                        "toolCallId": call_id,
+                        "content": content,
+                        "role": "tool",
+                    }
+                ]
+            case StateChanged(state=state, detail=detail):
+                return [{"type": "STATE_SNAPSHOT", "snapshot": {"state": state, "detail": detail}}]
+            case ApprovalRequested(record=record):
+                return [{"type": "CUSTOM", "name": "approval_requested", "value": _approval(record)}]
+            case ApprovalDecided(record=record):
+                return [{"type": "CUSTOM", "name": "approval_decided", "value": _approval(record)}]
+        return []
+
+    def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for step, message_id, text in self._text.steps(event):
+            match step:
+                case "start":
+                    chunks.append(
+                        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
+                    )
+                case "delta":
+                    chunks.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
+                case "end":
+                    chunks.append({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+                case "replaced":
+                    chunks.append(
+                        {"type": "CUSTOM", "name": "text_replaced", "value": {"messageId": message_id}}
+                    )
+        return chunks
+
+    def _tool_calls(self, event: ModelCallFinished) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for call in event.tool_calls:
+            chunks += [
+                {
+                    "type": "TOOL_CALL_START",
+                    "toolCallId": call.id,
+                    "toolCallName": call.name,
+                    "parentMessageId": self._text.message_id(event.model_call),
+                },
+                {"type": "TOOL_CALL_ARGS", "toolCallId": call.id, "delta": json.dumps(call.arguments)},
+                {"type": "TOOL_CALL_END", "toolCallId": call.id},
+            ]
+        return chunks
+
+
+class UiMessages:
+    """UI message stream parts (``x-vercel-ai-ui-message-stream: v1``) of one assistant message: the
+    reply to one user message, its steps, tool calls and approvals."""
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        self._text = _Text(f"{message_id}-t")
+
+    def started(self) -> list[Chunk]:
+        return [{"type": "start", "messageId": self.message_id}]
+
+    def finished(self, reason: str = "stop") -> list[Chunk]:
+        return [{"type": "finish", "finishReason": reason}]
+
+    def failed(self, message: str) -> list[Chunk]:
+        return [{"type": "error", "errorText": message}]
+
+    def translate(self, event: Event) -> list[Chunk]:
+        match event:
+            case ModelCallStarted():
+                return [{"type": "start-step"}]
+            case TextDelta():
+                return self._text_chunks(event)
+            case ModelCallFinished():
+                return [*self._text_chunks(event), *self._tool_calls(event), {"type": "finish-step"}]
+            case ToolCallFinished(call_id=call_id, content=content, is_error=True):
+                return [
+                    {
+                        "type": "tool-output-error",
+                        "toolCallId": call_id,
+                        "errorText": content,
+                        "dynamic": True,
+                    }
+                ]
+            case ToolCallFinished(call_id=call_id, content=content):
+                return [
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": call_id,
+                        "output": content,
+                        "dynamic": True,
+                    }
+                ]
+            case ApprovalRequested(record=record) | ApprovalDecided(record=record):
+                return [{"type": "data-approval", "id": record.call_id, "data": _approval(record)}]
+            case StateChanged(state=state, detail=detail):
+                return [
+                    {
+                        "type": "data-state",
+                        "id": "state",
+                        "data": {"state": state, "detail": detail},
+                        "transient": True,
+                    }
+                ]
+            case Ended(outcome="failed", detail=detail):
+                return self.failed(detail)
+        return []
+
+    def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for step, text_id, text in self._text.steps(event):
+            match step:
+                case "start":
+                    chunks.append({"type": "text-start", "id": text_id})
+                case "delta":
+                    chunks.append({"type": "text-delta", "id": text_id, "delta": text})
+                case "end":
+                    chunks.append({"type": "text-end", "id": text_id})
+                case "replaced":
+                    chunks.append({"type": "data-text-replaced", "data": {"id": text_id}, "transient": True})
+        return chunks
+
+    def _tool_calls(self, event: ModelCallFinished) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for call in event.tool_calls:
+            arguments = json.dumps(call.arguments)
+            chunks += [
+                {"type": "tool-input-start", "toolCallId": call.id, "toolName": call.name, "dynamic": True},
+                {"type": "tool-input-delta", "toolCallId": call.id, "inputTextDelta": arguments},
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": call.id,
+                    "toolName": call.name,
+                    "input": call.arguments,
+                    "dynamic": True,
+                },
+            ]
+        return chunks

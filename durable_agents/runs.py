@@ -1,0 +1,292 @@
+"""Runs for frontends: a POST that sends a message (update-with-start underneath: the conversation
+starts if it does not exist) or answers approvals, answered with that turn's events in AG-UI or in
+the Vercel AI SDK's UI message stream protocol (``protocols.py``), read from the same stream and
+the same per-process follower as the SSE endpoint (``fanout.Hub``).
+
+    POST /agents/AGENT/ag-ui       AG-UI RunAgentInput; threadId is the conversation id
+    POST /agents/AGENT/chat        what useChat sends ({id, messages, trigger}); id is the conversation id
+    POST /conversations/ID/decisions   {"call_id", "approve", "by", "reason", "arguments"}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateHandle
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agents.conversations import start_message
+from durable_agents.fanout import Hub, Subscription
+from durable_agents.live import next_offset
+from durable_agents.protocols import AgUi, Chunk, UiMessages
+from durable_agents.streaming import EventStreamResponse
+from workflows.agent import AgentWorkflow
+from workflows.events import ApprovalRequested, Ended, Event, ReplySent
+from workflows.records import ApprovalRecord, Decision, Reply
+
+UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
+
+
+@dataclass
+class RunEnd:
+    """How a run ended: the reply, approvals it waits for, or why it failed."""
+
+    reply: Reply | None = None
+    approvals: list[ApprovalRecord] = field(default_factory=list)
+    error: str | None = None
+
+
+def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
+    async def ag_ui(request: Request) -> Response:
+        body = await _json(request)
+        if isinstance(body, Response):
+            return body
+        thread_id = str(body.get("threadId") or uuid.uuid4())
+        run = AgUi(thread_id, str(body.get("runId") or uuid.uuid4()))
+        offset = await _offset_now(client, thread_id)
+        resume = body.get("resume") or []
+        by = str((body.get("forwardedProps") or {}).get("by") or "ag-ui")
+        if resume:
+            reply, error = None, await _answer(client, thread_id, resume, by)
+        else:
+            text = _last_user_text(body.get("messages") or [], "content")
+            if text is None:
+                return PlainTextResponse("the last message must be the user's\n", status_code=400)
+            reply, error = await _send(client, thread_id, text, request.path_params["agent"], task_queue)
+        subscription = hub.subscribe(thread_id, offset)
+
+        async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
+            yield (run.started())
+            if error is not None:
+                yield (run.failed(error))
+                return
+            async for item in _run(subscription, reply, interrupt=True):
+                if isinstance(item, RunEnd):
+                    if item.error is not None:
+                        yield (run.failed(item.error))
+                    else:
+                        result = item.reply.model_dump(mode="json") if item.reply else None
+                        yield (run.finished(result, item.approvals))
+                    return
+                yield run.translate(item)
+
+        return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
+
+    async def chat(request: Request) -> Response:
+        body = await _json(request)
+        if isinstance(body, Response):
+            return body
+        workflow_id = str(body.get("id") or uuid.uuid4())
+        if body.get("trigger", "submit-message") != "submit-message":
+            return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
+        text = _last_user_text(body.get("messages") or [], "parts")
+        if text is None:
+            return PlainTextResponse("the last message must be the user's\n", status_code=400)
+        offset = await _offset_now(client, workflow_id)
+        reply, error = await _send(client, workflow_id, text, request.path_params["agent"], task_queue)
+        message = UiMessages(f"{workflow_id}-{offset}")
+        subscription = hub.subscribe(workflow_id, offset)
+
+        async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
+            yield (message.started())
+            if error is not None:
+                yield (message.failed(error))
+                return
+            async for item in _run(subscription, reply, interrupt=False):
+                if isinstance(item, RunEnd):
+                    if item.error is not None:
+                        yield (message.failed(item.error))
+                    yield (message.finished())
+                    return
+                yield message.translate(item)
+
+        return EventStreamResponse(
+            _frames(_flat(chunks()), done=True),
+            subscription.dropped,
+            failed=_error_frame,
+            headers=UI_MESSAGE_STREAM_HEADERS,
+        )  # type: ignore[return-value]
+
+    async def decisions(request: Request) -> Response:
+        body = await _json(request)
+        if isinstance(body, Response):
+            return body
+        workflow_id = request.path_params["workflow_id"]
+        try:
+            decision = Decision(
+                call_id=body.get("call_id", ""),
+                approve=body.get("approve", False),
+                by=body.get("by", "web"),
+                reason=body.get("reason", ""),
+                arguments=body.get("arguments"),
+                arguments_digest=body.get("digest"),
+            )
+        except ValidationError as e:
+            return PlainTextResponse(f"invalid decision: {e.errors()[0]['msg']}\n", status_code=400)
+        try:
+            record = await client.get_workflow_handle(workflow_id).execute_update(
+                AgentWorkflow.decide, decision
+            )
+        except WorkflowUpdateFailedError as e:
+            return PlainTextResponse(f"not decided: {_reason(e)}\n", status_code=409)
+        return JSONResponse(record.model_dump(mode="json"))
+
+    return [
+        Route("/agents/{agent}/ag-ui", ag_ui, methods=["POST"]),
+        Route("/agents/{agent}/chat", chat, methods=["POST"]),
+        Route("/conversations/{workflow_id}/decisions", decisions, methods=["POST"]),
+    ]
+
+
+async def _flat(items: AsyncIterator[Chunk | list[Chunk]]) -> AsyncIterator[Chunk]:
+    async for item in items:
+        if isinstance(item, list):
+            for chunk in item:
+                yield chunk
+        else:
+            yield item
+
+
+async def _frames(chunks: AsyncIterator[Chunk], *, done: bool = False) -> AsyncIterator[bytes]:
+    """SSE ``data:`` frames (and ``[DONE]`` last, for the UI message stream)."""
+    async for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+    if done:
+        yield b"data: [DONE]\n\n"
+
+
+def _error_frame(error: Exception) -> bytes:
+    return f"data: {json.dumps({'type': 'error', 'errorText': str(error)})}\n\n".encode()
+
+
+async def _run(
+    subscription: Subscription, reply: WorkflowUpdateHandle[Reply] | None, *, interrupt: bool
+) -> AsyncIterator[Event | RunEnd]:
+    """The conversation's events from the subscription's offset, then how the run ended: at the
+    reply to the message sent (``reply``; without one, at the next reply), at an approval awaited
+    when ``interrupt``, or when the conversation ended."""
+    events = subscription.events()
+    waiting = asyncio.ensure_future(reply.result()) if reply is not None else None
+    replied: dict[str, Reply] = {}
+    following: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+    try:
+        while True:
+            pending = {following} | ({waiting} if waiting is not None and not waiting.done() else set())
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if following.done():
+                try:
+                    event = following.result().event
+                except StopAsyncIteration:
+                    yield RunEnd(error="the conversation closed")
+                    return
+                yield event
+                match event:
+                    case ReplySent(reply=answer):
+                        replied[answer.message_id] = answer
+                        if waiting is None:
+                            yield RunEnd(reply=answer)
+                            return
+                    case ApprovalRequested(record=record) if interrupt:
+                        yield RunEnd(approvals=[record])
+                        return
+                    case Ended(outcome=outcome, detail=detail):
+                        yield RunEnd(error=None if outcome == "completed" else detail)
+                        return
+                following = asyncio.ensure_future(anext(events))
+            if waiting is not None and waiting.done():
+                if (failure := waiting.exception()) is not None:
+                    yield RunEnd(error=_reason(failure))
+                    return
+                if waiting.result().message_id in replied:
+                    yield RunEnd(reply=waiting.result())
+                    return
+    finally:
+        following.cancel()
+        if waiting is not None:
+            waiting.cancel()  # the message's turn goes on; this run stops waiting for it
+        await asyncio.gather(following, *([waiting] if waiting else []), return_exceptions=True)
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+async def _json(request: Request) -> dict[str, Any] | Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        return PlainTextResponse("the body must be JSON\n", status_code=400)
+    if not isinstance(body, dict):
+        return PlainTextResponse("the body must be a JSON object\n", status_code=400)
+    return body
+
+
+def _last_user_text(messages: list[Any], field_name: str) -> str | None:
+    """The text of the last message if it is the user's: AG-UI's ``content`` (a string or parts),
+    or a UI message's ``parts``."""
+    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
+        return None
+    content = messages[-1].get(field_name)
+    if isinstance(content, str):
+        return content or None
+    texts = [p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
+    return "".join(texts) or None
+
+
+async def _offset_now(client: Client, workflow_id: str) -> int:
+    """Where the run's events start: the conversation's next offset (0 for one not started)."""
+    try:
+        return await next_offset(client, workflow_id)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return 0
+        raise
+
+
+async def _send(
+    client: Client, workflow_id: str, text: str, agent: str, task_queue: str
+) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
+    """The accepted message's update, or why it was not sent."""
+    try:
+        return await start_message(client, workflow_id, text, agent=agent, task_queue=task_queue), None
+    except WorkflowAlreadyStartedError:
+        return None, f"{workflow_id} has closed; send to a new id"
+    except WorkflowUpdateFailedError as e:
+        return None, f"not sent: {_reason(e)}"
+    except ValidationError as e:
+        return None, f"not sent: {e.errors()[0]['msg']}"
+
+
+async def _answer(client: Client, workflow_id: str, resume: list[Any], by: str) -> str | None:
+    """Decide each approval a resume entry answers; why one was not taken, or None."""
+    handle = client.get_workflow_handle(workflow_id)
+    for entry in resume:
+        payload = entry.get("payload") or {}
+        try:
+            decision = Decision(
+                call_id=entry.get("interruptId", ""),
+                approve=entry.get("status") == "resolved" and bool(payload.get("approve")),
+                by=by,
+                reason=payload.get("reason", "" if entry.get("status") == "resolved" else "cancelled"),
+                arguments=payload.get("arguments"),
+            )
+            await handle.execute_update(AgentWorkflow.decide, decision)
+        except ValidationError as e:
+            return f"not decided: {e.errors()[0]['msg']}"
+        except WorkflowUpdateFailedError as e:
+            return f"not decided: {_reason(e)}"
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    """The innermost reason a refusal gives."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(getattr(error, "message", error))

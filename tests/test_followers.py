@@ -156,7 +156,7 @@ async def test_a_decision_takes_effect_and_reaches_500_sse_clients_and_50_follow
     for proc in watchers:
         out, _ = await proc.communicate()
         assert await proc.wait() == 0
-        assert b"[approval call_1_0] write_file approved by alice via update" in out
+        assert b"[approval call_1_0] write_file approved by alice (self-declared) via update" in out
     assert await _updates_and_signals(handle) == {"updates": 1, "signals": 0}
     assert "Traceback" not in served.log.read_text()
 

@@ -63,6 +63,22 @@ def _ag_ui_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return found
 
 
+def _results_in_call_order(messages: list[dict]) -> list[dict]:
+    """The results of parallel tool calls arrive as the calls finish; the transcript keeps them in
+    the order of the calls."""
+    ordered: list[dict] = []
+    for message in messages:
+        run = len(ordered)
+        while run and ordered[run - 1].get("role") == "tool" and message.get("role") == "tool":
+            run -= 1
+        if message.get("role") == "tool" and run < len(ordered):
+            tail = sorted([*ordered[run:], message], key=lambda m: m["toolCallId"])
+            ordered[run:] = tail
+        else:
+            ordered.append(message)
+    return ordered
+
+
 async def test_ag_ui_client_runs_a_conversation_through_a_tool_call_and_an_approval(
     env: Env, served: Served
 ) -> None:
@@ -84,9 +100,8 @@ async def test_ag_ui_client_runs_a_conversation_through_a_tool_call_and_an_appro
     ]  # fmt: skip
     assert "STATE_SNAPSHOT" in out["events"] and set(out["state"]) == {"state", "detail"}
     history = await env.client.get_workflow_handle(thread).query(AgentWorkflow.history)
-    assert [{k: v for k, v in m.items() if k != "id"} for m in out["messages"]] == _ag_ui_messages(
-        history.messages
-    )
+    received = [{k: v for k, v in m.items() if k != "id"} for m in out["messages"]]
+    assert _results_in_call_order(received) == _ag_ui_messages(history.messages)
     assert out["result"]["text"] == history.messages[-1].text
     assert [(a.call_id, a.state, a.by) for a in history.approvals] == [("call_3_0", "approved", "ag-ui")]
 

@@ -129,7 +129,7 @@ async def test_cors_answers_only_the_listed_origins(env: Env, server: EmbeddedSe
 
     assert allowed_preflight.status_code == 204
     assert allowed_preflight.headers["access-control-allow-origin"] == APP
-    assert allowed_preflight.headers["access-control-allow-methods"] == "GET, OPTIONS"
+    assert allowed_preflight.headers["access-control-allow-methods"] == "GET, POST, OPTIONS"  # runs POST
     assert "Authorization" in allowed_preflight.headers["access-control-allow-headers"]
     assert "access-control-allow-origin" not in other_preflight.headers
     assert (allowed.status_code, allowed.headers["access-control-allow-origin"]) == (200, APP)

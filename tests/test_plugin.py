@@ -16,7 +16,14 @@ from durable_agents.plugin import AgentPlugin
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import activity_types
 from tests.greeting import Greeting, greet
-from workflows.activity_refs import CALL_MODEL, LIST_MCP_TOOLS, RESOLVE_AGENT, RUN_HOOK, RUN_TOOL
+from workflows.activity_refs import (
+    CALL_MODEL,
+    LIST_MCP_TOOLS,
+    RESOLVE_AGENT,
+    RUN_HOOK,
+    RUN_TOOL,
+    VERIFY_DECISION,
+)
 from workflows.agent import AgentWorkflow
 
 
@@ -81,8 +88,10 @@ async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(
 
 def test_activity_names_are_the_recorded_ones_and_the_worker_registers_each_once(tmp_path: Path) -> None:
     # The names are in every history ever recorded: a rename would strand running conversations.
-    refs = [RESOLVE_AGENT, LIST_MCP_TOOLS, CALL_MODEL, RUN_TOOL, RUN_HOOK]
-    assert [r.name for r in refs] == ["resolve_agent", "list_mcp_tools", "call_model", "run_tool", "run_hook"]
+    refs = [RESOLVE_AGENT, LIST_MCP_TOOLS, CALL_MODEL, RUN_TOOL, RUN_HOOK, VERIFY_DECISION]
+    assert [r.name for r in refs] == [
+        "resolve_agent", "list_mcp_tools", "call_model", "run_tool", "run_hook", "verify_decision",
+    ]  # fmt: skip
     registered = AgentPlugin(workspace_root=tmp_path).activities  # what SimplePlugin hands to workers
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
     assert sorted(names) == sorted(r.name for r in refs)

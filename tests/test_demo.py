@@ -34,10 +34,8 @@ def test_the_demo_runs_on_its_own_embedded_server(tmp_path: Path) -> None:
     assert "Starting the embedded Temporal dev server" in out
     assert "The agent wants to run write_file(" in out
     assert "The demo sends that signal now." in out
-    assert (
-        "[approval call_3_0] write_file approved by demo-operator (self-declared) via signal: approved by make demo"
-        in out
-    )
+    decided = "write_file approved by demo-operator (self-declared) via signal: approved by make demo"
+    assert f"[approval call_3_0] {decided}" in out
     assert f"Final answer\n------------\n{ANSWER}\n" in out
     assert "(The embedded server has stopped; its history stays in data/." in out
     assert (tmp_path / "data").is_dir()

@@ -32,6 +32,7 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +64,8 @@ may be missed: its heartbeat timeout then retries it)."""
 REFRESH_SECONDS = 0.5
 """How often a worker says it is alive where its lease needs that (PostgreSQL)."""
 LOST_ERROR = "WorkerLost"
+RETRY_AT_ONCE = timedelta(milliseconds=10)
+"""The retry delay a dead worker's attempts get instead of their retry policy's backoff."""
 """The type of the failure a dead worker's attempts get (retryable)."""
 
 Reclaim = Callable[[str], Awaitable[None]]
@@ -255,7 +258,11 @@ async def reclaim(client: Client, record: str) -> None:
     moved = 0
     for workflow_id, run_id in recorded.get("workflows", []):  # before their calls are retried
         moved += await _unstick(client, workflow_id, run_id)
-    error = ApplicationError(f"worker {identity} stopped while running this attempt", type=LOST_ERROR)
+    error = ApplicationError(  # retried at once: the attempt did not fail, its worker did
+        f"worker {identity} stopped while running this attempt",
+        type=LOST_ERROR,
+        next_retry_delay=RETRY_AT_ONCE,
+    )
     failed = 0
     for token in recorded["running"]:
         try:

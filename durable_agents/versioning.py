@@ -128,7 +128,7 @@ def unreplayable(
     return (
         f"conversation {workflow_id} (run {run_id}) cannot be replayed by this worker ({this}): its"
         f" history was {written_by(written)}; {can}. Its workflow tasks fail and are retried, nothing"
-        f" lost, until such a worker polls task queue {task_queue}. Temporal: {why}"
+        f" lost, until a worker that can replay it polls task queue {task_queue}. Temporal: {why}"
     )
 
 
@@ -165,7 +165,8 @@ def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
         marker = event.marker_recorded_event_attributes
         if not event.HasField("marker_recorded_event_attributes") or marker.marker_name != "core_patch":
             continue
-        for payload in marker.details["patch-data"].payloads:
+        data = marker.details["patch-data"].payloads if "patch-data" in marker.details else []
+        for payload in data:
             try:
                 patch = json.loads(payload.data)
             except ValueError:

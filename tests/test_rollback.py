@@ -167,10 +167,10 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         assert told == [
             f"conversation {ids['subagent']} (run {parent_run}) cannot be replayed by this worker"
             f" (release {RELEASE}): its history was written by release {NEXT}; workers of release {NEXT}"
-            " or later can. Its workflow tasks fail and are retried, nothing lost, until such a worker"
-            f" polls task queue {queue}. Temporal: [TMPRL1100] Nondeterminism error: Non-deprecated patch"
-            " marker encountered for change next-release-delegation, but there is no corresponding change"
-            " command!"
+            " or later can. Its workflow tasks fail and are retried, nothing lost, until a worker that"
+            f" can replay it polls task queue {queue}. Temporal: [TMPRL1100] Nondeterminism error:"
+            " Non-deprecated patch marker encountered for change next-release-delegation, but there is no"
+            " corresponding change command!"
         ]
 
     newer = PreviousWorker(next_release, server.address, queue, data)

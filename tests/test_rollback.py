@@ -140,7 +140,24 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
     assert releases_in((await parent.fetch_history()).events) == {NEXT}
 
     caplog.set_level(logging.ERROR, logger="durable_agents.versioning")
+    refused = (
+        f"error: {ids['subagent']} cannot take a decision now: the workers polling task queue {queue}"
+        f" cannot load it; its history was written by release {NEXT}: a worker of release {NEXT} or"
+        " later can; nothing was sent (the worker: [TMPRL1100] Nondeterminism error: Non-deprecated"
+        " patch marker encountered for change next-release-delegation"
+    )
+
+    async def approve_at_parent() -> None:
+        code, out, err = await asyncio.wait_for(
+            starter(server, "approve", ids["subagent"], "call_1_0/call_1_0", "--by", "ops"), 30
+        )
+        assert (code, out, err.startswith(refused), len(err.splitlines())) == (1, "", True, 1), err
+
     async with build_worker(client, task_queue=queue, settings=Settings(data_dir=data)):
+        # Refused: the parent's history has a patch this release does not know. Approve answers at
+        # once, while the parent waits (the decision would start the workflow task that fails)...
+        await approve_at_parent()
+
         # Carried on: the chat's carried state and the child's origin have fields this release ignores.
         assert await _send(chat, "second") == "and then second"
         child = client.get_workflow_handle_for(AgentWorkflow.run, child_id)
@@ -150,18 +167,10 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         assert (code, out) == (0, f"write_file call call_1_0 of {ids['approval']}: approved by ops\n"), err
         assert (await approval.result()).final_text == "Wrote 1 bytes to a.txt."
 
-        # Refused: the parent's history has a patch this release does not know. Approve answers at once.
-        code, out, err = await asyncio.wait_for(
-            starter(server, "approve", ids["subagent"], "call_1_0/call_1_0", "--by", "ops"), 30
-        )
-        assert (code, out) == (1, "")
-        assert err.startswith(
-            f"error: {ids['subagent']} cannot take a decision now: the workers polling task queue {queue}"
-            f" cannot load it; its history was written by release {NEXT}: a worker of release {NEXT} or"
-            " later can; nothing was sent (the worker: [TMPRL1100] Nondeterminism error: Non-deprecated"
-            " patch marker encountered for change next-release-delegation"
-        ), err
-        assert len(err.splitlines()) == 1
+        # ...and once the child's answer made its workflow task fail (a query would wait for it).
+        while (await parent.describe()).raw_description.pending_workflow_task.attempt < 2:
+            await asyncio.sleep(0.05)
+        await approve_at_parent()
         parent_run = (await parent.describe()).run_id
         told = [r.getMessage() for r in caplog.records if r.name == "durable_agents.versioning"]
         assert told == [

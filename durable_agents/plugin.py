@@ -42,7 +42,7 @@ from durable_agents.lost_calls import (
     run_with_lease,
 )
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
-from durable_agents.versioning import deployment_config, version_config
+from durable_agents.versioning import deployment_config, name_releases, version_config
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 
@@ -166,7 +166,7 @@ class AgentPlugin(SimplePlugin):
         config["unsandboxed_workflow_runner"] = RecordCachedConversations(
             config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
         )
-        config = version_config(config)
+        config = version_config(name_releases(config))
         for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
             if config.get(option, sdk_default) == sdk_default:
                 config[option] = ours  # type: ignore[literal-required]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -64,6 +65,7 @@ from durable_agents.display import (
 from durable_agents.live import follow, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
+from durable_agents.versioning import cannot_replay, releases_in
 from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
@@ -496,8 +498,9 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
     decision = _decision(args)
     signer = _Signer(args.settings, args.workflow_id, args.by)
+    waiting = await _pending(client, handle)  # first: a decision its worker cannot load would wait
     if signer.signs:  # over the arguments the call waits with: `--digest`, else as pending shows them
-        digest = args.digest or await _digest_of(client, handle, args.call_id)
+        digest = args.digest or _digest_of(waiting, args.call_id)
         decision = signer.sign(decision.model_copy(update={"arguments_digest": digest}), digest)
     record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")
     extra = f" (signed with key {record.verdict.key})" if record.verdict and record.verdict.key else ""
@@ -523,10 +526,44 @@ def _decision(args: argparse.Namespace) -> Decision:
     )
 
 
-async def _digest_of(client: Client, handle: WorkflowHandle, call_id: str) -> str:
-    """The arguments digest of the pending call ``call_id``, as ``pending_approvals`` shows it."""
+async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecord] | None:
+    """The calls a running conversation waits for, as its worker says: none once it has closed (the
+    update says so), None when the worker did not answer for another reason (the update will say
+    why). A conversation whose workflow task fails, or that its worker cannot replay (say, after a
+    rollback to a release older than the one that wrote it), is a ``CommandError`` naming the
+    release that wrote it: a decision sent would wait until a worker that can polls, and the person
+    with it."""
     described = await handle.describe()
-    waiting = await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return []
+    if described.raw_description.pending_workflow_task.attempt > 1:  # a query would wait for it
+        why = ""
+    else:
+        try:
+            return await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+        except WorkflowQueryFailedError as e:
+            if "nondeterminism" not in e.message.lower():
+                return None
+            why = e.message
+    events = (await handle.fetch_history()).events
+    failures = [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    why = why or (failures[-1] if failures else "its workflow task fails")
+    raise CommandError(
+        f"{handle.id} cannot take a decision now: {cannot_replay(releases_in(events), described.task_queue)};"
+        f" nothing was sent (the worker: {_one_line(why)})"
+    )
+
+
+def _digest_of(waiting: list[ApprovalRecord] | None, call_id: str) -> str:
+    """The arguments digest of the pending call ``call_id``, as ``pending_approvals`` shows it."""
+    if waiting is None:
+        raise CommandError(
+            f"the conversation's worker does not say which calls wait; give --digest of {call_id}"
+        )
     if (record := next((r for r in waiting if r.call_id == call_id), None)) is None:
         pending = ", ".join(r.call_id for r in waiting) or "none"
         raise CommandError(f"no approval is pending for call {call_id!r} (pending: {pending})")

@@ -4,15 +4,23 @@ own versioning behavior (its agent's ``versioning``) reported on its workflow ta
 A worker with ``AGENT_DEPLOYMENT_NAME`` and ``AGENT_BUILD_ID`` joins that Worker Deployment as that
 build; Temporal then sends a conversation's workflow tasks to the build its behavior says (README,
 "Deploying a new version"). Without them the worker is unversioned, exactly as before.
+
+Every worker, versioned or not, names the release that wrote a history it cannot replay
+(``NamedReleases``): after a rollback, the SDK alone says only which patch marker it did not expect.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio import workflow
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import (
@@ -25,7 +33,9 @@ from temporalio.worker import (
 
 from durable_agents.settings import Settings
 from workflows.config import Versioning
-from workflows.versioning import BEHAVIOR_EXTERN
+from workflows.versioning import BEHAVIOR_EXTERN, RELEASE, release_of
+
+logger = logging.getLogger(__name__)
 
 BEHAVIORS: dict[Versioning, VersioningBehavior] = {
     "pinned": VersioningBehavior.PINNED,
@@ -61,6 +71,138 @@ def version_config(config: WorkerConfig) -> WorkerConfig:
         if (runner := config.get(option)) is not None:
             config[option] = DeclaredBehaviors(runner)  # type: ignore[literal-required]
     return config
+
+
+def name_releases(config: WorkerConfig) -> WorkerConfig:
+    """The worker's runners wrapped in ``NamedReleases``, named as the worker's build if it has one."""
+    deployment = config.get("deployment_config")
+    build = deployment.version.build_id if deployment and deployment.version else None
+    for option in ("workflow_runner", "unsandboxed_workflow_runner"):
+        if (runner := config.get(option)) is not None:
+            config[option] = NamedReleases(runner, build)  # type: ignore[literal-required]
+    return config
+
+
+class NamedReleases(WorkflowRunner):
+    """Wraps a runner: when a conversation's history cannot be replayed here (a nondeterminism
+    eviction), one line names the release that wrote it (``record_release`` markers, which every
+    release replays over) and the releases that can, once per run and worker."""
+
+    _TOLD_AT_MOST = 10_000
+    """Runs remembered as told (a failing task is retried, each time from a fresh instance)."""
+
+    def __init__(self, runner: WorkflowRunner, build: str | None = None) -> None:
+        self._runner = runner
+        self._build = build
+        self._told: set[str] = set()
+
+    def prepare_workflow(self, defn: Any) -> None:
+        self._runner.prepare_workflow(defn)
+
+    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
+        self._runner.set_worker_level_failure_exception_types(types)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _Releases(self._runner.create_instance(det), lambda *told: self._tell(det.info, *told))
+
+    def _tell(self, info: workflow.Info, written: set[int], message: str) -> None:
+        if info.run_id in self._told:
+            return
+        if len(self._told) >= self._TOLD_AT_MOST:
+            self._told.clear()
+        self._told.add(info.run_id)
+        line = unreplayable(info.workflow_id, info.run_id, info.task_queue, written, self._build, message)
+        logger.error(line)
+
+
+def unreplayable(
+    workflow_id: str, run_id: str, task_queue: str, written: set[int], build: str | None, message: str
+) -> str:
+    """The one line a worker logs for a run whose history it cannot replay."""
+    this = f"release {RELEASE}" + (f", build {build}" if build else "")
+    if max(written, default=1) > RELEASE:
+        can = f"workers of release {max(written)} or later can"
+    else:
+        can = f"release {RELEASE} should replay it: a change to the workflow without workflow.patched?"
+    why = _core_message(message)
+    return (
+        f"conversation {workflow_id} (run {run_id}) cannot be replayed by this worker ({this}): its"
+        f" history was {written_by(written)}; {can}. Its workflow tasks fail and are retried, nothing"
+        f" lost, until a worker that can replay it polls task queue {task_queue}. Temporal: {why}"
+    )
+
+
+def _core_message(message: str) -> str:
+    """The message inside the SDK core's ``Failure { failure: Some(Failure { message: "..." ...``."""
+    inner = re.search(r'message: "((?:[^"\\]|\\.)*)"', message)
+    return " ".join((inner.group(1) if inner else message).split()) or "no reason given"
+
+
+def cannot_replay(written: set[int], task_queue: str) -> str:
+    """For a client: the workers of ``task_queue`` cannot load a run whose history names ``written``."""
+    return (
+        f"the workers polling task queue {task_queue} cannot load it; its history was"
+        f" {written_by(written)}: a worker of release {max(written, default=1)} or later can"
+    )
+
+
+def written_by(written: set[int]) -> str:
+    """Who wrote a history, in words, from the releases it names (``releases_in``)."""
+    if not written:
+        return "written before releases were recorded (release 1)"
+    *earlier, last = sorted(written)
+    return (
+        f"written by release {last}"
+        if not earlier
+        else f"written by releases {', '.join(map(str, earlier))} and {last}"
+    )
+
+
+def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
+    """The releases a run's history names (``record_release`` markers): who wrote it, for a client."""
+    found = set()
+    for event in events:
+        marker = event.marker_recorded_event_attributes
+        if not event.HasField("marker_recorded_event_attributes") or marker.marker_name != "core_patch":
+            continue
+        data = marker.details["patch-data"].payloads if "patch-data" in marker.details else []
+        for payload in data:
+            try:
+                patch = json.loads(payload.data)
+            except ValueError:
+                continue
+            if isinstance(patch, dict) and (release := release_of(str(patch.get("id", "")))):
+                found.add(release)
+    return found
+
+
+class _Releases(WorkflowInstance):
+    def __init__(self, instance: WorkflowInstance, tell: Callable[[set[int], str], None]) -> None:
+        self._instance = instance
+        self._tell = tell
+        self._written: set[int] = set()
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        for job in act.jobs:
+            if job.HasField("notify_has_patch") and (release := release_of(job.notify_has_patch.patch_id)):
+                self._written.add(release)
+            elif job.HasField("remove_from_cache"):
+                eviction = job.remove_from_cache
+                if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM:
+                    self._tell(self._written, eviction.message)
+        return self._instance.activate(act)
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self._instance.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self._instance.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self._instance.get_info()
+
+    def get_thread_id(self) -> int | None:
+        return self._instance.get_thread_id()
 
 
 class DeclaredBehaviors(WorkflowRunner):

@@ -182,6 +182,7 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
+        versioning.record_release()  # a marker any release replays over: not guarded
         if self._input_error:
             raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         input = self._input
@@ -197,6 +198,7 @@ class AgentWorkflow:
             )
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
+                versioning.record_release()  # a run another release started and this one took over
                 if self._continue_as_new_due():
                     await self._continue_as_new(input)
                 if self._s.turn is not None:

@@ -9,6 +9,9 @@ the extern function ``BEHAVIOR_EXTERN``, through which it declares its agent's `
 runner reports that behavior on every workflow task the conversation completes. A replayer, an
 unversioned worker or a worker without the plugin offers none, and nothing changes: the behavior is
 not a command, so histories replay the same either way.
+
+Each run also records the release of the code that runs it (``record_release``): a worker that meets
+a history it cannot replay says which release wrote it (durable_agents/versioning.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from temporalio import workflow
 from workflows.config import AgentSpec
 
 BEHAVIOR_EXTERN = "durable_agents.versioning_behavior"
+RELEASE = 2
+"""This code's release, bumped with every release (README, "Upgrading"): 1 is the release before
+releases were recorded (tests/upgrade/BASE when this one was cut)."""
+RELEASE_MARKER = "durable-agents-release-"
+"""The id of the marker ``record_release`` leaves, before the release's number."""
 
 
 def declare(spec: AgentSpec) -> None:
@@ -34,3 +42,19 @@ def next_run() -> workflow.ContinueAsNewVersioningBehavior | None:
     if workflow.info().get_current_deployment_version() is None:
         return None
     return workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+
+
+def record_release() -> None:
+    """A marker in the run's history naming ``RELEASE``, once per run and release: at the run's start,
+    and where a release that took the run over (replayed it, then went on) calls this next. It is a
+    deprecated patch: any release replays a history with another release's marker, or none, as if it
+    were not there; a worker still sees it (``NotifyHasPatch``), so one that cannot replay the run
+    can say who wrote it. Not while replaying: the SDK would remember the marker as absent."""
+    if not workflow.unsafe.is_replaying():
+        workflow.deprecate_patch(f"{RELEASE_MARKER}{RELEASE}")
+
+
+def release_of(marker: str) -> int | None:
+    """The release a ``record_release`` marker names; None for any other patch id."""
+    number = marker.removeprefix(RELEASE_MARKER)
+    return int(number) if number != marker and number.isdigit() else None

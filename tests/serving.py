@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -61,9 +62,13 @@ async def serving(address: str, log: Path, *options: str) -> AsyncIterator[Serve
             except OSError:
                 await asyncio.sleep(0.1)
         yield Served("127.0.0.1", port, log)
-    finally:
-        proc.terminate()
-        await proc.wait()
+    finally:  # Ctrl-C: the server ends as a person ends it (and its coverage data is written)
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
 
 
 def npm_clients() -> Path:

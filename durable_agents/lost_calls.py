@@ -31,7 +31,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -49,10 +49,11 @@ from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
     Interceptor,
-    WorkflowInstance,
     WorkflowInstanceDetails,
     WorkflowRunner,
 )
+
+from durable_agents.runners import Activate, Around, WatchingRunner
 
 logger = logging.getLogger(__name__)
 
@@ -358,48 +359,24 @@ class _Recording(ActivityInboundInterceptor):
             self._lease.finished(info.task_token)
 
 
-class RecordCachedConversations(WorkflowRunner):
+class RecordCachedConversations(WatchingRunner):
     """Wraps the worker's workflow runner to keep the lease's list of cached conversations: the
     runner makes an instance when a conversation enters the cache, and the instance gets the
     eviction as its last activation."""
 
     def __init__(self, runner: WorkflowRunner, lease: Lease) -> None:
-        self._runner = runner
+        super().__init__(runner)
         self._lease = lease
 
-    def prepare_workflow(self, defn: Any) -> None:
-        self._runner.prepare_workflow(defn)
-
-    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
-        self._runner.set_worker_level_failure_exception_types(types)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        instance = self._runner.create_instance(det)
+    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
         key = (det.info.workflow_id, det.info.run_id)
         self._lease.cached(*key)
         loop = asyncio.get_running_loop()  # activations run in the workflow threads
-        return _CachedInstance(instance, lambda: loop.call_soon_threadsafe(self._lease.evicted, *key))
 
+        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
+            completion = activate(act)
+            if any(job.HasField("remove_from_cache") for job in act.jobs):
+                loop.call_soon_threadsafe(self._lease.evicted, *key)
+            return completion
 
-class _CachedInstance(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance, on_eviction: Callable[[], object]) -> None:
-        self._instance = instance
-        self._on_eviction = on_eviction
-
-    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        completion = self._instance.activate(act)
-        if any(job.HasField("remove_from_cache") for job in act.jobs):
-            self._on_eviction()
-        return completion
-
-    def get_serialization_context(self, command_info: Any) -> Any:
-        return self._instance.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: Any) -> Any:
-        return self._instance.get_external_store_context(command_info)
-
-    def get_info(self) -> Any:
-        return self._instance.get_info()
-
-    def get_thread_id(self) -> int | None:
-        return self._instance.get_thread_id()
+        return det, around

@@ -15,8 +15,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from temporalio import workflow
 from temporalio.api.history.v1 import HistoryEvent
@@ -26,11 +25,11 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import (
     WorkerConfig,
     WorkerDeploymentConfig,
-    WorkflowInstance,
     WorkflowInstanceDetails,
     WorkflowRunner,
 )
 
+from durable_agents.runners import Activate, Around, WatchingRunner
 from durable_agents.settings import Settings
 from workflows.config import Versioning
 from workflows.versioning import BEHAVIOR_EXTERN, RELEASE, release_of
@@ -83,7 +82,7 @@ def name_releases(config: WorkerConfig) -> WorkerConfig:
     return config
 
 
-class NamedReleases(WorkflowRunner):
+class NamedReleases(WatchingRunner):
     """Wraps a runner: when a conversation's history cannot be replayed here (a nondeterminism
     eviction), one line names the release that wrote it (``record_release`` markers, which every
     release replays over) and the releases that can, once per run and worker."""
@@ -92,18 +91,26 @@ class NamedReleases(WorkflowRunner):
     """Runs remembered as told (a failing task is retried, each time from a fresh instance)."""
 
     def __init__(self, runner: WorkflowRunner, build: str | None = None) -> None:
-        self._runner = runner
+        super().__init__(runner)
         self._build = build
         self._told: set[str] = set()
 
-    def prepare_workflow(self, defn: Any) -> None:
-        self._runner.prepare_workflow(defn)
+    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
+        written: set[int] = set()
 
-    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
-        self._runner.set_worker_level_failure_exception_types(types)
+        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
+            for job in act.jobs:
+                if job.HasField("notify_has_patch") and (
+                    release := release_of(job.notify_has_patch.patch_id)
+                ):
+                    written.add(release)
+                elif job.HasField("remove_from_cache"):
+                    eviction = job.remove_from_cache
+                    if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM:
+                        self._tell(det.info, written, eviction.message)
+            return activate(act)
 
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return _Releases(self._runner.create_instance(det), lambda *told: self._tell(det.info, *told))
+        return det, around
 
     def _tell(self, info: workflow.Info, written: set[int], message: str) -> None:
         if info.run_id in self._told:
@@ -176,77 +183,22 @@ def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
     return found
 
 
-class _Releases(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance, tell: Callable[[set[int], str], None]) -> None:
-        self._instance = instance
-        self._tell = tell
-        self._written: set[int] = set()
-
-    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        for job in act.jobs:
-            if job.HasField("notify_has_patch") and (release := release_of(job.notify_has_patch.patch_id)):
-                self._written.add(release)
-            elif job.HasField("remove_from_cache"):
-                eviction = job.remove_from_cache
-                if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM:
-                    self._tell(self._written, eviction.message)
-        return self._instance.activate(act)
-
-    def get_serialization_context(self, command_info: Any) -> Any:
-        return self._instance.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: Any) -> Any:
-        return self._instance.get_external_store_context(command_info)
-
-    def get_info(self) -> Any:
-        return self._instance.get_info()
-
-    def get_thread_id(self) -> int | None:
-        return self._instance.get_thread_id()
-
-
-class DeclaredBehaviors(WorkflowRunner):
+class DeclaredBehaviors(WatchingRunner):
     """Wraps a runner: each conversation gets ``BEHAVIOR_EXTERN`` (workflows/versioning.py), and from
     the activation in which it calls it, every completion carries the behavior it declared."""
 
-    def __init__(self, runner: WorkflowRunner) -> None:
-        self._runner = runner
-
-    def prepare_workflow(self, defn: Any) -> None:
-        self._runner.prepare_workflow(defn)
-
-    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
-        self._runner.set_worker_level_failure_exception_types(types)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
         declared: list[VersioningBehavior] = []
 
         def declare(versioning: Versioning) -> None:
             declared[:] = [BEHAVIORS[versioning]]
 
-        det = dataclasses.replace(det, extern_functions={**det.extern_functions, BEHAVIOR_EXTERN: declare})
-        return _Declaring(self._runner.create_instance(det), lambda: declared[0] if declared else None)
+        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
+            completion = activate(act)
+            if declared and completion.HasField("successful"):
+                completion.successful.versioning_behavior = declared[0].value  # type: ignore[assignment]
+            return completion
 
-
-class _Declaring(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance, behavior: Callable[[], VersioningBehavior | None]) -> None:
-        self._instance = instance
-        self._behavior = behavior
-
-    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        completion = self._instance.activate(act)
-        if (behavior := self._behavior()) is not None and completion.HasField("successful"):
-            completion.successful.versioning_behavior = behavior.value  # type: ignore[assignment]
-        return completion
-
-    def get_serialization_context(self, command_info: Any) -> Any:
-        return self._instance.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: Any) -> Any:
-        return self._instance.get_external_store_context(command_info)
-
-    def get_info(self) -> Any:
-        return self._instance.get_info()
-
-    def get_thread_id(self) -> int | None:
-        return self._instance.get_thread_id()
+        return dataclasses.replace(
+            det, extern_functions={**det.extern_functions, BEHAVIOR_EXTERN: declare}
+        ), around

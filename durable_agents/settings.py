@@ -43,6 +43,10 @@ class Settings:
     database_url: str | None = None
     """``AGENT_DATABASE_URL``: a ``postgresql://`` URL puts every store above on that database,
     shared by workers on several hosts."""
+    delta_dir: Path | None = None
+    """``AGENT_DELTA_DIR``: the folder where this host's readers (``serve``, ``watch``, ``chat``) take
+    streamed deltas from the model activities, without a database (default: a private folder under
+    ``$XDG_RUNTIME_DIR`` or the temp folder). With ``database_url`` they go by NOTIFY instead."""
     store_outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """``AGENT_STORE_OUTAGE_SECONDS``: how long a model or tool call waits for a store that does not
     answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
@@ -128,6 +132,7 @@ class Settings:
             payload_store=path(environ.get("AGENT_PAYLOAD_STORE")),
             workspace=path(environ.get("AGENT_WORKSPACE")),
             database_url=url,
+            delta_dir=path(environ.get("AGENT_DELTA_DIR")),
             store_outage_seconds=number(
                 "AGENT_STORE_OUTAGE_SECONDS", environ.get("AGENT_STORE_OUTAGE_SECONDS"), float
             )

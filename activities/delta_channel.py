@@ -55,11 +55,12 @@ def channel_scope(client: Client, namespace: str) -> str:
     return hashlib.sha256(f"{host}|{namespace}".encode()).hexdigest()[:16]
 
 
-def default_folder() -> Path:
-    """Where this host's readers put their sockets: private to the user."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime else Path(tempfile.gettempdir()) / f"durable-agents-{os.getuid()}"
-    return base / "deltas"
+def default_folder(runtime_dir: str | None = None) -> Path:
+    """Where this host's readers put their sockets, private to the user: under ``runtime_dir``
+    (``$XDG_RUNTIME_DIR``, as the entry point read it), else under the temp folder."""
+    if runtime_dir:
+        return Path(runtime_dir) / "durable-agents" / "deltas"
+    return Path(tempfile.gettempdir()) / f"durable-agents-{os.getuid()}" / "deltas"
 
 
 class DeltaSender(Protocol):

@@ -212,6 +212,9 @@ class UiMessages:
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         self._text = _Text(f"{message_id}-t")
+        self._stepped: set[int] = set()
+        """Calls whose step has started: a delta from the fast channel may come before the log's
+        ``model_call_started``, and starts the step itself."""
 
     def started(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -225,9 +228,10 @@ class UiMessages:
     def translate(self, event: Event) -> list[Chunk]:
         match event:
             case ModelCallStarted():
-                return [{"type": "start-step"}]
+                return self._step(event.model_call)
             case TextDelta():
-                return self._text_chunks(event)
+                chunks = self._text_chunks(event)
+                return [*self._step(event.model_call), *chunks] if chunks else []
             case ModelCallFinished():
                 return [*self._text_chunks(event), *self._tool_calls(event), {"type": "finish-step"}]
             case ModelCallInterrupted(attempt=attempt):
@@ -267,6 +271,12 @@ class UiMessages:
             case Ended(outcome="failed", detail=detail):
                 return self.failed(detail)
         return []
+
+    def _step(self, call: int) -> list[Chunk]:
+        if call in self._stepped:
+            return []
+        self._stepped.add(call)
+        return [{"type": "start-step"}]
 
     def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
         return self._steps(self._text.steps(event))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from activities.agent_resolution import AgentResolver
 from activities.approver_keys import ApproverKeys
+from activities.delta_channel import DeltaSender
 from activities.hooks import HookActivities, HookRegistry, default_hooks
 from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool, MCPActivities
@@ -51,9 +52,11 @@ class AgentActivities:
         allow_inline_mcp: bool = False,
         stores: StoreSettings,
         approver_keys: Mapping[str, bytes] | None = None,
+        deltas: DeltaSender | None = None,
     ) -> None:
         """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there.
-        ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared)."""
+        ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared).
+        ``deltas``: the fast channel streamed model calls send their deltas on (None: batches)."""
         hooks = hooks or default_hooks()
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
@@ -63,7 +66,7 @@ class AgentActivities:
         )
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)
-        self._models = ModelActivities(store, providers, registry, identity)
+        self._models = ModelActivities(store, providers, registry, identity, deltas)
         resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp, identity)
         tools = ToolActivities(
             registry,

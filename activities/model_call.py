@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.delta_channel import DeltaSender
 from activities.heartbeat import heartbeating
 from activities.outages import StoreIdentity
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.store import ConversationStore
-from activities.text_deltas import text_deltas
+from activities.text_deltas import StreamedParts, text_deltas
 from activities.tools import ToolRegistry
 from workflows.activity_io import ModelCallInput, definitions_digest
 from workflows.activity_refs import CALL_MODEL
@@ -31,10 +33,14 @@ class ModelActivities:
         providers: Mapping[str, ModelProvider] | None = None,
         registry: ToolRegistry | None = None,
         identity: StoreIdentity | None = None,
+        deltas: DeltaSender | None = None,
     ) -> None:
         """``providers`` replace the adapters by name; they belong to the caller, who closes them.
         ``registry`` defines the tools a call names (``ModelCallInput.registry_tools``); ``identity``
-        is the store identity calls are checked against (default: the store's)."""
+        is the store identity calls are checked against (default: the store's); ``deltas`` is the
+        fast channel to readers (None: streamed text goes to the event stream in batches), closed by
+        ``lifetime``."""
+        self._deltas = deltas
         self._store = store
         self._identity = identity or StoreIdentity(store.identity)
         self._registry = registry
@@ -50,13 +56,15 @@ class ModelActivities:
         finally:
             await asyncio.gather(*(p.aclose() for p in self._created))
             self._created.clear()
+            if self._deltas is not None:
+                await self._deltas.aclose()
 
     @CALL_MODEL.defn
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         await self._identity.check(input.stores, input.conversation_key)
         provider = await self._provider(input.request.settings.provider)
         # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
-        async with heartbeating() as publish, text_deltas(input.model_call) as to_stream:
+        async with heartbeating() as publish, text_deltas(input.model_call, self._deltas) as parts:
             request = self._with_registry_tools(input, await self._with_transcript(input))
             model = f"{provider.name}:{request.settings.model}"
             activity.logger.info(
@@ -64,16 +72,11 @@ class ModelActivities:
                 extra={"iteration": input.iteration, "model": model},
             )  # fmt: skip
 
-            def on_text(text: str) -> None:
-                publish(ModelProgress(partial_text=text))
-                if to_stream:
-                    to_stream(text)
-
             try:
                 return await provider.complete(
                     request,
                     timeout=input.timeout_seconds,
-                    on_text=on_text if request.settings.stream else None,
+                    on_text=_Reported(publish, parts) if request.settings.stream else None,
                 )
             except ValueError as e:  # a response we cannot map: retrying would give the same
                 raise ApplicationError(
@@ -129,3 +132,20 @@ class ModelActivities:
                 self._providers[name] = adapter()
                 self._created.append(self._providers[name])
         return self._providers[name]
+
+
+class _Reported:
+    """What a streamed call reports as it comes: its text so far to the heartbeat (``describe``, the
+    Web UI) and, with tool calls' arguments, to the readers (``text_deltas``)."""
+
+    def __init__(self, publish: Callable[[Any], None], parts: StreamedParts | None) -> None:
+        self._publish, self._parts = publish, parts
+
+    def __call__(self, text: str) -> None:
+        self._publish(ModelProgress(partial_text=text))
+        if self._parts is not None:
+            self._parts(text)
+
+    def tool_call(self, index: int, id: str, name: str, arguments: str) -> None:
+        if self._parts is not None:
+            self._parts.tool_call(index, id, name, arguments)

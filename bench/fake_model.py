@@ -5,7 +5,14 @@
 - fewer than 2 messages with role "tool": one tool call, to ``add`` {"a": 1, "b": 2}
   (to ``write_file`` {"path": "a.txt", "content": "x"} when the model name contains "approval");
 - otherwise the text "done";
-- a model name containing "text" answers "done" at once (a one-call conversation).
+- a model name containing "text" answers "done" at once (a one-call conversation);
+- a model name containing "once" answers "done" after one tool result.
+
+A request with ``"stream": true`` is answered as Chat Completions chunks: its text (any model's,
+a tool call's too) as ``x<n>`` pieces (default 20) with the delay between them instead of
+before the answer, each piece ``[<time.monotonic_ns()>] `` as it is sent (the clock every
+process on the host shares), so a reader can tell how long a piece took to reach it; then the
+tool calls, the finish reason, usage and ``[DONE]``.
 
 Each answer waits ``--delay-ms`` first; a model name ending in ``@<n>ms`` (say ``bench@500ms``)
 overrides the delay for that request. ``GET /stats`` returns ``{"requests": n}``, the number of
@@ -31,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _DELAY_SUFFIX = re.compile(r"@(\d+(?:\.\d+)?)ms$")
+_PIECES = re.compile(r"x(\d+)")
 
 
 def completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +47,7 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     messages = body.get("messages") or []
     tool_results = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None, "annotations": []}
-    if tool_results < 2 and "text" not in model:
+    if tool_results < (1 if "once" in model else 2) and "text" not in model:
         name, arguments = (
             ("write_file", {"path": "a.txt", "content": "x"})
             if "approval" in model
@@ -113,10 +121,48 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": f"bad JSON: {e}", "type": "invalid_request_error"}})
             return
         delay = delay_for(str(body.get("model") or ""), self.server.delay)
+        if body.get("stream"):
+            self.server.counted()
+            self._stream(body, delay)
+            return
         if delay:
             time.sleep(delay)
         self.server.counted()
         self._send(200, completion(body))
+
+    def _stream(self, body: dict[str, Any], delay: float) -> None:
+        answer = completion(body)
+        model = answer["model"]
+        head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        message, finish = answer["choices"][0]["message"], answer["choices"][0]["finish_reason"]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+        def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> None:
+            body = head | {"choices": [{"index": 0, "delta": delta, "finish_reason": reason}]} | extra
+            self._chunked(f"data: {json.dumps(body)}\n\n".encode())
+
+        match = _PIECES.search(model)
+        for piece in range(int(match.group(1)) if match else 20):
+            if piece and delay:
+                time.sleep(delay)
+            chunk({"content": f"[{time.monotonic_ns()}] "})
+        for index, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            name = {"name": function["name"], "arguments": ""}
+            chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": name}]})
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+        chunk({}, finish)
+        self._chunked(f"data: {json.dumps(head | {'choices': [], 'usage': answer['usage']})}\n\n".encode())
+        self._chunked(b"data: [DONE]\n\n")
+        self._chunked(b"")
+
+    def _chunked(self, data: bytes) -> None:
+        """One piece of a chunked body, sent at once (an empty one ends the body)."""
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/stats":

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from temporalio.client import Client
 
-from durable_agents.live import follow
+from activities.delta_channel import DeltaListener
+from durable_agents.live import live, next_offset
 from workflows.api import ConversationResult
 from workflows.events import (
     ApprovalDecided,
@@ -19,6 +22,7 @@ from workflows.events import (
     HookDecided,
     MessageAdded,
     ModelCallFinished,
+    ModelCallInterrupted,
     StateChanged,
     StreamedText,
     SummaryAdded,
@@ -95,25 +99,33 @@ async def show_live(
     from_offset: int = 0,
     *,
     approve_hints: bool = True,
+    deltas: DeltaListener | None = None,
 ) -> None:
     """Print a conversation's events as they come: the transcript as it grows, approvals awaited
-    and decided, a streamed answer as it is typed, what the loop is doing; until it ends."""
+        and decided, a streamed answer as it is typed, what the loop is doing; until it ends. Asked to
+        start past the stream's end, it says what it waits for first (on stderr). ``deltas``: streamed
+    text from the fast channel as it comes."""
     typing, last_detail, offset = TypingLine(), "", from_offset - 1
+    end = await next_offset(client, workflow_id) if from_offset else 0
+    if from_offset > end:
+        print(f"({waiting_for(from_offset, end)})", file=sys.stderr, flush=True)
     try:
-        async for at, event in follow(client, workflow_id, from_offset):
-            offset = at
+        async for at, event in live(client, workflow_id, from_offset, deltas):
+            if at is not None:
+                offset = at
             if isinstance(event, TextDelta | ModelCallFinished):
                 typing.add(event)
             if isinstance(event, StateChanged):
                 if event.detail == last_detail:
                     continue
                 last_detail = event.detail
+            if isinstance(event, ModelCallInterrupted):
+                typing.interrupted(event)
             if lines := format_event(event):
-                typing.close()
-                print("\n".join(lines), flush=True)
+                typing.print(*lines)
             if isinstance(event, ApprovalRequested) and approve_hints:
                 record = event.record
-                print(
+                typing.print(
                     f"  approve: python starter.py approve {workflow_id} {record.call_id}"
                     f" --digest {record.arguments_digest}"
                 )
@@ -123,6 +135,17 @@ async def show_live(
         print(f"(left after event {offset}; resume with: {resume})", file=sys.stderr)
         raise
     typing.close()
+    if offset < from_offset:
+        print(f"(the conversation closed: {_held(end)}, before event {from_offset})", file=sys.stderr)
+
+
+def waiting_for(offset: int, end: int) -> str:
+    """What a reader asked to start at ``offset`` waits for, the stream's next offset being ``end``."""
+    return f"waiting for event {offset}: {_held(end)} so far"
+
+
+def _held(end: int) -> str:
+    return f"the stream's last event is {end - 1}" if end else "the stream has no event"
 
 
 def format_event(event: Event) -> list[str]:
@@ -151,31 +174,102 @@ def format_event(event: Event) -> list[str]:
             return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]
         case StateChanged(detail=detail) if detail:
             return [f"... {detail}"]
+        case ModelCallInterrupted(model_call=call, attempt=int(attempt), detail=detail):
+            return [f"[model call {call}, attempt {attempt} broke off: {detail}]"]
+        case ModelCallInterrupted(model_call=call, reason=reason, detail=detail):
+            return [f"[model call {call} {reason}: {detail}]"]
     return []
 
 
 class TypingLine:
-    """A streamed answer on one growing line, printing only what is new: by the dedupe rule of
-    ``StreamedText``, a retried model call repeats nothing already shown."""
+    """A streamed answer as it is typed, printing only what is new (by the dedupe rule of
+    ``StreamedText``, a retried model call repeats nothing already shown), and every other line
+    through ``print``.
 
-    def __init__(self) -> None:
-        self._text = StreamedText()
-        self._open = False
+    On a terminal the partial answer is the bottom line: other lines print above it, a retry that
+    words it otherwise redraws it, and the answer's final line replaces it. Elsewhere (a pipe, a
+    log) nothing printed can be taken back: a retry's text starts a new line that says it
+    replaces the one above."""
+
+    PREFIX = "agent (typing)> "
+    REPLACING = "agent (typing, replaces the line above)> "
+
+    def __init__(self, out: TextIO | None = None, columns: int | None = None) -> None:
+        self._out = out or sys.stdout
+        self._terminal = self._out.isatty()
+        self._columns = columns
+        self._rule = StreamedText()
+        self._open: str | None = None
+        """The typing line as it shows (prefix and text), while one is open."""
+        self._done: set[int] = set()
+        """Model calls whose answer has been shown whole: their late deltas show nothing."""
 
     def add(self, event: TextDelta | ModelCallFinished) -> None:
-        update = self._text.add(event)
+        update = self._rule.add(event)
         if isinstance(event, ModelCallFinished):
-            self.close()  # the whole answer follows as the transcript's line
-        elif update is not None:
-            how, text = update
-            if how == "restart" or not self._open:
-                self.close()
-                print("agent (typing)> ", end="")
-                self._open = True
-            print(text, end="", flush=True)
+            self.finish()  # the whole answer follows as its own line
+            self._done.add(event.model_call)
+            return
+        if update is None or event.model_call in self._done:
+            return
+        how, text = update
+        if how == "append" and self._open is not None:
+            self._write(text)
+            self._open += text
+        elif how == "append":
+            self._show(self.PREFIX + text)
+        elif self._terminal:
+            self._erase()
+            self._show(self.PREFIX + text)
+        else:
+            self.close()
+            self._show(self.REPLACING + text)
+
+    def interrupted(self, event: ModelCallInterrupted) -> None:
+        """A call that is over without an answer keeps its partial line (and says so below it); an
+        attempt that broke off keeps it open for the retry."""
+        if event.attempt is None:
+            self._done.add(event.model_call)
+            self.close()
+
+    def print(self, *lines: str) -> None:
+        """Lines of their own, above the typing line."""
+        typing = self._open
+        if self._terminal:
+            self._erase()
+        else:
+            self.close()
+        self._out.write("".join(f"{line}\n" for line in lines))
+        if typing is not None and self._terminal:
+            self._show(typing)
+        self._out.flush()
+
+    def finish(self) -> None:
+        """The answer shows whole next: on a terminal the typing line goes, elsewhere it ends."""
+        if self._terminal:
+            self._erase()
+        self.close()
 
     def close(self) -> None:
-        """End the line before anything else is printed."""
-        if self._open:
-            print()
-            self._open = False
+        """End the typing line where it is."""
+        if self._open is not None:
+            self._out.write("\n")
+            self._out.flush()
+            self._open = None
+
+    def _show(self, line: str) -> None:
+        self._write(line)
+        self._open = line
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+    def _erase(self) -> None:
+        """Take the typing line off a terminal: back to its first row, then clear to the end."""
+        if self._open is None:
+            return
+        columns = self._columns or shutil.get_terminal_size().columns
+        rows = sum(max(1, -(-len(part) // columns)) for part in self._open.split("\n"))
+        self._write("\r" + (f"\x1b[{rows - 1}A" if rows > 1 else "") + "\x1b[J")
+        self._open = None

@@ -5,15 +5,19 @@ A follower holds nothing of the conversation's: it reads the log with the stream
 update slot, no history event) and waits for the next change on the run's history, a server-side
 long poll that costs the workflow nothing. Every event is published in a workflow task, so a
 ``WorkflowTaskCompleted`` is the one change worth a query; a follower that goes away, however it
-goes, leaves nothing behind.
+goes, leaves nothing behind. Streamed deltas come faster beside it (``live``), over the fast
+channel when one reaches this process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
@@ -22,7 +26,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.delta_channel import DeltaListener, channel_scope, delta_listener
 from workflows.events import EVENTS_TOPIC, Ended, Event
+
+log = logging.getLogger(__name__)
 
 POLL_QUERY = "__temporal_workflow_stream_poll"
 """The stream's read of retained events (a query: it waits for nothing and records nothing)."""
@@ -39,6 +46,59 @@ _CLOSED_RUN = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
 }
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    client: Client, database_url: str | None, folder: Path | None
+) -> AsyncIterator[DeltaListener | None]:
+    """This process's reader of the fast channel (``activities/delta_channel.py``) for ``client``'s
+    conversations, or None when it cannot listen (then the activities' batches are what it gets)."""
+    listener = delta_listener(database_url, folder)
+    try:
+        await listener.start(channel_scope(client, client.namespace))
+    except Exception as e:
+        log.warning("not listening for streamed deltas (the batches in the event stream come instead): %s", e)
+        await listener.aclose()
+        yield None
+        return
+    try:
+        yield listener
+    finally:
+        await listener.aclose()
+
+
+async def live(
+    client: Client, workflow_id: str, from_offset: int = 0, deltas: DeltaListener | None = None
+) -> AsyncIterator[tuple[int | None, Event]]:
+    """``follow``'s events and, with ``deltas``, the fast channel's for this conversation as they come
+    (offset None: they are not in the log)."""
+    if deltas is None:
+        async for item in follow(client, workflow_id, from_offset):
+            yield item
+        return
+    queue: asyncio.Queue[tuple[int | None, Event] | BaseException | None] = asyncio.Queue()
+    unsubscribe = deltas.subscribe(workflow_id, lambda event: queue.put_nowait((None, event)))
+
+    async def durable() -> None:
+        try:
+            async for item in follow(client, workflow_id, from_offset):
+                queue.put_nowait(item)
+            queue.put_nowait(None)
+        except Exception as e:
+            queue.put_nowait(e)
+
+    reader = asyncio.create_task(durable())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        unsubscribe()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
 
 
 async def follow(client: Client, workflow_id: str, from_offset: int = 0) -> AsyncIterator[tuple[int, Event]]:

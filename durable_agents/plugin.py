@@ -27,6 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.agent import AgentActivities, WorkerRole
 from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
 from activities.approver_keys import load_approver_keys
+from activities.delta_channel import delta_sender
 from activities.hooks import HookRegistry, default_hooks
 from activities.prices import DEFAULT_PRICES, load_prices
 from activities.providers import ModelProvider, import_providers
@@ -132,6 +133,9 @@ class AgentPlugin(SimplePlugin):
             allow_inline_mcp=allow_inline_mcp,
             stores=stores,
             approver_keys=load_approver_keys(settings.approver_keys),
+            deltas=delta_sender(stores.database_url, settings.delta_dir)
+            if role in ("all", "models")
+            else None,
         )
         workflows = [AgentWorkflow] if role in ("all", "workflows") else []
         # The SDKs of the providers the agents name import while the worker starts polling

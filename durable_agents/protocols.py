@@ -6,7 +6,9 @@ send (``sse.py``'s run endpoints send it).
 Text: a model call's text is one message (AG-UI ``TEXT_MESSAGE_*``, UI ``text-*`` parts), streamed
 by the dedupe rule of ``StreamedText``. A retried call that words its text otherwise closes the
 partial message, says it was replaced (AG-UI: ``CUSTOM`` ``text_replaced``; UI: a transient
-``data-text-replaced`` part) and streams the retry as a new one. Approvals: AG-UI interrupts (the
+``data-text-replaced`` part) and streams the retry as a new one. A call that ends without an answer
+ends its message and says why (AG-UI: ``CUSTOM`` ``model_call_interrupted``; UI: a transient
+``data-model-call-interrupted`` part); so does an attempt that broke off. Approvals: AG-UI interrupts (the
 run finishes with ``outcome: interrupt``, a run with ``resume`` answers them) and ``CUSTOM``
 ``approval_requested`` / ``approval_decided``; UI: a ``data-approval`` part per call, updated
 in place as it is decided.
@@ -23,6 +25,7 @@ from workflows.events import (
     Ended,
     Event,
     ModelCallFinished,
+    ModelCallInterrupted,
     ModelCallStarted,
     StateChanged,
     StreamedText,
@@ -58,6 +61,8 @@ class _Text:
         self._rule = StreamedText()
         self._open: dict[int, str] = {}
         self._replaced: dict[int, int] = {}
+        self._over: set[int] = set()
+        """Calls interrupted without an answer: a late delta opens no message for them."""
 
     def message_id(self, call: int) -> str:
         again = self._replaced.get(call, 0)
@@ -67,7 +72,7 @@ class _Text:
         steps: list[tuple[str, str, str]] = []
         call = event.model_call
         update = self._rule.add(event)
-        if update is not None:
+        if update is not None and call not in self._over:
             how, text = update
             if how == "restart" and call in self._open:
                 replaced = self._open.pop(call)
@@ -80,6 +85,21 @@ class _Text:
         if isinstance(event, ModelCallFinished) and call in self._open:
             steps.append(("end", self._open.pop(call), ""))
         return steps
+
+    def interrupted(self, event: ModelCallInterrupted) -> list[tuple[str, str, str]]:
+        """A call that is over without an answer ends its message (an attempt that broke off does
+        not: its retry goes on with it, or replaces it)."""
+        if event.attempt is not None:
+            return []
+        self._over.add(event.model_call)
+        return [("end", self._open.pop(event.model_call), "")] if event.model_call in self._open else []
+
+
+def _interruption(event: ModelCallInterrupted) -> dict[str, Any]:
+    found: dict[str, Any] = {"modelCall": event.model_call, "reason": event.reason, "detail": event.detail}
+    if event.attempt is not None:
+        found["attempt"] = event.attempt
+    return found
 
 
 class AgUi:
@@ -125,6 +145,11 @@ class AgUi:
                 if isinstance(event, ModelCallFinished):
                     chunks += self._tool_calls(event)
                 return chunks
+            case ModelCallInterrupted():
+                return [
+                    *self._steps(self._text.interrupted(event)),
+                    {"type": "CUSTOM", "name": "model_call_interrupted", "value": _interruption(event)},
+                ]
             case ToolCallFinished(call_id=call_id, content=content):
                 return [
                     {
@@ -144,8 +169,11 @@ class AgUi:
         return []
 
     def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
+        return self._steps(self._text.steps(event))
+
+    def _steps(self, steps: list[tuple[str, str, str]]) -> list[Chunk]:
         chunks: list[Chunk] = []
-        for step, message_id, text in self._text.steps(event):
+        for step, message_id, text in steps:
             match step:
                 case "start":
                     chunks.append(
@@ -184,6 +212,9 @@ class UiMessages:
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         self._text = _Text(f"{message_id}-t")
+        self._stepped: set[int] = set()
+        """Calls whose step has started: a delta from the fast channel may come before the log's
+        ``model_call_started``, and starts the step itself."""
 
     def started(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -197,11 +228,17 @@ class UiMessages:
     def translate(self, event: Event) -> list[Chunk]:
         match event:
             case ModelCallStarted():
-                return [{"type": "start-step"}]
+                return self._step(event.model_call)
             case TextDelta():
-                return self._text_chunks(event)
+                chunks = self._text_chunks(event)
+                return [*self._step(event.model_call), *chunks] if chunks else []
             case ModelCallFinished():
                 return [*self._text_chunks(event), *self._tool_calls(event), {"type": "finish-step"}]
+            case ModelCallInterrupted(attempt=attempt):
+                mark: Chunk = {"type": "data-model-call-interrupted", "data": _interruption(event)}
+                mark["transient"] = True
+                ended = [{"type": "finish-step"}] if attempt is None else []
+                return [*self._steps(self._text.interrupted(event)), mark, *ended]
             case ToolCallFinished(call_id=call_id, content=content, is_error=True):
                 return [
                     {
@@ -235,9 +272,18 @@ class UiMessages:
                 return self.failed(detail)
         return []
 
+    def _step(self, call: int) -> list[Chunk]:
+        if call in self._stepped:
+            return []
+        self._stepped.add(call)
+        return [{"type": "start-step"}]
+
     def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
+        return self._steps(self._text.steps(event))
+
+    def _steps(self, steps: list[tuple[str, str, str]]) -> list[Chunk]:
         chunks: list[Chunk] = []
-        for step, text_id, text in self._text.steps(event):
+        for step, text_id, text in steps:
             match step:
                 case "start":
                     chunks.append({"type": "text-start", "id": text_id})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from activities.delta_channel import default_folder
 from activities.layouts import EarlierWorkspaces
 from activities.outages import DEFAULT_OUTAGE_SECONDS
 from activities.state import StoreSettings
@@ -43,6 +44,10 @@ class Settings:
     database_url: str | None = None
     """``AGENT_DATABASE_URL``: a ``postgresql://`` URL puts every store above on that database,
     shared by workers on several hosts."""
+    delta_dir: Path | None = None
+    """``AGENT_DELTA_DIR``: the folder where this host's readers (``serve``, ``watch``, ``chat``) take
+    streamed deltas from the model activities, without a database (``from_env``'s default: a private
+    folder under ``$XDG_RUNTIME_DIR`` or the temp folder). With ``database_url`` they go by NOTIFY."""
     store_outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """``AGENT_STORE_OUTAGE_SECONDS``: how long a model or tool call waits for a store that does not
     answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
@@ -128,6 +133,7 @@ class Settings:
             payload_store=path(environ.get("AGENT_PAYLOAD_STORE")),
             workspace=path(environ.get("AGENT_WORKSPACE")),
             database_url=url,
+            delta_dir=path(environ.get("AGENT_DELTA_DIR")) or default_folder(environ.get("XDG_RUNTIME_DIR")),
             store_outage_seconds=number(
                 "AGENT_STORE_OUTAGE_SECONDS", environ.get("AGENT_STORE_OUTAGE_SECONDS"), float
             )

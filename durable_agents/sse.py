@@ -3,7 +3,8 @@
     curl -N http://127.0.0.1:8765/conversations/ID/events            # from the start
     curl -N http://127.0.0.1:8765/conversations/ID/events?from=12    # from offset 12
 
-Each event is ``id: <offset>``, ``event: <type>``, ``data: <json>``. A browser's EventSource
+Each event is ``id: <offset>``, ``event: <type>``, ``data: <json>``; the events that are not in the
+log (deltas from the fast channel, ``text_replaced``) come without ``id``. A browser's EventSource
 reconnects with ``Last-Event-ID`` and gets the events after that one; the response ends after
 the ``end`` event (or once a conversation that closed without one has been read).
 
@@ -38,10 +39,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.delta_channel import DeltaListener
 from durable_agents import runs
 from durable_agents.fanout import Entry, Hub, Subscription
 from durable_agents.settings import DEFAULT_TASK_QUEUE
 from durable_agents.streaming import EventStreamResponse, QuietDrops
+from workflows.events import Event, ModelCallFinished, StreamedText, TextDelta, TextReplaced
 
 DEFAULT_PORT = 8765
 
@@ -106,12 +109,26 @@ def _first_offset(request: Request) -> int:
 
 
 def _frame(entry: Entry) -> bytes:
+    if entry.offset is None:
+        return _unnumbered(entry.event)
     data = entry.event.model_dump_json(exclude_none=True)
     return f"id: {entry.offset}\nevent: {entry.event.type}\ndata: {data}\n\n".encode()
 
 
+def _unnumbered(event: Event) -> bytes:
+    """An event that is not in the log: no ``id``, so a reconnect goes on after the last one that is."""
+    return f"event: {event.type}\ndata: {event.model_dump_json(exclude_none=True)}\n\n".encode()
+
+
 async def _sse(subscription: Subscription) -> AsyncIterator[bytes]:
+    """The events as frames; before a retry's text that words a call otherwise than the text streamed
+    so far, a ``text_replaced`` (by the dedupe rule, as this client got the text)."""
+    rule = StreamedText()
     async for entry in subscription.events():
+        event = entry.event
+        update = rule.add(event) if isinstance(event, TextDelta | ModelCallFinished) else None
+        if update is not None and update[0] == "restart" and isinstance(event, TextDelta):
+            yield _unnumbered(TextReplaced(model_call=event.model_call, attempt=event.attempt))
         yield entry.encoded("sse", _frame)
 
 
@@ -123,16 +140,21 @@ def _sse_error(error: Exception) -> bytes:
 
 
 async def serve(
-    client: Client, host: str, port: int, task_queue: str = DEFAULT_TASK_QUEUE, access: Access | None = None
+    client: Client,
+    host: str,
+    port: int,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    access: Access | None = None,
+    deltas: DeltaListener | None = None,
 ) -> None:
     """Serve until interrupted; open streams are closed at once when it stops. Conversations that
-    a run starts (``runs.py``) start on ``task_queue``. ``ValueError`` (one line) for an address
-    other than loopback without a token."""
+    a run starts (``runs.py``) start on ``task_queue``; ``deltas`` is this process's reader of the
+    fast channel. ``ValueError`` (one line) for an address other than loopback without a token."""
     access = access or Access()
     check_exposure(host, access)
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
-        app(client, task_queue=task_queue, access=access),
+        app(client, Hub(client, deltas=deltas), task_queue=task_queue, access=access),
         host=host,
         port=port,
         log_level="warning",

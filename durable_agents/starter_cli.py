@@ -40,6 +40,7 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.approver_keys import secret_of, sign
+from activities.delta_channel import DeltaListener
 from activities.outages import StoreDown
 from activities.store import PayloadMissingError
 from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
@@ -56,13 +57,15 @@ from durable_agents.conversations import (
 )
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
 from durable_agents.display import (
+    TypingLine,
     format_approval,
+    format_event,
     format_reply,
     format_result,
     format_transcript,
     show_live,
 )
-from durable_agents.live import follow, next_offset
+from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
 from durable_agents.versioning import cannot_replay, releases_in
@@ -79,8 +82,11 @@ from workflows.api import (
 )
 from workflows.events import (
     ApprovalRequested,
+    ModelCallFinished,
+    ModelCallInterrupted,
     ReplySent,
     StateChanged,
+    TextDelta,
 )
 from workflows.inputs import first_error
 from workflows.records import ApprovalRecord, Decision, Reply, Revocation
@@ -267,17 +273,27 @@ async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
 
 async def chat(client: Client, args: argparse.Namespace) -> None:
     """An interactive chat; tool calls that need approval are asked about inline. End of input leaves."""
+    settings: Settings = args.settings
     with contextlib.suppress(EOFError):
-        await _chat(client, args)
+        async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+            await _chat(client, args, deltas)
 
 
-async def _chat(client: Client, args: argparse.Namespace) -> None:
+async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener | None) -> None:
     if args.workflow_id:
         handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
         first = None
+        described = await handle.describe()
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            raise CommandError(
+                f"{handle.id} has closed ({_agent_state(described)}): nothing more comes on its stream;"
+                " start a new chat with --agent NAME"
+            )
         # What waits already, then what happens from now on.
-        task_queue = (await handle.describe()).task_queue
-        events = _Events(client, handle.id, await next_offset(client, handle.id))
+        offset = await next_offset(client, handle.id)
+        print(f"(joined {handle.id}: waiting for event {offset}, the next it publishes)", flush=True)
+        events = _Events(client, handle.id, offset, deltas)
+        task_queue = described.task_queue
         for record in await ask(client, handle, AgentWorkflow.pending_approvals, task_queue):
             events.approvals.put_nowait(record)
     elif args.agent is None:
@@ -292,7 +308,7 @@ async def _chat(client: Client, args: argparse.Namespace) -> None:
             task_queue=args.task_queue,
         )
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
-        events = _Events(client, handle.id, 0)
+        events = _Events(client, handle.id, 0, deltas)
     try:
         await _chat_turns(handle, events, first, _Signer(args.settings, handle.id, args.by))
     finally:
@@ -315,25 +331,39 @@ async def _chat_turns(
             if not text:
                 continue
             reply = asyncio.create_task(send_message(handle, text))
-        print(f"agent> {(await _answering_approvals(handle, events, reply, signer)).text}")
+        answer = await _answering_approvals(handle, events, reply, signer)
+        events.typing.finish()
+        print(f"agent> {answer.text}", flush=True)
 
 
 class _Events:
     """What a chat needs of the conversation's event stream, read by one task: the tool calls that
-    wait for approval, in order, and the replies."""
+    wait for approval, in order, and the replies; a streamed answer shows as it is typed
+    (``typing``), and a model call that ends without an answer says so."""
 
-    def __init__(self, client: Client, workflow_id: str, from_offset: int) -> None:
+    def __init__(
+        self, client: Client, workflow_id: str, from_offset: int, deltas: DeltaListener | None
+    ) -> None:
         self.approvals: asyncio.Queue[ApprovalRecord] = asyncio.Queue()
+        self.typing = TypingLine()
         self._replies: dict[str, asyncio.Future[Reply]] = {}
-        self._reader = asyncio.create_task(self._read(client, workflow_id, from_offset))
+        self._reader = asyncio.create_task(self._read(client, workflow_id, from_offset, deltas))
 
-    async def _read(self, client: Client, workflow_id: str, from_offset: int) -> None:
+    async def _read(
+        self, client: Client, workflow_id: str, from_offset: int, deltas: DeltaListener | None
+    ) -> None:
         try:
-            async for _, event in follow(client, workflow_id, from_offset):
-                if isinstance(event, ApprovalRequested):
-                    self.approvals.put_nowait(event.record)
-                elif isinstance(event, ReplySent) and not self._reply(event.reply.message_id).done():
-                    self._reply(event.reply.message_id).set_result(event.reply)
+            async for _, event in live(client, workflow_id, from_offset, deltas):
+                match event:
+                    case ApprovalRequested(record=record):
+                        self.approvals.put_nowait(record)
+                    case ReplySent(reply=reply) if not self._reply(reply.message_id).done():
+                        self._reply(reply.message_id).set_result(reply)
+                    case TextDelta() | ModelCallFinished():
+                        self.typing.add(event)
+                    case ModelCallInterrupted():
+                        self.typing.interrupted(event)
+                        self.typing.print(*format_event(event))
         finally:
             for waiting in self._replies.values():
                 if not waiting.done():
@@ -370,6 +400,7 @@ async def _answering_approvals(
         if record.call_id in asked:
             continue
         asked.add(record.call_id)
+        events.typing.close()
         question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
         answer = (await asyncio.to_thread(input, question)).strip().lower()
         decision = Decision(
@@ -629,7 +660,9 @@ async def watch(client: Client, args: argparse.Namespace) -> None:
     """Follow a conversation live on its event stream until it ends; Ctrl-C says where to resume."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
     await handle.describe()  # an unknown id is one line, not a wait
-    await show_live(client, args.workflow_id, args.from_offset)
+    settings: Settings = args.settings
+    async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+        await show_live(client, args.workflow_id, args.from_offset, deltas=deltas)
     print(format_result(await handle.result()))
 
 
@@ -650,7 +683,8 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     token = "token required" if access.token else "no token"
     origins = ", ".join(access.origins) or "none"
     print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)", flush=True)
-    await serve(client, args.host, args.port, args.task_queue, access)
+    async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+        await serve(client, args.host, args.port, args.task_queue, access, deltas)
 
 
 def _duration(delta: timedelta) -> str:

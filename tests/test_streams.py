@@ -260,13 +260,16 @@ async def test_a_retried_streamed_model_call_repeats_no_text(
     assert ANSWER.startswith(shown) and len(shown) > len(first)
     assert set(hows) == {"append"}
 
-    # `watch` follows the same rule: one typing line, the text once.
+    # `watch` follows the same rule: the text once, the retry going on where the first attempt
+    # broke off (which it says), nothing replaced.
     code, out, err = await starter(server, "watch", handle.id)
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    [typing] = [line for line in lines if line.startswith("agent (typing)> ")]
-    assert typing == f"agent (typing)> {shown}"
-    assert lines[lines.index(typing) + 1] == f"[assistant] {ANSWER}"
+    typed = [line for line in lines if line.startswith("agent (typing")]
+    assert all(line.startswith("agent (typing)> ") for line in typed)
+    assert "".join(line.removeprefix("agent (typing)> ") for line in typed) == shown
+    assert lines[lines.index(typed[0]) + 1].startswith("[model call 1, attempt 1 broke off: ")
+    assert lines[lines.index(typed[-1]) + 1] == f"[assistant] {ANSWER}"
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
 """A conversation's live event stream: one offset-addressed log (Temporal's Workflow Streams) that
 watchers follow from any offset, across continue-as-new.
 
-The workflow publishes every event but ``text_delta`` in memory (no command, no history event);
-a streamed model call's activity publishes its text in batches (a signal each). A subscriber
+The workflow publishes every event but ``text_delta`` in memory (no command, no history event).
+A streamed model call's activity sends its text and tool-call arguments as they come over a fast
+channel outside Temporal (``activities/delta_channel.py``: not in the log, not in history), or,
+when no channel reaches a reader, publishes its text in batches (a signal each). A subscriber
 that reconnects asks for the offset after the last event it has and gets exactly the rest.
 
 Text deltas and retries: each ``text_delta`` names its model call, the activity attempt that
@@ -10,7 +12,8 @@ streamed it and where its text starts in that attempt's answer. A retried call s
 from the start under a higher attempt, and ``model_call_finished`` carries the whole answer. The
 dedupe rule (``StreamedText``): the text of a model call is the latest attempt's text; a client
 shows only what extends the text it already shows, and starts the line again only when the
-retry's words differ from it.
+retry's words differ from it. A delta whose earlier text never arrived (a reader that joined the
+fast channel mid-answer) is not shown: ``model_call_finished`` brings the whole text.
 """
 
 from __future__ import annotations
@@ -70,6 +73,44 @@ class TextDelta(_Event):
     attempt: int
     start: int
     text: str
+
+
+class ToolCallDelta(_Event):
+    """Argument text of a tool call a streamed model call is writing (fast channel only, never in the
+    log): ``text`` starts at ``start`` in the JSON text of call ``index`` of ``attempt``'s answer;
+    ``model_call_finished`` carries the parsed arguments."""
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    model_call: int
+    attempt: int
+    index: int
+    call_id: str = ""
+    name: str = ""
+    start: int
+    text: str
+
+
+class ModelCallInterrupted(_Event):
+    """A model call, or one attempt of it, ended without an answer. With ``attempt``: that attempt
+    broke off (its activity says so; Temporal may try again, and the retry streams from the start).
+    Without it, the call is over: ``interrupted`` by a newer message, ``failed`` for good (a
+    fallback model may be asked next, as a new call), or ``cancelled`` with the conversation."""
+
+    type: Literal["model_call_interrupted"] = "model_call_interrupted"
+    model_call: int
+    reason: Literal["attempt_failed", "interrupted", "failed", "cancelled"]
+    attempt: int | None = None
+    detail: str = ""
+
+
+class TextReplaced(_Event):
+    """Never in the log: what the SSE endpoint sends before a retried attempt's text that words the
+    call otherwise than the text it streamed so far. A client that renders text as it comes
+    replaces the call's partial text with the text that follows."""
+
+    type: Literal["text_replaced"] = "text_replaced"
+    model_call: int
+    attempt: int
 
 
 class ModelCallFinished(_Event):
@@ -145,6 +186,9 @@ Event = Annotated[
     | SummaryAdded
     | ModelCallStarted
     | TextDelta
+    | ToolCallDelta
+    | ModelCallInterrupted
+    | TextReplaced
     | ModelCallFinished
     | ToolCallStarted
     | ToolCallFinished
@@ -217,6 +261,8 @@ class StreamedText:
             if event.attempt > self._attempt.get(call, 0):
                 self._attempt[call], self._attempt_text[call] = event.attempt, ""
             known = self._attempt_text[call]
+            if event.start > len(known):
+                return None  # its earlier text never reached this reader: the final event brings it
             text = known[: event.start] + event.text  # a repeated batch (same start) replaces itself
             self._attempt_text[call] = text
         else:

@@ -5,7 +5,9 @@ toward the limits and budgets."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -13,9 +15,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
 from workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
 from workflows.costs import conversation_cost
-from workflows.events import ConversationEvents, ModelCallFinished, ModelCallStarted, SummaryAdded
+from workflows.events import (
+    ConversationEvents,
+    ModelCallFinished,
+    ModelCallInterrupted,
+    ModelCallStarted,
+    SummaryAdded,
+)
 from workflows.fallback import candidates
-from workflows.interrupts import unless_interrupted
+from workflows.interrupts import Interrupted, unless_interrupted
 from workflows.messages import ModelRequest, ModelResponse, ModelSettings, SummaryMessage, ToolCall, Usage
 from workflows.records import ModelAttempt
 from workflows.state import ConversationState
@@ -25,6 +33,9 @@ from workflows.transcript import compaction_cut, estimate_tokens, input_tokens, 
 STORE_GAP = "ConversationStoreGap"
 RESEND_WHOLE = (STORE_GAP, "ToolDefinitionsDiffer")
 """Refusals of the model activity that the same call with everything in it answers."""
+INTERRUPTED_EVENT_PATCH = "model-call-interrupted-event"
+"""A model call that ends without an answer publishes ``model_call_interrupted``: a conversation
+that ran before this replays without it, so the offsets its followers read stay as they were."""
 
 
 class ModelCalls:
@@ -118,6 +129,7 @@ class ModelCalls:
                         model_call=number, model=label, iteration=iteration, tools=allow_tool_calls
                     )
                 )
+            streamed = summary_of is None  # a summary's call is not on the stream
             try:
                 response = await self._model_activity(
                     agent, settings, allow_tool_calls, summary_of=summary_of, number=number
@@ -125,8 +137,18 @@ class ModelCalls:
             except ActivityError as err:
                 failures.append(f"{label} failed: {failure_text(err)}")
                 self._record_attempt(agent, label, failure_text(err))
+                if streamed:
+                    self._interrupted(number, "failed", failure_text(err))
                 failed = err
                 continue
+            except Interrupted:
+                if streamed:
+                    self._interrupted(number, "interrupted", "a newer message arrived")
+                raise
+            except asyncio.CancelledError:
+                if streamed and (reason := workflow.cancellation_reason()) is not None:
+                    self._interrupted(number, "cancelled", reason or "the conversation was cancelled")
+                raise  # without a reason: not the conversation's cancellation (an evicted run)
             self._record_attempt(agent, label, None)
             break
         else:
@@ -136,6 +158,12 @@ class ModelCalls:
         if agent.spec.model.fallback:
             self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
         return response, number
+
+    def _interrupted(
+        self, number: int, reason: Literal["interrupted", "failed", "cancelled"], detail: str
+    ) -> None:
+        if workflow.patched(INTERRUPTED_EVENT_PATCH):
+            self._events.publish(ModelCallInterrupted(model_call=number, reason=reason, detail=detail))
 
     def _count(self, agent: ResolvedAgent, response: ModelResponse) -> None:
         """A summary is a model call like the others: it counts toward the limits and budgets."""

@@ -40,6 +40,8 @@ class ResponseBuilder:
         self.finish: FinishReason | None = None
         """None until the provider said why it stopped: a stream without it ended early."""
         self._on_text = on_text
+        self._on_call = getattr(on_text, "tool_call", None)
+        """Told a tool call's argument text so far, when ``on_text`` has a ``tool_call`` method too."""
         self._text = ""
         self._calls: dict[int, _Call] = {}
         self._writing: int | None = None
@@ -62,6 +64,8 @@ class ResponseBuilder:
         call.name += name or ""
         call.arguments += arguments
         self._writing = index
+        if self._on_call is not None and call.name:
+            self._on_call(index, call.id, call.name, call.arguments)
 
     def build(self) -> ModelResponse:
         if self.finish is None:

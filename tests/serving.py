@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +35,11 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(address: str, log: Path, *options: str) -> AsyncIterator[Served]:
-    """``starter.py [OPTIONS] serve --port N`` against ``address``, its stderr in ``log``."""
+async def serving(
+    address: str, log: Path, *options: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Served]:
+    """``starter.py [OPTIONS] serve --port N`` against ``address``, its stderr in ``log``; ``env``
+    adds to (or overrides) the test process's environment, for the serve process only."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -49,7 +52,7 @@ async def serving(address: str, log: Path, *options: str) -> AsyncIterator[Serve
             "--port",
             str(port),
             cwd=REPO,
-            env=os.environ | {"TEMPORAL_ADDRESS": address},
+            env=os.environ | {"TEMPORAL_ADDRESS": address, **(env or {})},
             stdout=asyncio.subprocess.DEVNULL,
             stderr=err,
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.display import TypingLine
@@ -27,6 +28,7 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, event_types, wait_for_pending
 from tests.fake_provider import FakeProvider, broken_off, openai_completion, openai_error_event, openai_stream
 from tests.serving import Served, serving
+from tests.test_several_hosts import Host
 from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
@@ -337,28 +339,35 @@ async def _sse_frames(served: Served, workflow_id: str, ready: asyncio.Event) ->
     return frames
 
 
-async def test_text_and_tool_call_arguments_reach_sse_clients_over_the_channel_without_history_events(
-    env: Env, fake: FakeProvider, served: Served
-) -> None:
-    arguments = {"path": "notes/today.txt", "content": "one plus two is three, written out in full"}
+ARGUMENTS = {"path": "notes/today.txt", "content": "one plus two is three, written out in full"}
+STREAMER = AgentSpec(
+    name="streamer",
+    model=ModelSettings(provider="openai", model="gpt-4o-mini", stream=True),
+    tools=["write_file"],
+    approval=ApprovalPolicy(auto=["write_file"]),
+)
+"""An agent that streams a text with a tool call (``ARGUMENTS``), then an answer (``_queue_streamed``)."""
+
+
+def _queue_streamed(fake: FakeProvider) -> None:
     fake.queue(
         openai_stream(
-            openai_completion(FIRST, [("call_a", "write_file", arguments)], "tool_calls"), delay=0.02
+            openai_completion(FIRST, [("call_a", "write_file", ARGUMENTS)], "tool_calls"), delay=0.02
         ),
         openai_stream(openai_completion(ANSWER), delay=0.02),
     )
-    spec = AgentSpec(
-        name="streamer",
-        model=ModelSettings(provider="openai", model="gpt-4o-mini", stream=True),
-        tools=["write_file"],
-        approval=ApprovalPolicy(auto=["write_file"]),
-    )
+
+
+async def _streamed_to_sse(
+    client: Client, task_queue: str, served: Served
+) -> tuple[WorkflowHandle, list[dict]]:
+    """A ``STREAMER`` conversation read by an SSE client that connects before its first message."""
     workflow_id = f"fast-{uuid.uuid4().hex[:8]}"
-    handle = await env.client.start_workflow(
+    handle = await client.start_workflow(
         AgentWorkflow.run,
-        ConversationInput(agent_spec=spec, await_first_message=True),
+        ConversationInput(agent_spec=STREAMER, await_first_message=True),
         id=workflow_id,
-        task_queue=env.task_queue,
+        task_queue=task_queue,
     )
     ready = asyncio.Event()
     reading = asyncio.create_task(_sse_frames(served, workflow_id, ready))
@@ -366,22 +375,69 @@ async def test_text_and_tool_call_arguments_reach_sse_clients_over_the_channel_w
     await handle.execute_update(AgentWorkflow.send_message, {"text": "note it down"})
     frames = await reading
     await handle.result()
+    return handle, frames
 
+
+async def _assert_deltas_came_outside_history(handle: WorkflowHandle, frames: list[dict]) -> None:
+    """Every text and tool-call argument delta reached the client unnumbered (not in the log), and
+    no batch went into history."""
     unnumbered = [f for f in frames if "id" not in f]
     assert {f["event"] for f in unnumbered} == {"text_delta", "tool_call_delta"}
-    numbered = [int(f["id"]) for f in frames if "id" in f]
-    assert numbered == list(range(len(numbered)))  # every log event, in order
+    numbered = [f for f in frames if "id" in f]
+    assert [int(f["id"]) for f in numbered] == list(range(len(numbered)))  # every log event, in order
+    assert not {"text_delta", "tool_call_delta"} & {f["event"] for f in numbered}
     types = [f["event"] for f in frames]
     texts = [json.loads(f["data"]) for f in frames if f["event"] == "text_delta"]
     finished = [i for i, t in enumerate(types) if t == "model_call_finished"]
     for call, answer in [(1, FIRST), (2, ANSWER)]:
         mine = [t for t in texts if t["model_call"] == call]
         assert _joined(mine) == answer and mine[0]["start"] == 0
-    first_delta = next(i for i, f in enumerate(frames) if f["event"] == "text_delta")
-    assert first_delta < finished[0]
+    assert types.index("text_delta") < finished[0]
     written = [json.loads(f["data"]) for f in frames if f["event"] == "tool_call_delta"]
     assert {(w["call_id"], w["name"], w["index"]) for w in written} == {("call_a", "write_file", 0)}
-    assert json.loads(_joined(written)) == arguments
+    assert json.loads(_joined(written)) == ARGUMENTS
     assert types.index("tool_call_delta") < finished[0]
     kinds = await event_types(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED not in kinds  # no batch in history
+
+
+async def test_text_and_tool_call_arguments_reach_sse_clients_over_the_channel_without_history_events(
+    env: Env, fake: FakeProvider, served: Served
+) -> None:
+    _queue_streamed(fake)
+    handle, frames = await _streamed_to_sse(env.client, env.task_queue, served)
+    await _assert_deltas_came_outside_history(handle, frames)
+
+
+async def test_deltas_reach_a_serve_process_that_shares_only_the_database_with_the_worker(
+    server: EmbeddedServer, shared: Client, database_url: str, fake: FakeProvider, tmp_path: Path
+) -> None:
+    """The worker and ``serve`` as on two hosts: their own data and delta folders (no socket of one
+    is in the other's), and PostgreSQL in common, so the deltas can only come by ``NOTIFY``."""
+    _queue_streamed(fake)
+    task_queue = f"notify-{uuid.uuid4().hex[:8]}"
+    worker = Host(
+        tmp_path / "worker-host",
+        {
+            "TEMPORAL_ADDRESS": server.address,
+            "AGENT_TASK_QUEUE": task_queue,
+            "AGENT_DATABASE_URL": database_url,
+            "AGENT_DELTA_DIR": str(tmp_path / "worker-host" / "deltas"),
+            "FAULT_EFFECTS": str(tmp_path / "effects.txt"),
+        },
+    )
+    serve_env = {
+        "AGENT_DATABASE_URL": database_url,
+        "AGENT_DATA_DIR": str(tmp_path / "serve-host"),
+        "AGENT_DELTA_DIR": str(tmp_path / "serve-host" / "deltas"),
+    }
+    worker.start()
+    try:
+        async with serving(server.address, tmp_path / "serve.log", env=serve_env) as served:
+            handle, frames = await _streamed_to_sse(shared, task_queue, served)
+    finally:
+        worker.kill()
+
+    await _assert_deltas_came_outside_history(handle, frames)
+    assert "Traceback" not in served.log.read_text()
+    assert "deltas not sent" not in (worker.folder / "worker.log").read_text()

@@ -8,7 +8,12 @@ by the dedupe rule of ``StreamedText``. A retried call that words its text other
 partial message, says it was replaced (AG-UI: ``CUSTOM`` ``text_replaced``; UI: a transient
 ``data-text-replaced`` part) and streams the retry as a new one. A call that ends without an answer
 ends its message and says why (AG-UI: ``CUSTOM`` ``model_call_interrupted``; UI: a transient
-``data-model-call-interrupted`` part); so does an attempt that broke off. Approvals: AG-UI interrupts (the
+``data-model-call-interrupted`` part); so does an attempt that broke off. Tool calls: each starts
+on its first ``tool_call_delta`` and takes its argument text as it comes (AG-UI ``TOOL_CALL_START``
+and ``TOOL_CALL_ARGS``; UI ``tool-input-start`` and ``tool-input-delta``), by the same dedupe rule
+per call; ``model_call_finished`` ends it (``TOOL_CALL_END``; ``tool-input-available``) and sends
+whole the calls whose start never reached the run. A call a retry replaced with another ends as
+such (AG-UI: ``CUSTOM`` ``tool_call_replaced``; UI: ``tool-input-error``). Approvals: AG-UI interrupts (the
 run finishes with ``outcome: interrupt``, a run with ``resume`` answers them) and ``CUSTOM``
 ``approval_requested`` / ``approval_decided``; UI: a ``data-approval`` part per call, updated
 in place as it is decided.
@@ -17,7 +22,8 @@ in place as it is decided.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 from workflows.events import (
     ApprovalDecided,
@@ -30,8 +36,10 @@ from workflows.events import (
     StateChanged,
     StreamedText,
     TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
 )
+from workflows.messages import ToolCall
 from workflows.records import ApprovalRecord
 
 Chunk = dict[str, Any]
@@ -95,6 +103,119 @@ class _Text:
         return [("end", self._open.pop(event.model_call), "")] if event.model_call in self._open else []
 
 
+class _CallStep(NamedTuple):
+    """What a client is told of one tool call: it ``start``s, takes ``args`` text, ``end``s with
+    ``call`` (the finished call), or ends without it because a retry ``replaced`` it or its model
+    call was ``interrupted`` (``text``: the argument text it got)."""
+
+    kind: Literal["start", "args", "end", "replaced", "interrupted"]
+    id: str
+    name: str
+    text: str = ""
+    call: ToolCall | None = None
+
+
+@dataclass
+class _Open:
+    id: str
+    name: str
+    sent: str = ""
+    """The argument text the client has."""
+    diverged: bool = False
+    """A retry wrote other arguments under the same id: what was sent cannot be taken back, so
+    nothing more is sent until the call ends."""
+
+
+class _ToolCalls:
+    """A run's tool calls as the model writes them, each by the dedupe rule of ``StreamedText`` on its
+    argument text (by model call and index): a call starts on its first delta and takes the text
+    that extends what it was sent; ``model_call_finished`` ends it, or sends it whole when its start
+    never reached the run."""
+
+    def __init__(self) -> None:
+        self._attempt: dict[int, int] = {}
+        self._text: dict[tuple[int, int], str] = {}
+        """Each call's argument text in its model call's latest attempt, as far as it reached the run."""
+        self._open: dict[tuple[int, int], _Open] = {}
+        self._over: set[int] = set()
+        """Model calls that finished or were interrupted: a late delta starts nothing."""
+
+    def streamed(self, event: ToolCallDelta) -> list[_CallStep]:
+        call, key = event.model_call, (event.model_call, event.index)
+        if call in self._over or event.attempt < self._attempt.get(call, 0):
+            return []
+        if event.attempt > self._attempt.get(call, 0):
+            self._attempt[call] = event.attempt
+            self._text = {k: v for k, v in self._text.items() if k[0] != call}
+        known = self._text.get(key, "")
+        if event.start > len(known):
+            return []  # its earlier text never reached the run: model_call_finished sends it whole
+        text = self._text[key] = known[: event.start] + event.text
+        steps: list[_CallStep] = []
+        opened = self._open.get(key)
+        if opened is not None and opened.id != event.call_id:  # a retry's call in its place
+            steps.append(self._end(key, "replaced"))
+            opened = None
+        if opened is None:
+            opened = self._open[key] = _Open(event.call_id, event.name)
+            steps.append(_CallStep("start", opened.id, opened.name))
+        if opened.diverged:
+            return steps
+        if text.startswith(opened.sent):
+            if len(text) > len(opened.sent):
+                steps.append(_CallStep("args", opened.id, opened.name, text[len(opened.sent) :]))
+                opened.sent = text
+        elif not opened.sent.startswith(text):
+            opened.diverged = True
+        return steps
+
+    def finished(self, event: ModelCallFinished) -> list[_CallStep]:
+        """The call's open tool calls end (with what their text lacks); the others are sent whole."""
+        self._over.add(event.model_call)
+        mine = {k: o for k, o in self._open.items() if k[0] == event.model_call}
+        final = {c.id for c in event.tool_calls}
+        steps = [self._end(key, "replaced") for key, o in mine.items() if o.id not in final]
+        by_id = {o.id: key for key, o in mine.items() if o.id in final}
+        for call in event.tool_calls:
+            whole = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+            key = by_id.get(call.id)
+            if key is None:
+                steps += [
+                    _CallStep("start", call.id, call.name),
+                    _CallStep("args", call.id, call.name, whole),
+                ]
+            else:
+                opened = self._open.pop(key)
+                if not (opened.diverged or _same_arguments(opened.sent, call)) and whole.startswith(
+                    opened.sent
+                ):
+                    steps.append(_CallStep("args", call.id, call.name, whole[len(opened.sent) :]))
+            steps.append(_CallStep("end", call.id, call.name, call=call))
+        return [s for s in steps if s.kind != "args" or s.text]
+
+    def interrupted(self, event: ModelCallInterrupted) -> list[_CallStep]:
+        """A model call that is over without an answer ends its tool calls (an attempt that broke
+        off does not: its retry goes on with them, or replaces them)."""
+        if event.attempt is not None:
+            return []
+        self._over.add(event.model_call)
+        return [self._end(key, "interrupted") for key in list(self._open) if key[0] == event.model_call]
+
+    def _end(self, key: tuple[int, int], how: Literal["replaced", "interrupted"]) -> _CallStep:
+        opened = self._open.pop(key)
+        return _CallStep(how, opened.id, opened.name, opened.sent)
+
+
+def _same_arguments(sent: str, call: ToolCall) -> bool:
+    """Whether the text sent is the call's whole arguments (the model's spacing may differ from ours)."""
+    if call.raw_arguments is not None:
+        return sent == call.raw_arguments
+    try:
+        return json.loads(sent) == call.arguments
+    except ValueError:
+        return False
+
+
 def _interruption(event: ModelCallInterrupted) -> dict[str, Any]:
     found: dict[str, Any] = {"modelCall": event.model_call, "reason": event.reason, "detail": event.detail}
     if event.attempt is not None:
@@ -108,6 +229,7 @@ class AgUi:
     def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id, self.run_id = thread_id, run_id
         self._text = _Text(f"{thread_id}-m")
+        self._calls = _ToolCalls()
 
     def started(self) -> list[Chunk]:
         return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
@@ -140,14 +262,19 @@ class AgUi:
 
     def translate(self, event: Event) -> list[Chunk]:
         match event:
-            case TextDelta() | ModelCallFinished():
-                chunks = self._text_chunks(event)
-                if isinstance(event, ModelCallFinished):
-                    chunks += self._tool_calls(event)
-                return chunks
+            case TextDelta():
+                return self._text_chunks(event)
+            case ToolCallDelta():
+                return self._call_chunks(event.model_call, self._calls.streamed(event))
+            case ModelCallFinished():
+                return [
+                    *self._text_chunks(event),
+                    *self._call_chunks(event.model_call, self._calls.finished(event)),
+                ]
             case ModelCallInterrupted():
                 return [
                     *self._steps(self._text.interrupted(event)),
+                    *self._call_chunks(event.model_call, self._calls.interrupted(event)),
                     {"type": "CUSTOM", "name": "model_call_interrupted", "value": _interruption(event)},
                 ]
             case ToolCallFinished(call_id=call_id, content=content):
@@ -189,19 +316,28 @@ class AgUi:
                     )
         return chunks
 
-    def _tool_calls(self, event: ModelCallFinished) -> list[Chunk]:
+    def _call_chunks(self, model_call: int, steps: list[_CallStep]) -> list[Chunk]:
         chunks: list[Chunk] = []
-        for call in event.tool_calls:
-            chunks += [
-                {
-                    "type": "TOOL_CALL_START",
-                    "toolCallId": call.id,
-                    "toolCallName": call.name,
-                    "parentMessageId": self._text.message_id(event.model_call),
-                },
-                {"type": "TOOL_CALL_ARGS", "toolCallId": call.id, "delta": json.dumps(call.arguments)},
-                {"type": "TOOL_CALL_END", "toolCallId": call.id},
-            ]
+        for step in steps:
+            match step.kind:
+                case "start":
+                    chunks.append(
+                        {
+                            "type": "TOOL_CALL_START",
+                            "toolCallId": step.id,
+                            "toolCallName": step.name,
+                            "parentMessageId": self._text.message_id(model_call),
+                        }
+                    )
+                case "args":
+                    chunks.append({"type": "TOOL_CALL_ARGS", "toolCallId": step.id, "delta": step.text})
+                case "end" | "interrupted":
+                    chunks.append({"type": "TOOL_CALL_END", "toolCallId": step.id})
+                case "replaced":
+                    chunks += [
+                        {"type": "TOOL_CALL_END", "toolCallId": step.id},
+                        {"type": "CUSTOM", "name": "tool_call_replaced", "value": {"toolCallId": step.id}},
+                    ]
         return chunks
 
 
@@ -212,6 +348,7 @@ class UiMessages:
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         self._text = _Text(f"{message_id}-t")
+        self._calls = _ToolCalls()
         self._stepped: set[int] = set()
         """Calls whose step has started: a delta from the fast channel may come before the log's
         ``model_call_started``, and starts the step itself."""
@@ -232,13 +369,25 @@ class UiMessages:
             case TextDelta():
                 chunks = self._text_chunks(event)
                 return [*self._step(event.model_call), *chunks] if chunks else []
+            case ToolCallDelta():
+                chunks = self._call_chunks(self._calls.streamed(event))
+                return [*self._step(event.model_call), *chunks] if chunks else []
             case ModelCallFinished():
-                return [*self._text_chunks(event), *self._tool_calls(event), {"type": "finish-step"}]
+                return [
+                    *self._text_chunks(event),
+                    *self._call_chunks(self._calls.finished(event)),
+                    {"type": "finish-step"},
+                ]
             case ModelCallInterrupted(attempt=attempt):
                 mark: Chunk = {"type": "data-model-call-interrupted", "data": _interruption(event)}
                 mark["transient"] = True
                 ended = [{"type": "finish-step"}] if attempt is None else []
-                return [*self._steps(self._text.interrupted(event)), mark, *ended]
+                return [
+                    *self._steps(self._text.interrupted(event)),
+                    *self._call_chunks(self._calls.interrupted(event)),
+                    mark,
+                    *ended,
+                ]
             case ToolCallFinished(call_id=call_id, content=content, is_error=True):
                 return [
                     {
@@ -295,19 +444,47 @@ class UiMessages:
                     chunks.append({"type": "data-text-replaced", "data": {"id": text_id}, "transient": True})
         return chunks
 
-    def _tool_calls(self, event: ModelCallFinished) -> list[Chunk]:
+    def _call_chunks(self, steps: list[_CallStep]) -> list[Chunk]:
         chunks: list[Chunk] = []
-        for call in event.tool_calls:
-            arguments = json.dumps(call.arguments)
-            chunks += [
-                {"type": "tool-input-start", "toolCallId": call.id, "toolName": call.name, "dynamic": True},
-                {"type": "tool-input-delta", "toolCallId": call.id, "inputTextDelta": arguments},
-                {
-                    "type": "tool-input-available",
-                    "toolCallId": call.id,
-                    "toolName": call.name,
-                    "input": call.arguments,
-                    "dynamic": True,
-                },
-            ]
+        for step in steps:
+            match step:
+                case _CallStep(kind="start"):
+                    chunks.append(
+                        {
+                            "type": "tool-input-start",
+                            "toolCallId": step.id,
+                            "toolName": step.name,
+                            "dynamic": True,
+                        }
+                    )
+                case _CallStep(kind="args"):
+                    chunks.append(
+                        {"type": "tool-input-delta", "toolCallId": step.id, "inputTextDelta": step.text}
+                    )
+                case _CallStep(kind="end", call=ToolCall() as call):
+                    chunks.append(
+                        {
+                            "type": "tool-input-available",
+                            "toolCallId": call.id,
+                            "toolName": call.name,
+                            "input": call.arguments,
+                            "dynamic": True,
+                        }
+                    )
+                case _CallStep(kind="replaced" | "interrupted" as how):
+                    reason = (
+                        "a retry of the model call replaced it"
+                        if how == "replaced"
+                        else "the model call ended"
+                    )
+                    chunks.append(
+                        {
+                            "type": "tool-input-error",
+                            "toolCallId": step.id,
+                            "toolName": step.name,
+                            "input": step.text,
+                            "errorText": f"not called: {reason}",
+                            "dynamic": True,
+                        }
+                    )
         return chunks

@@ -11,9 +11,10 @@ the same per-process follower as the SSE endpoint (``fanout.Hub``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,15 @@ from durable_agents.live import next_offset
 from durable_agents.protocols import AgUi, Chunk, UiMessages
 from durable_agents.streaming import EventStreamResponse
 from workflows.agent import AgentWorkflow
-from workflows.events import ApprovalRequested, Ended, Event, ReplySent
+from workflows.events import (
+    ApprovalRequested,
+    Ended,
+    Event,
+    ModelCallFinished,
+    ModelCallInterrupted,
+    ModelCallStarted,
+    ReplySent,
+)
 from workflows.records import ApprovalRecord, Decision, Reply
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -56,29 +65,32 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         offset = await _offset_now(client, thread_id)
         resume = body.get("resume") or []
         by = str((body.get("forwardedProps") or {}).get("by") or "ag-ui")
-        if resume:
-            reply, error = None, await _answer(client, thread_id, resume, by)
-        else:
-            text = _last_user_text(body.get("messages") or [], "content")
-            if text is None:
-                return PlainTextResponse("the last message must be the user's\n", status_code=400)
-            reply, error = await _send(client, thread_id, text, request.path_params["agent"], task_queue)
+        text = None if resume else _last_user_text(body.get("messages") or [], "content")
+        if not resume and text is None:
+            return PlainTextResponse("the last message must be the user's\n", status_code=400)
         subscription = hub.subscribe(thread_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
             yield (run.started())
-            if error is not None:
-                yield (run.failed(error))
-                return
-            async for item in _run(subscription, reply, interrupt=True):
-                if isinstance(item, RunEnd):
-                    if item.error is not None:
-                        yield (run.failed(item.error))
-                    else:
-                        result = item.reply.model_dump(mode="json") if item.reply else None
-                        yield (run.finished(result, item.approvals))
+            with _deltas(hub, thread_id) as deltas:
+                if resume:
+                    reply, error = None, await _answer(client, thread_id, resume, by)
+                else:
+                    assert text is not None
+                    agent = request.path_params["agent"]
+                    reply, error = await _send(client, thread_id, text, agent, task_queue)
+                if error is not None:
+                    yield (run.failed(error))
                     return
-                yield run.translate(item)
+                async for item in _run(subscription, reply, deltas, interrupt=True):
+                    if isinstance(item, RunEnd):
+                        if item.error is not None:
+                            yield (run.failed(item.error))
+                        else:
+                            result = item.reply.model_dump(mode="json") if item.reply else None
+                            yield (run.finished(result, item.approvals))
+                        return
+                    yield run.translate(item)
 
         return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
 
@@ -93,22 +105,24 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         if text is None:
             return PlainTextResponse("the last message must be the user's\n", status_code=400)
         offset = await _offset_now(client, workflow_id)
-        reply, error = await _send(client, workflow_id, text, request.path_params["agent"], task_queue)
         message = UiMessages(f"{workflow_id}-{offset}")
         subscription = hub.subscribe(workflow_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
             yield (message.started())
-            if error is not None:
-                yield (message.failed(error))
-                return
-            async for item in _run(subscription, reply, interrupt=False):
-                if isinstance(item, RunEnd):
-                    if item.error is not None:
-                        yield (message.failed(item.error))
-                    yield (message.finished())
+            with _deltas(hub, workflow_id) as deltas:
+                agent = request.path_params["agent"]
+                reply, error = await _send(client, workflow_id, text, agent, task_queue)
+                if error is not None:
+                    yield (message.failed(error))
                     return
-                yield message.translate(item)
+                async for item in _run(subscription, reply, deltas, interrupt=False):
+                    if isinstance(item, RunEnd):
+                        if item.error is not None:
+                            yield (message.failed(item.error))
+                        yield (message.finished())
+                        return
+                    yield message.translate(item)
 
         return EventStreamResponse(
             _frames(_flat(chunks()), done=True),
@@ -169,28 +183,74 @@ def _error_frame(error: Exception) -> bytes:
     return f"data: {json.dumps({'type': 'error', 'errorText': str(error)})}\n\n".encode()
 
 
+@contextlib.contextmanager
+def _deltas(hub: Hub, workflow_id: str) -> Iterator[asyncio.Queue[Event] | None]:
+    """The conversation's deltas from the fast channel, taken from before the run sends anything:
+    the subscription to its events starts with the response, and would miss the first model
+    call's opening deltas (its text would then come whole at ``model_call_finished``)."""
+    if hub.deltas is None:
+        yield None
+        return
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    unsubscribe = hub.deltas.subscribe(workflow_id, queue.put_nowait)
+    try:
+        yield queue
+    finally:
+        unsubscribe()
+
+
 async def _run(
-    subscription: Subscription, reply: WorkflowUpdateHandle[Reply] | None, *, interrupt: bool
+    subscription: Subscription,
+    reply: WorkflowUpdateHandle[Reply] | None,
+    deltas: asyncio.Queue[Event] | None,
+    *,
+    interrupt: bool,
 ) -> AsyncIterator[Event | RunEnd]:
-    """The conversation's events from the subscription's offset, then how the run ended: at the
-    reply to the message sent (``reply``; without one, at the next reply), at an approval awaited
-    when ``interrupt``, or when the conversation ended."""
+    """The conversation's events from the subscription's offset, with ``deltas`` as they come once
+    their model call has started (the subscription's own deltas are the same, later), then how
+    the run ended: at the reply to the message sent (``reply``; without one, at the next reply),
+    at an approval awaited when ``interrupt``, or when the conversation ended."""
     events = subscription.events()
     waiting = asyncio.ensure_future(reply.result()) if reply is not None else None
     replied: dict[str, Reply] = {}
     following: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+    delta = asyncio.ensure_future(deltas.get()) if deltas is not None else None
+    started: set[int] = set()
+    held: dict[int, list[Event]] = {}
+    """Deltas of model calls whose ``model_call_started`` the run has not reached: they wait for
+    it, so a call's deltas come after what the log has before the call (a previous call's tool
+    results), as the log's own order would have them."""
     try:
         while True:
             pending = {following} | ({waiting} if waiting is not None and not waiting.done() else set())
-            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(pending | ({delta} if delta else set()), return_when=asyncio.FIRST_COMPLETED)
+            if deltas is not None and delta is not None and delta.done():
+                early = delta.result()
+                call = getattr(early, "model_call", None)
+                if call in started:
+                    yield early
+                elif call is not None:
+                    held.setdefault(call, []).append(early)
+                delta = asyncio.ensure_future(deltas.get())
             if following.done():
                 try:
-                    event = following.result().event
+                    entry = following.result()
                 except StopAsyncIteration:
                     yield RunEnd(error="the conversation closed")
                     return
-                yield event
+                event = entry.event
+                if entry.offset is not None or deltas is None:
+                    yield event
                 match event:
+                    case ModelCallStarted(model_call=call):
+                        started.add(call)
+                        for early in held.pop(call, []):
+                            yield early
+                    case (
+                        ModelCallFinished(model_call=call)
+                        | ModelCallInterrupted(model_call=call, attempt=None)
+                    ):
+                        held.pop(call, None)  # what it held, the event has
                     case ReplySent(reply=answer):
                         replied[answer.message_id] = answer
                         if waiting is None:
@@ -214,7 +274,10 @@ async def _run(
         following.cancel()
         if waiting is not None:
             waiting.cancel()  # the message's turn goes on; this run stops waiting for it
-        await asyncio.gather(following, *([waiting] if waiting else []), return_exceptions=True)
+        if delta is not None:
+            delta.cancel()
+        others = [f for f in (waiting, delta) if f is not None]
+        await asyncio.gather(following, *others, return_exceptions=True)
         await events.aclose()  # type: ignore[attr-defined]
 
 

@@ -27,6 +27,7 @@ from tests.fake_provider import FakeProvider
 from tests.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
+from workflows.config import AgentSpec
 from workflows.records import ApprovalRecord
 
 
@@ -99,6 +100,12 @@ def registry() -> ToolRegistry:
     return default_registry()
 
 
+@pytest.fixture
+def worker_agents() -> dict[str, AgentSpec] | None:
+    """Tests may override this fixture to give the worker other agents (None: the files in agents/)."""
+    return None
+
+
 @pytest.fixture(scope="module")
 async def database_url(postgres: Postgres) -> str:  # noqa: F811
     """A fresh database on the session's PostgreSQL server, for one test module."""
@@ -136,6 +143,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
 async def env(
     client: Client,
     registry: ToolRegistry,
+    worker_agents: dict[str, AgentSpec] | None,
     environ: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
@@ -153,7 +161,9 @@ async def env(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
-    async with build_worker(client, task_queue=task_queue, registry=registry, workspace_root=tmp_path):
+    async with build_worker(
+        client, task_queue=task_queue, registry=registry, agents=worker_agents, workspace_root=tmp_path
+    ):
         before = set(os.environ)
         yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
         if added := sorted(set(os.environ) - before - {"PYTEST_CURRENT_TEST"}):

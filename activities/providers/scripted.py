@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
+from functools import partial
 
 from activities.errors import provider_error
 from workflows.messages import (
@@ -43,15 +45,44 @@ class ScriptedModel:
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
         response, delay = respond(request)
-        text = response.message.text
-        if not (on_text and request.settings.stream and text):
+        if not (on_text and request.settings.stream):
             await asyncio.sleep(delay)
             return response
-        # Streamed word by word across the step's delay, as a model types.
-        words = re.findall(r"\s*\S+", text)
-        for count in range(1, len(words) + 1):
-            await asyncio.sleep(delay / len(words))
-            on_text("".join(words[:count]))
+        # Streamed word by word across the step's delay, as a model types: the text, then each
+        # tool call's arguments (to ``on_text.tool_call`` when it has one, as ``ResponseBuilder``).
+        message = response.message
+        texts: list[tuple[Callable[[str], None], str]] = [(on_text, message.text)]
+        if (on_call := getattr(on_text, "tool_call", None)) is not None:
+            texts += [
+                (partial(on_call, i, c.id, c.name), _arguments(c)) for i, c in enumerate(message.tool_calls)
+            ]
+        steps = [
+            (report, words[:n])
+            for report, text in texts
+            for words in [_words(text)]
+            for n in range(1, len(words) + 1)
+        ]
+        for report, words in steps:
+            await asyncio.sleep(delay / len(steps))
+            report("".join(words))
+        if not steps:
+            await asyncio.sleep(delay)
+        return response
+        # Streamed word by word across the step's delay, as a model types: the text, then each
+        # tool call's arguments (to ``on_text.tool_call``, as ``ResponseBuilder`` reports them).
+        on_call = getattr(on_text, "tool_call", None)
+        pieces = [(None, "", w) for w in re.findall(r"\s*\S+", message.text)]
+        for index, call in enumerate(message.tool_calls):
+            raw = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+            pieces += [(index, call, w) for w in re.findall(r"\s*\S+", raw)]
+        so_far: dict[int | None, str] = {}
+        for index, call, piece in pieces:
+            await asyncio.sleep(delay / len(pieces))
+            so_far[index] = so_far.get(index, "") + piece
+            if index is None:
+                on_text(so_far[index])
+            elif on_call is not None:
+                on_call(index, call.id, call.name, so_far[index])
         return response
 
 
@@ -102,6 +133,15 @@ def respond(request: ModelRequest) -> tuple[ModelResponse, float]:
         model=request.settings.model,
     )
     return response, step.delay_seconds
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\s*\S+", text)
+
+
+def _arguments(call: ToolCall) -> str:
+    """The call's arguments as the model wrote them."""
+    return call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
 
 
 def _turns(messages: list) -> int:

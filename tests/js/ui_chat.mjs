@@ -1,17 +1,23 @@
 // One useChat turn through the ai package: the transport useChat uses by default posts the
 // message, readUIMessageStream reads our UI message stream back into the assistant's message. An
-// approval part that waits is approved on the decisions endpoint. Prints the message, as JSON.
+// approval part that waits is approved on the decisions endpoint. Prints the message and the
+// types of the chunks it was made of, as JSON.
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const [api, chatId, prompt, decisions] = process.argv.slice(2);
 const transport = new DefaultChatTransport({ api });
-const stream = await transport.sendMessages({
+const sent = await transport.sendMessages({
   chatId,
   messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: prompt }] }],
   trigger: "submit-message",
   messageId: undefined,
   abortSignal: undefined,
 });
+const [stream, copy] = sent.tee();
+const chunks = [];
+const reading = (async () => {
+  for await (const chunk of copy) chunks.push(chunk.type);
+})();
 let last;
 const decided = new Set();
 for await (const message of readUIMessageStream({ stream, terminateOnError: true })) {
@@ -28,4 +34,5 @@ for await (const message of readUIMessageStream({ stream, terminateOnError: true
     }
   }
 }
-console.log(JSON.stringify(last));
+await reading;
+console.log(JSON.stringify({ message: last, chunks }));

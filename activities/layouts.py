@@ -10,12 +10,20 @@ fields with defaults (``tests/test_upgrade.py`` holds both).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.tools.workspace import folder_name
+
+def folder_name(conversation_key: str) -> str:
+    """A folder name for a conversation key (``<workflow id>/<first run id>``) that no other key gets,
+    on any file system (case-insensitive ones too): the workflow id made safe and cut short for
+    people to read, then a hash of the exact key."""
+    workflow_id = conversation_key.rpartition("/")[0] or conversation_key
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", workflow_id)[:40].lstrip(".")
+    return f"{readable}-{hashlib.sha256(conversation_key.encode()).hexdigest()[:16]}"
 
 
 def workflow_id_folder(conversation_key: str) -> str:

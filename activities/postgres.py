@@ -28,9 +28,10 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from activities.layouts import folder_name
 from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
 from activities.store import MESSAGE, masked, stored_payloads
-from activities.tools.workspace import WorkspaceError, folder_name, relative
+from activities.tools.workspace import WorkspaceError, relative
 from workflows.messages import Message
 
 T = TypeVar("T")

@@ -10,24 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import posixpath
-import re
 import shutil
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from temporalio import activity
 
+from activities.layouts import EarlierWorkspaces, folder_name
 from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
-
-if TYPE_CHECKING:
-    from activities.layouts import EarlierWorkspaces
 
 logger = logging.getLogger(__name__)
 
@@ -45,15 +41,6 @@ def relative(path: str) -> str:
     if normalized.startswith("/") or normalized == ".." or normalized.startswith("../"):
         raise WorkspaceError(f"Path {path!r} is outside the workspace; use a path relative to it.")
     return "" if normalized == "." else normalized
-
-
-def folder_name(conversation_key: str) -> str:
-    """A folder name for a conversation key (``<workflow id>/<first run id>``) that no other key gets,
-    on any file system (case-insensitive ones too): the workflow id made safe and cut short for
-    people to read, then a hash of the exact key."""
-    workflow_id = conversation_key.rpartition("/")[0] or conversation_key
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", workflow_id)[:40].lstrip(".")
-    return f"{readable}-{hashlib.sha256(conversation_key.encode()).hexdigest()[:16]}"
 
 
 class Workspace(Protocol):

@@ -65,8 +65,9 @@ async def run_once(
     """
     found = kept.get(key) if kept else None
     if found is None:
-        found = await store.get(key)
-    if found is None:
+        stored = await store.get(key)
+        if stored is not None:  # an earlier attempt ran fn and its result is recorded
+            return json.loads(stored)
         value = fn()
         if inspect.isawaitable(value):
             value = await value

@@ -56,10 +56,10 @@ _MIGRATIONS: dict[int, list[str]] = {
 _SCHEMA_LOCK = 7_233_001
 """Advisory lock id: workers starting together create the tables one at a time."""
 
+UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError)
+"""No server answered at all (what start-up calls "cannot reach")."""
 TRANSIENT = (
-    OSError,
-    asyncio.TimeoutError,
-    asyncpg.PostgresConnectionError,
+    *UNREACHABLE,
     asyncpg.exceptions.OperatorInterventionError,  # shutdown, restart, "starting up"
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.InvalidCatalogNameError,  # the database dropped (and not yet made again)
@@ -102,7 +102,7 @@ class Database:
         try:
             await self._once(lambda c: c.fetchval("SELECT 1"))
         except StoreDown as e:
-            if e.__cause__ is not None and isinstance(e.__cause__, TRANSIENT[:3]):
+            if isinstance(e.__cause__, UNREACHABLE):
                 raise RuntimeError(
                     f"cannot reach the database at {masked(self.url)}: {_brief(e.__cause__)}"
                 ) from e

@@ -15,9 +15,8 @@ COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
 COPY . .
-# Bytecode at build: the app runs as a user who cannot write it, and the workflow sandbox
-# imports the workflow module afresh for each conversation it loads.
-RUN python -m compileall -q workflows activities *.py
+# Bytecode at build for every package the app imports: it runs as a user who cannot write it.
+RUN python -m compileall -q workflows stores activities durable_agents *.py
 
 # Without AGENT_DATABASE_URL, the conversation, payload and idempotency stores and the tool workspaces
 # live under /data (mount a volume there; a named volume starts with the ownership below), and worker

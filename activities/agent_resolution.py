@@ -11,8 +11,8 @@ from activities.agent_files import AgentFileError, check_agent
 from activities.context_windows import context_window
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
-from activities.outages import StoreIdentity
 from activities.tools import ToolRegistry
+from stores.errors import StoreIdentity
 from workflows.activity_io import AgentRef, ResolvedAgent
 from workflows.activity_refs import RESOLVE_AGENT
 from workflows.config import AgentSpec, Price

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.registry import NamedRegistry
+from activities.named import NamedRegistry
 from workflows.activity_io import HookContext, HookDecision, HookInvocation, ToolOutcome
 from workflows.activity_refs import RUN_HOOK
 from workflows.config import HookEvent

@@ -6,7 +6,7 @@
 
 Outage:
 Everything runs locally: an embedded Temporal dev server, a throwaway PostgreSQL server
-(``durable_agents.postgres_server``), and three ``tests.host_worker`` processes, each with its own
+(``durable_agents.testing.postgres``), and three ``tests.host_worker`` processes, each with its own
 data folder and only the database in common. Each conversation charges a card through ``ctx.once``,
 works 3 s (the outage begins meanwhile), then writes a file and answers. Printed: the time from the
 database answering again to the first and the last conversation done, how many conversations said
@@ -39,11 +39,11 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.postgres import Database, PostgresPayloadDriver
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
-from durable_agents.postgres_server import Postgres, find_binaries
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.testing.postgres import Postgres, find_binaries
+from stores.postgres import Database, PostgresPayloadDriver
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy, CallPolicy
 from workflows.messages import ScriptStep

@@ -27,14 +27,14 @@ import time
 import uuid
 from pathlib import Path
 
-from activities.postgres import database
-from activities.state import StoreSettings
-from activities.store import ConversationStore
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.plugin import build_worker
-from durable_agents.postgres_server import Postgres, find_binaries
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.testing.postgres import Postgres, find_binaries
+from stores.conversations import ConversationStore
+from stores.postgres import database
+from stores.settings import StoreSettings
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.messages import AssistantMessage, UserMessage

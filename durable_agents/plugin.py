@@ -5,9 +5,9 @@
     worker = Worker(client, task_queue="my-queue", workflows=[MyWorkflow], activities=[my_activity])
 
 On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
-encryption codec); every worker of that client then also runs ``AgentWorkflow`` and its activities,
-with workflow code passed through the sandbox as it needs, and the activities' resources (MCP
-servers, provider clients) closed when the worker stops. ``build_worker`` is the worker this project
+encryption codec); every worker of that client then also runs ``AgentWorkflow`` (outside the
+sandbox: ``tests/test_determinism.py`` keeps it deterministic) and its activities, and closes the
+activities' resources (MCP servers, provider clients) when the worker stops. ``build_worker`` is the worker this project
 runs itself (``worker.py``, the demo, the tests and the benchmarks).
 """
 
@@ -24,15 +24,13 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.agent import AgentActivities, WorkerRole
 from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
 from activities.approver_keys import load_approver_keys
+from activities.assembly import AgentActivities, WorkerRole
 from activities.delta_channel import delta_sender
 from activities.hooks import HookRegistry, default_hooks
 from activities.prices import DEFAULT_PRICES, load_prices
 from activities.providers import ModelProvider, import_providers
-from activities.state import StoreSettings
-from activities.store import ConversationStore
 from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
 from durable_agents.lost_calls import (
@@ -44,6 +42,8 @@ from durable_agents.lost_calls import (
 )
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.versioning import deployment_config, name_releases, version_config
+from stores.conversations import ConversationStore
+from stores.settings import StoreSettings
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 
@@ -69,7 +69,7 @@ _SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them a
     "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
     "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
     "graceful_shutdown_timeout": (timedelta(0), timedelta(seconds=5)),
-    # A call refused by this worker (its stores are not the conversation's, activities/outages.py)
+    # A call refused by this worker (its stores are not the conversation's, stores/errors.py)
     # must be able to go to another: an eagerly executed activity goes back to the worker that
     # scheduled it. Measured: eager execution saved nothing (a waiting poller gets a task at once).
     "disable_eager_activity_execution": (False, True),

@@ -15,10 +15,10 @@ from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from activities.delta_channel import default_folder
-from activities.layouts import EarlierWorkspaces
-from activities.outages import DEFAULT_OUTAGE_SECONDS
-from activities.state import StoreSettings
-from activities.store import masked
+from stores.conversations import masked
+from stores.errors import DEFAULT_OUTAGE_SECONDS
+from stores.layouts import EarlierWorkspaces
+from stores.settings import StoreSettings
 
 DEFAULT_TASK_QUEUE = "agents"
 DEFAULT_UI_URL = "http://localhost:8233"

@@ -41,9 +41,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.approver_keys import secret_of, sign
 from activities.delta_channel import DeltaListener
-from activities.outages import StoreDown
-from activities.store import PayloadMissingError
-from durable_agents.codec import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import (
     NoWorkerError,
@@ -65,10 +62,13 @@ from durable_agents.display import (
     format_transcript,
     show_live,
 )
+from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
 from durable_agents.versioning import cannot_replay, releases_in
+from stores.conversations import PayloadMissingError
+from stores.errors import StoreDown
 from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,

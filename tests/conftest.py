@@ -15,14 +15,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.postgres import PostgresPayloadDriver, database
 from activities.tools import ToolRegistry, default_registry
-from activities.tools.workspace import folder_name
 from durable_agents import starter_cli as starter
 from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import EmbeddedServer, start_embedded_server, time_skipping_server
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from durable_agents.plugin import build_worker
+from durable_agents.testing import time_skipping_server
+from stores.postgres import PostgresPayloadDriver, database
+from stores.workspaces import folder_name
 from tests.fake_provider import FakeProvider
 from tests.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow

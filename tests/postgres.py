@@ -1,4 +1,4 @@
-"""The session's real PostgreSQL server (``durable_agents.postgres_server``), started once, stopped
+"""The session's real PostgreSQL server (``durable_agents.testing.postgres``), started once, stopped
 at the end. Without the binaries the tests that need it skip, except in CI (``CI=true``), where
 they fail: CI installs the package (``.ci/run``).
 """
@@ -12,9 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from durable_agents.postgres_server import PASSWORD, USER, Postgres, find_binaries
+from durable_agents.testing.postgres import USER, Postgres, find_binaries
 
 __all__ = ["PASSWORD", "USER", "Postgres", "find_binaries", "postgres"]
+
+PASSWORD = "s3cret-pw"
+"""The test server's password, a literal so the tests can assert it never shows."""
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +28,7 @@ def postgres() -> Iterator[Postgres]:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    server = Postgres(binaries)
+    server = Postgres(binaries, password=PASSWORD)
     try:
         server.init()
         server.start()

@@ -13,13 +13,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.store import SQLiteConversationStore
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from stores.conversations import SQLiteConversationStore
 from tests.conftest import Env, activity_types, event_types, wait_for_pending
 from workflows.activity_io import ModelCallInput
 from workflows.agent import AgentWorkflow

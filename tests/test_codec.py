@@ -25,16 +25,16 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from durable_agents import plugin
-from durable_agents.codec import (
+from durable_agents.codec_cli import make_codec_server
+from durable_agents.converter import data_converter
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.encryption import (
     EncryptionCodec,
     EncryptionKeyError,
     codec_for,
-    make_codec_server,
     new_key,
     parse_keys,
 )
-from durable_agents.converter import data_converter
-from durable_agents.dev_server import EmbeddedServer
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from workflows.agent import AgentWorkflow

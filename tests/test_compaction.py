@@ -13,12 +13,12 @@ from activities.agent_resolution import AgentResolver
 from activities.context_windows import DEFAULT_CONTEXT_WINDOW
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
-from activities.outages import StoreIdentity
 from activities.providers import anthropic_messages, openai_chat
 from activities.tools import default_registry
 from durable_agents import starter_cli as starter
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
+from stores.errors import StoreIdentity
 from tests.conftest import Env, activity_types
 from tests.fake_provider import FakeProvider, Reply, openai_completion
 from tests.record_histories import compacting

@@ -1,6 +1,7 @@
 """The import graph keeps its layers: entry points are imported by nothing; workflow code imports
-only workflow code (it runs in the sandbox); the library and the activities never import the
-benchmarks or the tests, and the benchmarks never import the tests."""
+only workflow code (deterministic, tests/test_determinism.py); the stores import only workflow
+types, the activities the stores, the library the activities; nothing imports the benchmarks or
+the tests, and the benchmarks never import the tests."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY_POINTS = {"worker", "starter", "demo", "codec"}
-PACKAGES = ("workflows", "activities", "durable_agents", "bench", "tests")
+PACKAGES = ("workflows", "stores", "activities", "durable_agents", "bench", "tests")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -44,9 +45,10 @@ def test_no_module_imports_an_entry_point() -> None:
     ("package", "may_import"),
     [
         ("workflows", {"workflows"}),
-        ("activities", {"activities", "workflows"}),
-        ("durable_agents", {"durable_agents", "activities", "workflows"}),
-        ("bench", {"bench", "durable_agents", "activities", "workflows"}),
+        ("stores", {"stores", "workflows"}),
+        ("activities", {"activities", "stores", "workflows"}),
+        ("durable_agents", {"durable_agents", "activities", "stores", "workflows"}),
+        ("bench", {"bench", "durable_agents", "activities", "stores", "workflows"}),
     ],
 )
 def test_each_layer_imports_only_the_layers_beneath(package: str, may_import: set[str]) -> None:

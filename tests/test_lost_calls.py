@@ -20,9 +20,9 @@ from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.postgres import PostgresLeases
 from durable_agents import lost_calls
 from durable_agents.lost_calls import FileLeases, Lease, RecordCachedConversations, lease_store, reclaim
+from stores.postgres import PostgresLeases
 from tests.postgres import Postgres
 
 

@@ -13,9 +13,11 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStoreContext
 
-from activities.idempotency import run_once
-from activities.outages import StoreDown
-from activities.postgres import (
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.settings import Settings
+from stores.errors import StoreDown
+from stores.idempotency import run_once
+from stores.postgres import (
     SCHEMA_VERSION,
     Database,
     PostgresConversationStore,
@@ -24,9 +26,7 @@ from activities.postgres import (
     PostgresWorkspaces,
     SchemaError,
 )
-from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
-from durable_agents.dev_server import EmbeddedServer
-from durable_agents.settings import Settings
+from stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
 from tests.postgres import PASSWORD, Postgres
 from workflows.messages import AssistantMessage, UserMessage
 
@@ -64,7 +64,7 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
     assert versions == list(range(1, SCHEMA_VERSION + 1))
     assert tables == {
         "agent_schema",
-        "agent_store",  # the store's identity (activities/outages.py)
+        "agent_store",  # the store's identity (stores/errors.py)
         "agent_messages",
         "agent_results",
         "agent_payloads",

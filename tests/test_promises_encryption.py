@@ -25,9 +25,9 @@ from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client
 
-from durable_agents.codec import EncryptionCodec
 from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import wait_for_pending

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.agent import AgentActivities
+from activities.assembly import AgentActivities
 from activities.hooks import default_hooks, hook
 from activities.tools import default_registry
 from durable_agents.connection import SEARCH_ATTRIBUTES

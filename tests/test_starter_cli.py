@@ -28,9 +28,9 @@ from temporalio.converter import StorageDriver, StorageDriverClaim
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from durable_agents.codec import EncryptionCodec
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step

@@ -18,11 +18,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
-from activities.store import masked
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from stores.conversations import masked
+from stores.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
 from tests.conftest import wait_for_pending
 from tests.host_worker import big_text
 from tests.postgres import Postgres

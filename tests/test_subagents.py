@@ -20,11 +20,11 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from activities.agent_files import AgentFileError, load_agents
 from activities.tools import default_registry
-from activities.tools.workspace import folder_name
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from stores.workspaces import folder_name
 from tests.conftest import Env, wait_for_pending
 from tests.test_starter_cli import starter
 from workflows.agent import AgentWorkflow

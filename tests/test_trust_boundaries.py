@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from durable_agents.codec import EncryptionCodec, make_codec_server
+from durable_agents.codec_cli import make_codec_server
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step

@@ -24,13 +24,13 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools.workspace import folder_name
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from stores.workspaces import folder_name
 from tests.conftest import wait_for_pending
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import AgentOverrides, ConversationInput, ConversationResult, MessageInput

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from activities.tools.workspace import folder_name
 from durable_agents.testing import conversation, scripted_agent, step
+from stores.workspaces import folder_name
 from tests.conftest import Env, workspace_of
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput

@@ -15,92 +15,90 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
-    from workflows import versioning
-    from workflows.activity_io import (
-        AgentRef,
-        HookContext,
-        HookDecision,
-        HookInvocation,
-        ResolvedAgent,
-        ToolInvocation,
-        ToolOutcome,
-        ToolSpec,
-    )
-    from workflows.activity_refs import (
-        LIST_MCP_TOOLS,
-        RESOLVE_AGENT,
-        RUN_HOOK,
-        RUN_TOOL,
-        VERIFY_DECISION,
-        conversation_key,
-        failure_text,
-    )
-    from workflows.answers import correction, parse_answer
-    from workflows.api import (
-        ClosedBy,
-        ConversationHistory,
-        ConversationInput,
-        ConversationResult,
-        ConversationStatus,
-        MessageInput,
-    )
-    from workflows.approvals import Approvals
-    from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
-    from workflows.costs import conversation_cost
-    from workflows.decisions import edit_note, oversize
-    from workflows.events import (
-        ApprovalDecided,
-        ApprovalRequested,
-        ConversationEvents,
-        Ended,
-        HookDecided,
-        MessageAdded,
-        ReplySent,
-        ToolCallFinished,
-        ToolCallStarted,
-    )
-    from workflows.fallback import models_used
-    from workflows.inputs import one_input
-    from workflows.interrupts import Interrupted
-    from workflows.messages import (
-        AssistantMessage,
-        SystemMessage,
-        ToolCall,
-        ToolResultMessage,
-        UserMessage,
-    )
-    from workflows.model_calls import ModelCalls
-    from workflows.records import (
-        ApprovalRecord,
-        ApprovalSignal,
-        Decision,
-        HookRecord,
-        Reply,
-        Revocation,
-        StopReason,
-        ToolAllowance,
-        ToolCallRecord,
-        Verdict,
-    )
-    from workflows.signatures import SignedDecision
-    from workflows.state import ConversationState, QueuedMessage, TurnState
-    from workflows.status import StatusBoard
-    from workflows.subagents import (
-        REPORT_SIGNAL,
-        ApprovalReport,
-        Delegations,
-        Reporter,
-        child_origin,
-        offered,
-        within_budget,
-    )
+from workflows import versioning
+from workflows.activity_io import (
+    AgentRef,
+    HookContext,
+    HookDecision,
+    HookInvocation,
+    ResolvedAgent,
+    ToolInvocation,
+    ToolOutcome,
+    ToolSpec,
+)
+from workflows.activity_refs import (
+    LIST_MCP_TOOLS,
+    RESOLVE_AGENT,
+    RUN_HOOK,
+    RUN_TOOL,
+    VERIFY_DECISION,
+    conversation_key,
+    failure_text,
+)
+from workflows.answers import correction, parse_answer
+from workflows.api import (
+    ClosedBy,
+    ConversationHistory,
+    ConversationInput,
+    ConversationResult,
+    ConversationStatus,
+    MessageInput,
+)
+from workflows.approvals import Approvals
+from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
+from workflows.costs import conversation_cost
+from workflows.decisions import edit_note, oversize
+from workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ConversationEvents,
+    Ended,
+    HookDecided,
+    MessageAdded,
+    ReplySent,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from workflows.fallback import models_used
+from workflows.inputs import one_input
+from workflows.interrupts import Interrupted
+from workflows.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from workflows.model_calls import ModelCalls
+from workflows.records import (
+    ApprovalRecord,
+    ApprovalSignal,
+    Decision,
+    HookRecord,
+    Reply,
+    Revocation,
+    StopReason,
+    ToolAllowance,
+    ToolCallRecord,
+    Verdict,
+)
+from workflows.signatures import SignedDecision
+from workflows.state import ConversationState, QueuedMessage, TurnState
+from workflows.status import StatusBoard
+from workflows.subagents import (
+    REPORT_SIGNAL,
+    ApprovalReport,
+    Delegations,
+    Reporter,
+    child_origin,
+    offered,
+    within_budget,
+)
 
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert

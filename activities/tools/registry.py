@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 from temporalio.exceptions import TemporalError
 
-from activities.idempotency import IdempotencyStore, run_once
-from activities.registry import NamedRegistry
-from activities.tools.workspace import LocalWorkspace, Workspace, WorkspaceError
+from activities.named import NamedRegistry
+from stores.idempotency import IdempotencyStore, run_once
+from stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
 from workflows.activity_io import ToolInvocation, ToolOutcome, ToolSpec
 from workflows.config import CallPolicy
 from workflows.messages import ToolDefinition

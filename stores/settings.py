@@ -16,11 +16,11 @@ from typing import Any
 
 from temporalio.converter import StorageDriver
 
-from activities.idempotency import IdempotencyStore, SQLiteIdempotencyStore
-from activities.layouts import EarlierWorkspaces
-from activities.outages import DEFAULT_OUTAGE_SECONDS
-from activities.store import ConversationStore, SQLiteConversationStore, SQLitePayloadDriver, masked
-from activities.tools.workspace import LocalWorkspaces, Workspaces
+from stores.conversations import ConversationStore, SQLiteConversationStore, SQLitePayloadDriver, masked
+from stores.errors import DEFAULT_OUTAGE_SECONDS
+from stores.idempotency import IdempotencyStore, SQLiteIdempotencyStore
+from stores.layouts import EarlierWorkspaces
+from stores.workspaces import LocalWorkspaces, Workspaces
 
 DATABASE_URL = "AGENT_DATABASE_URL"
 
@@ -42,7 +42,7 @@ class StoreSettings:
     outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """How long a call waits for a store that does not answer (``AGENT_STORE_OUTAGE_SECONDS``)."""
     earlier_workspaces: EarlierWorkspaces | None = None
-    """Where earlier releases kept workspaces (``activities/layouts.py``): a conversation in flight
+    """Where earlier releases kept workspaces (``stores/layouts.py``): a conversation in flight
     across an upgrade finds its files there, moved into today's folder."""
 
     @property
@@ -71,18 +71,18 @@ class StoreSettings:
         )
 
     def _on_database(self, kind: str) -> Any:
-        """``activities.postgres.<kind>`` on the database, or None for local files. Imported only
+        """``stores.postgres.<kind>`` on the database, or None for local files. Imported only
         then: a worker with local stores does not load asyncpg."""
         if not self.database_url:
             return None
-        from activities import postgres
+        from stores import postgres
 
         return getattr(postgres, kind)(postgres.database(self.database_url, self.outage_seconds))
 
     async def open(self) -> None:
         """Reach the database and create its tables (worker start); ``RuntimeError`` in one line if not."""
         if self.database_url:
-            from activities.postgres import database
+            from stores.postgres import database
 
             await database(self.database_url, self.outage_seconds).open()
 

@@ -17,12 +17,12 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from activities.hooks import HookRegistry
-from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool
-from activities.outages import StoreIdentity
-from activities.store import PAYLOAD_THRESHOLD
 from activities.tools import ToolRegistry
-from activities.tools.workspace import Workspaces
+from stores.conversations import PAYLOAD_THRESHOLD
+from stores.errors import StoreIdentity
+from stores.idempotency import IdempotencyStore
+from stores.workspaces import Workspaces
 from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
 from workflows.activity_refs import RUN_TOOL
 

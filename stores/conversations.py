@@ -29,7 +29,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
 from workflows.messages import Message
 
 T = TypeVar("T")
@@ -111,7 +111,7 @@ class ConversationStore(Protocol):
 
     async def identity(self) -> str:
         """Made with the store and kept in it: a conversation runs only on workers whose stores
-        have the identity it started with (``activities/outages.py``, ``stores_differ``)."""
+        have the identity it started with (``stores/errors.py``, ``stores_differ``)."""
 
 
 class SQLiteConversationStore:

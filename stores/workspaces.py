@@ -22,8 +22,8 @@ from typing import Protocol
 
 from temporalio import activity
 
-from activities.layouts import EarlierWorkspaces, folder_name
-from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.layouts import EarlierWorkspaces, folder_name
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ async def first_run_started(conversation_key: str) -> datetime | None:
 class LocalWorkspaces:
     """Folders under one root on this host: the default for one machine.
 
-    With ``earlier`` (``activities/layouts.py``), a conversation's first use of its workspace moves
+    With ``earlier`` (``stores/layouts.py``), a conversation's first use of its workspace moves
     in what an earlier release kept in the folder that release gave it: a conversation in flight
     across an upgrade keeps its files, in one folder. A folder named by the workflow id alone (the
     first release's) is taken only if it changed after the conversation began (``started``): an

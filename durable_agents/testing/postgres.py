@@ -1,11 +1,12 @@
 """A throwaway real PostgreSQL server for tests and benchmarks: initdb + pg_ctl (Debian's
 ``postgresql``) in a temp folder the ``postgres`` user can reach (initdb refuses to run as root),
-on a free loopback port. tests/postgres.py makes it the session's fixture."""
+on a free loopback port, with a password of its own. tests/postgres.py makes it the session's fixture."""
 
 from __future__ import annotations
 
 import glob
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,6 @@ from pathlib import Path
 import asyncpg
 
 USER = "agent"
-PASSWORD = "s3cret-pw"
 
 
 def find_binaries() -> Path | None:
@@ -39,8 +39,9 @@ def _free_port() -> int:
 class Postgres:
     """One server: ``url`` reaches its ``postgres`` database; ``restart`` and ``stop`` are real."""
 
-    def __init__(self, binaries: Path) -> None:
+    def __init__(self, binaries: Path, password: str | None = None) -> None:
         self._bin = binaries
+        self.password = password or secrets.token_urlsafe(16)
         self.root = Path(tempfile.mkdtemp(prefix="agent-pg-", dir="/tmp"))
         self.port = _free_port()
         self._as_postgres = os.geteuid() == 0
@@ -49,8 +50,8 @@ class Postgres:
         self._data = self.root / "data"
         self._log = self.root / "server.log"
 
-    def url(self, database: str = "postgres", password: str = PASSWORD) -> str:
-        return f"postgresql://{USER}:{password}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str = "postgres", password: str | None = None) -> str:
+        return f"postgresql://{USER}:{password or self.password}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str) -> None:
         command = [str(self._bin / args[0]), *args[1:]]
@@ -63,7 +64,7 @@ class Postgres:
 
     def init(self) -> None:
         password_file = self.root / "password"
-        password_file.write_text(PASSWORD)
+        password_file.write_text(self.password)
         if self._as_postgres:
             shutil.chown(password_file, "postgres", "postgres")
         self._run(

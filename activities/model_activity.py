@@ -12,11 +12,11 @@ from temporalio.exceptions import ApplicationError
 
 from activities.delta_channel import DeltaSender
 from activities.heartbeat import heartbeating
-from activities.outages import StoreIdentity
 from activities.providers import PROVIDERS, ModelProvider, provider_class
-from activities.store import ConversationStore
 from activities.text_deltas import StreamedParts, text_deltas
 from activities.tools import ToolRegistry
+from stores.conversations import ConversationStore
+from stores.errors import StoreIdentity
 from workflows.activity_io import ModelCallInput, definitions_digest
 from workflows.activity_refs import CALL_MODEL
 from workflows.messages import ModelProgress, ModelRequest, ModelResponse

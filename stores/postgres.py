@@ -5,7 +5,7 @@ beside Temporal must then be one truth for all of them: the conversation store, 
 idempotency store, large payloads and the file tools' workspaces. Each lives in one table.
 
 Every statement is idempotent (a retry writes the same rows again), so a statement the server
-did not answer is tried again until it does (``activities/outages.py``): an outage never fails a
+did not answer is tried again until it does (``stores/errors.py``): an outage never fails a
 call or the conversation.
 """
 
@@ -28,10 +28,10 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from activities.layouts import folder_name
-from activities.outages import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
-from activities.store import MESSAGE, masked, stored_payloads
-from activities.tools.workspace import WorkspaceError, relative
+from stores.conversations import MESSAGE, masked, stored_payloads
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.layouts import folder_name
+from stores.workspaces import WorkspaceError, relative
 from workflows.messages import Message
 
 T = TypeVar("T")

@@ -16,16 +16,16 @@ from activities.agent_resolution import AgentResolver
 from activities.approver_keys import ApproverKeys
 from activities.delta_channel import DeltaSender
 from activities.hooks import HookActivities, HookRegistry, default_hooks
-from activities.idempotency import IdempotencyStore
 from activities.mcp_activity import LazyMCPPool, MCPActivities
-from activities.model_call import ModelActivities
-from activities.outages import StoreIdentity
+from activities.model_activity import ModelActivities
 from activities.providers import ModelProvider
-from activities.state import StoreSettings
-from activities.store import ConversationStore
-from activities.tool_calls import ToolActivities
+from activities.tool_activity import ToolActivities
 from activities.tools import ToolRegistry
-from activities.tools.workspace import LocalWorkspaces, Workspaces
+from stores.conversations import ConversationStore
+from stores.errors import StoreIdentity
+from stores.idempotency import IdempotencyStore
+from stores.settings import StoreSettings
+from stores.workspaces import LocalWorkspaces, Workspaces
 from workflows.config import AgentSpec, Price
 
 if TYPE_CHECKING:

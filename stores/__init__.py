@@ -1,0 +1,13 @@
+"""The state beside Temporal, in one place: each store's protocol with its local (SQLite, files)
+backend, the PostgreSQL backends that several hosts share, the settings that choose between them,
+and the errors a store's outage raises.
+
+- ``conversations``: the conversation store (each message once) and the large-payload store.
+- ``idempotency``: the results of ``ctx.once`` effects.
+- ``workspaces``: the file tools' workspaces; ``layouts`` the folder names earlier releases used.
+- ``postgres``: every store above on one PostgreSQL database (``AGENT_DATABASE_URL``), and the
+  worker leases.
+- ``settings``: ``StoreSettings``, which store lives where, and opening them.
+- ``errors``: ``StoreDown`` (an outage, waited out) and the store identity that keeps workers of
+  different stores apart.
+"""

@@ -47,7 +47,7 @@ class ToolActivities:
 
     @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
-        await self.stores.check(invocation.stores, _conversation_key(invocation))
+        await self.stores.check(invocation.stores, invocation.stored_under)
         if (kept := self._finished.get(invocation.idempotency_key)) is not None:
             activity.logger.info("tool %s ran before this attempt: its outcome as kept", invocation.name)
             return kept
@@ -64,7 +64,7 @@ class ToolActivities:
             self._finished.popitem(last=False)
 
     async def _run(self, invocation: ToolInvocation) -> ToolOutcome:
-        workspace = self.workspaces.open(_conversation_key(invocation))
+        workspace = self.workspaces.open(invocation.stored_under)
         log = {"iteration": invocation.iteration, "call_id": invocation.call_id, "tool": invocation.name}
         activity.logger.info("running tool %s", invocation.name, extra=log)
         if invocation.mcp is not None:
@@ -90,14 +90,3 @@ LARGE = PAYLOAD_THRESHOLD // 2
 add bytes: half the threshold is on the safe side)."""
 KEPT = 64
 """Large outcomes a worker keeps for attempts run again (the oldest go first)."""
-
-
-def _conversation_key(invocation: ToolInvocation) -> str:
-    """``<workflow id>/<first run id>``, the key the workflow gives the conversation store: a new
-    conversation reusing a finished id gets a key (and workspace) of its own. The idempotency key
-    is ``<conversation key>/<call id>``, and a run id holds no '/'."""
-    prefix = invocation.conversation_id + "/"
-    if not invocation.idempotency_key.startswith(prefix):
-        return invocation.idempotency_key.rpartition("/")[0] or invocation.idempotency_key
-    run_id = invocation.idempotency_key.removeprefix(prefix).partition("/")[0]
-    return prefix + run_id

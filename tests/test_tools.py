@@ -10,6 +10,7 @@ from activities.agent_files import AgentFileError, load_agent_file, load_agents
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from activities.tools.calculator import add
 from workflows.activity_io import ToolInvocation, ToolOutcome
+from workflows.messages import ToolCall
 
 
 def test_schema_comes_from_type_hints_and_docstring() -> None:
@@ -190,3 +191,19 @@ def test_shipped_agent_files_load() -> None:
     ]
     assert agents["calculator-anthropic"].model.provider == "anthropic"
     assert agents["calculator-openai"].tools == ["add", "subtract", "multiply", "divide", "sqrt"]
+
+
+def test_a_tool_call_carries_its_conversation_key_and_an_older_call_has_it_read_from_its_key() -> None:
+    call = ToolCall(id="call_1_0", name="add", arguments={"a": 1, "b": 2})
+    invocation = ToolInvocation.of(call, "support-4711", "support-4711/run-a")
+    assert (invocation.conversation_key, invocation.idempotency_key) == (
+        "support-4711/run-a",
+        "support-4711/run-a/call_1_0",
+    )
+    assert invocation.stored_under == "support-4711/run-a"
+    # Scheduled before the key travelled on its own: the same key, from the idempotency key.
+    older = invocation.model_copy(update={"conversation_key": ""})
+    assert older.stored_under == "support-4711/run-a"
+    # An id holding '/' too.
+    slashed = ToolInvocation.of(call, "team/a", "team/a/run-b").model_copy(update={"conversation_key": ""})
+    assert slashed.stored_under == "team/a/run-b"

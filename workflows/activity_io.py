@@ -134,6 +134,9 @@ class ToolInvocation(BaseModel):
     conversation_id: str
     idempotency_key: str
     """Stable across retries and worker crashes: pass it to external systems."""
+    conversation_key: str = ""
+    """What the stores key this conversation by (``workflows.activity_refs.conversation_key``): its
+    workspace and its store identity. Empty in calls scheduled before 2026-11 (``conversation_key_of``)."""
     max_output_chars: int = 20_000
     post_hooks: list[str] = Field(default_factory=list)
     """post_tool_use hooks, run in the activity so a redaction happens before history."""
@@ -152,16 +155,28 @@ class ToolInvocation(BaseModel):
         return self.model_copy(update={"kept": {**self.kept, **kept}})
 
     @classmethod
-    def of(cls, call: ToolCall, conversation_id: str, key_prefix: str, **more: Any) -> ToolInvocation:
-        """The invocation of the model's ``call``; its idempotency key is ``<key_prefix>/<call id>``."""
+    def of(cls, call: ToolCall, conversation_id: str, conversation_key: str, **more: Any) -> ToolInvocation:
+        """The invocation of the model's ``call``; its idempotency key is ``<conversation_key>/<call id>``."""
         return cls(
             name=call.name,
             arguments=call.arguments,
             call_id=call.id,
             conversation_id=conversation_id,
-            idempotency_key=f"{key_prefix}/{call.id}",
+            idempotency_key=f"{conversation_key}/{call.id}",
+            conversation_key=conversation_key,
             **more,
         )
+
+    @property
+    def stored_under(self) -> str:
+        """The conversation key; for a call scheduled before the key travelled on its own, taken
+        from the idempotency key (``<workflow id>/<first run id>/<call id>``; a run id holds no '/')."""
+        if self.conversation_key:
+            return self.conversation_key
+        prefix = self.conversation_id + "/"
+        if not self.idempotency_key.startswith(prefix):
+            return self.idempotency_key.rpartition("/")[0] or self.idempotency_key
+        return prefix + self.idempotency_key.removeprefix(prefix).partition("/")[0]
 
 
 class ToolOutcome(BaseModel):

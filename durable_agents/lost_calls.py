@@ -13,7 +13,7 @@ worker), and removes the lease (``reclaim``: the same whoever keeps the leases).
 Two ``LeaseStore``\\ s keep them. ``FileLeases`` (the default): a file under
 ``<data dir>/workers/<namespace>@<server>`` that the worker keeps locked (``flock``: the kernel
 releases the lock when the process ends, however it ends), the record beside it; only workers that
-share the data dir see each other (one host). ``stores.postgres.PostgresLeases`` (with
+share the data dir see each other (one host). ``stores.leases.PostgresLeases`` (with
 ``AGENT_DATABASE_URL``): a row per worker that it refreshes, dead when the database's clock says it
 was not refreshed for a while; every host sees every other.
 
@@ -326,7 +326,7 @@ def lease_store(database_url: str | None, leases: Path, client: Client, identity
     """PostgreSQL leases with a database (every host sees them), else files under ``leases``."""
     name = f"{identity.replace('/', '_')}-{uuid.uuid4().hex[:8]}"
     if database_url:
-        from stores.postgres import PostgresLeases  # asyncpg only where a database is used
+        from stores.leases import PostgresLeases  # asyncpg only where a database is used
 
         return PostgresLeases(database_url, server_of(client), name)
     return FileLeases(leases / server_of(client).replace("/", "_"), name)

@@ -5,8 +5,8 @@ and the errors a store's outage raises.
 - ``conversations``: the conversation store (each message once) and the large-payload store.
 - ``idempotency``: the results of ``ctx.once`` effects.
 - ``workspaces``: the file tools' workspaces; ``layouts`` the folder names earlier releases used.
-- ``postgres``: every store above on one PostgreSQL database (``AGENT_DATABASE_URL``), and the
-  worker leases.
+- ``postgres``: every store above on one PostgreSQL database (``AGENT_DATABASE_URL``).
+- ``leases``: the worker leases in that database, by which hosts see each other's death.
 - ``settings``: ``StoreSettings``, which store lives where, and opening them.
 - ``errors``: ``StoreDown`` (an outage, waited out) and the store identity that keeps workers of
   different stores apart.

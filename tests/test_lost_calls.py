@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents import lost_calls
 from durable_agents.lost_calls import FileLeases, Lease, RecordCachedConversations, lease_store, reclaim
-from stores.postgres import PostgresLeases
+from stores.leases import PostgresLeases
 from tests.postgres import Postgres
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
 
-from bench.run import ROOT, Procs, _die_with_parent, cpu_seconds, output_to, vm_kib
+from bench.measure import cpu_seconds, vm_kib
+from bench.processes import ROOT, Procs, die_with_parent, output_to
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
@@ -88,7 +89,7 @@ async def live_setup(*, same_host_channel: bool = True) -> AsyncIterator[Live]:
             },
             stdout=subprocess.DEVNULL,
             stderr=(tmp / "serve.log").open("wb"),
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         for _ in range(300):
             with contextlib.suppress(OSError):

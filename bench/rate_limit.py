@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fake_model import FakeModelServer
-from bench.run import output_to
+from bench.processes import output_to
 from durable_agents.dev_server import start_embedded_server
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput

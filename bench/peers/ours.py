@@ -1,6 +1,6 @@
 """ours: this project's worker (``bench/worker_proc.py``: ``build_worker``), as ``bench.run`` runs it.
 
-The agent is bench/agents/bench.toml, started by name (``bench.run.bench_agent()`` is the same
+The agent is bench/agents/bench.toml, started by name (``bench.workload.bench_agent()`` is the same
 agent inline); the in-process baseline is ``bench/inprocess_loop.py`` (the same adapter and tool
 registry, no Temporal).
 """
@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.providers.openai_chat import OpenAIChatModel
 from activities.tools import ToolRegistry, default_registry
 from bench.inprocess_loop import run_loop
-from bench.run import bench_agent, check_result
+from bench.workload import bench_agent, check_result
 from durable_agents.conversations import start_conversation
 from durable_agents.converter import data_converter
 from workflows.api import ConversationInput, ConversationResult

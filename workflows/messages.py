@@ -138,7 +138,7 @@ class ModelSettings(BaseModel):
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     context_window: int | None = Field(default=None, ge=1)
-    """Tokens the model takes in; default: the worker's table (activities/context_windows.py)."""
+    """Tokens the model takes in; default: the worker's models table (config/models.toml)."""
     compact_at: float = Field(default=0.8, gt=0, le=1)
     """Share of ``context_window`` past which older messages are summarised before a model call."""
     script: list[ScriptStep] = Field(default_factory=list)

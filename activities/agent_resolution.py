@@ -1,4 +1,5 @@
-"""The agent-resolution activity: the agent a conversation names (or brings inline), its tools and price."""
+"""The agent-resolution activity: the agent a conversation names (or brings inline), its tools, its
+model's price and context window."""
 
 from __future__ import annotations
 
@@ -8,24 +9,24 @@ from dataclasses import dataclass
 from temporalio.exceptions import ApplicationError
 
 from activities.agent_files import AgentFileError, check_agent
-from activities.context_windows import context_window
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
+from activities.models import ModelTable
 from activities.tools import ToolRegistry
 from stores.errors import StoreIdentity
 from workflows.activity_io import AgentRef, ResolvedAgent
 from workflows.activity_refs import RESOLVE_AGENT
-from workflows.config import AgentSpec, Price
+from workflows.config import AgentSpec
 from workflows.subagents import subagent_tool
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields
 class AgentResolver:
-    """``resolve_agent``, over the agents, prices, tools and hooks the worker loaded at start."""
+    """``resolve_agent``, over the agents, models table, tools and hooks the worker loaded at start."""
 
     agents: Mapping[str, AgentSpec]
-    prices: Mapping[str, Price]
-    """By model name: a conversation's cost budget needs its model's."""
+    models: ModelTable
+    """Prices (a conversation's cost budget needs its model's) and context windows, by model name."""
     registry: ToolRegistry
     hooks: HookRegistry
     mcp: LazyMCPPool
@@ -69,13 +70,13 @@ class AgentResolver:
             spec=spec,
             tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools]
             + [subagent_tool(self.agents[name]) for name in spec.subagents],
-            price=self.prices.get(ref.model or spec.model.model),
+            price=self.models.price(ref.model or spec.model.model),
             fallback_prices={
-                entry: self.prices[model]
+                entry: price
                 for entry in spec.model.fallback
-                if (model := entry.partition(":")[2]) in self.prices
+                if (price := self.models.price(entry.partition(":")[2])) is not None
             },
             context_window=spec.model.context_window
-            or context_window(spec.model.provider, ref.model or spec.model.model),
+            or self.models.context_window(spec.model.provider, ref.model or spec.model.model),
             stores=await self.stores(),
         )

@@ -18,6 +18,7 @@ from activities.delta_channel import DeltaSender
 from activities.hooks import HookActivities, HookRegistry, default_hooks
 from activities.mcp_activity import LazyMCPPool, MCPActivities
 from activities.model_activity import ModelActivities
+from activities.models import ModelTable, load_models
 from activities.providers import ModelProvider
 from activities.tool_activity import ToolActivities
 from activities.tools import ToolRegistry
@@ -26,7 +27,7 @@ from stores.errors import StoreIdentity
 from stores.idempotency import IdempotencyStore
 from stores.settings import StoreSettings
 from stores.workspaces import LocalWorkspaces, Workspaces
-from workflows.config import AgentSpec, Price
+from workflows.config import AgentSpec
 
 if TYPE_CHECKING:
     from activities.mcp import MCPPool
@@ -48,7 +49,7 @@ class AgentActivities:
         store: ConversationStore | None = None,
         hooks: HookRegistry | None = None,
         idempotency: IdempotencyStore | None = None,
-        prices: Mapping[str, Price] | None = None,
+        models: ModelTable | None = None,
         allow_inline_mcp: bool = False,
         stores: StoreSettings,
         approver_keys: Mapping[str, bytes] | None = None,
@@ -56,7 +57,8 @@ class AgentActivities:
     ) -> None:
         """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there.
         ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared).
-        ``deltas``: the fast channel streamed model calls send their deltas on (None: batches)."""
+        ``deltas``: the fast channel streamed model calls send their deltas on (None: batches).
+        ``models``: the models table, prices and context windows (default: config/models.toml)."""
         hooks = hooks or default_hooks()
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
@@ -67,7 +69,9 @@ class AgentActivities:
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)
         self._models = ModelActivities(store, providers, registry, identity, deltas)
-        resolver = AgentResolver(agents, prices or {}, registry, hooks, self._mcp, identity)
+        resolver = AgentResolver(
+            agents, models if models is not None else load_models(), registry, hooks, self._mcp, identity
+        )
         tools = ToolActivities(
             registry,
             workspaces,

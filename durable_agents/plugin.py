@@ -29,7 +29,7 @@ from activities.approver_keys import load_approver_keys
 from activities.assembly import AgentActivities, WorkerRole
 from activities.delta_channel import delta_sender
 from activities.hooks import HookRegistry, default_hooks
-from activities.prices import DEFAULT_PRICES, load_prices
+from activities.models import load_models
 from activities.providers import ModelProvider, import_providers
 from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
@@ -83,9 +83,9 @@ class AgentPlugin(SimplePlugin):
     local tools), "models" (model calls) and "tools" (tool calls), each on its own task queue as
     the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``)
     are the agents conversations may name. ``settings`` (default: ``Settings.from_env()``) say
-    where the state beside Temporal lives, the prices file, and whether inline agents may name
+    where the state beside Temporal lives, the models table, and whether inline agents may name
     MCP servers the agent files do not (their commands run on this host); ``stores``, ``store``,
-    ``workspace_root``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
+    ``workspace_root``, ``models_file``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
     need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling, a graceful shutdown) and two
@@ -104,6 +104,7 @@ class AgentPlugin(SimplePlugin):
         hooks: HookRegistry | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
         agents_dir: Path = DEFAULT_AGENTS_DIR,
+        models_file: Path | None = None,
         prices_file: Path | None = None,
         providers: dict[str, ModelProvider] | None = None,
         stores: StoreSettings | None = None,
@@ -129,7 +130,7 @@ class AgentPlugin(SimplePlugin):
             providers=providers,
             store=store,
             hooks=hooks,
-            prices=load_prices(prices_file or settings.prices_file or DEFAULT_PRICES),
+            models=load_models(models_file or settings.models_file, prices_file or settings.prices_file),
             allow_inline_mcp=allow_inline_mcp,
             stores=stores,
             approver_keys=load_approver_keys(settings.approver_keys),

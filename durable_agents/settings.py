@@ -71,8 +71,12 @@ class Settings:
     """``AGENT_TASK_QUEUE``: the task queue of worker, starter and demo."""
     ui_url: str = DEFAULT_UI_URL
     """``AGENT_UI_URL``: where people open the Web UI, for the links the starter prints."""
+    models_file: Path | None = None
+    """``AGENT_MODELS``: the models table, a TOML file of each model's context window and prices
+    (default: ``config/models.toml``)."""
     prices_file: Path | None = None
-    """``AGENT_PRICES``: a TOML file of model prices (default: ``config/prices.toml``)."""
+    """``AGENT_PRICES`` (older than ``AGENT_MODELS``, still read): a file in the same format whose prices
+    replace the models table's, such as a price file of old; the context windows stay the table's."""
     allow_inline_mcp: bool = False
     """``AGENT_ALLOW_INLINE_MCP=1``: inline agents may name MCP servers no agent file names."""
     log_format: LogFormat = "text"
@@ -147,6 +151,7 @@ class Settings:
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
             ui_url=ui_url,
+            models_file=path(environ.get("AGENT_MODELS")),
             prices_file=path(environ.get("AGENT_PRICES")),
             allow_inline_mcp=environ.get("AGENT_ALLOW_INLINE_MCP") == "1",
             log_format=choice("AGENT_LOG_FORMAT", environ.get("AGENT_LOG_FORMAT"), get_args(LogFormat))  # type: ignore[arg-type]

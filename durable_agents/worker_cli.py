@@ -1,4 +1,4 @@
-"""The worker's command line (``python worker.py``): checks the agent files, prices, keys and the
+"""The worker's command line (``python worker.py``): checks the agent files, models table, keys and the
 data dir before connecting, starts the embedded dev server when no server is named and none
 answers, then runs ``build_worker`` until SIGINT/SIGTERM.
 
@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
 from activities.approver_keys import load_approver_keys
 from activities.hooks import default_hooks
-from activities.prices import DEFAULT_PRICES, load_prices
+from activities.models import load_models
 from activities.tools import default_registry
 from durable_agents.cli import settings_or_exit
 from durable_agents.connection import (
@@ -48,7 +48,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         registry = default_registry()
         load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
-        load_prices(settings.prices_file or DEFAULT_PRICES)
+        load_models(settings.models_file, settings.prices_file)
         if not stores.shared:  # the stores' files and the leases
             _check_writable(settings.data_dir)
         data_converter(settings)  # and on a bad AGENT_ENCRYPTION_KEY

@@ -3,6 +3,8 @@
 - start input failing validation: here; test_loop.test_invalid_start_input_fails_the_workflow_with_the_reason
 - agent name that does not exist: test_loop.test_unknown_agent_fails_the_workflow_not_the_task
 - bad agent file: here (worker refuses to start); test_tools.test_bad_agent_file_error_names_file_and_field
+- bad models table (AGENT_MODELS, AGENT_PRICES): here (worker refuses to start);
+  test_models_table.test_a_bad_file_is_one_line_naming_the_file_model_and_field
 - oversized prompt: here
 - signals with wrong shapes: test_approvals.test_malformed_signal_is_dropped_and_the_conversation_goes_on
 - queries on unknown workflow ids: test_starter.test_unknown_conversation_is_one_clear_line
@@ -22,6 +24,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +73,21 @@ def test_worker_refuses_to_start_on_a_bad_agent_file(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip() == f"worker: {tmp_path / 'broken.toml'}: field 'model.model': Field required"
+
+
+@pytest.mark.parametrize("variable", ["AGENT_MODELS", "AGENT_PRICES"])
+def test_worker_refuses_to_start_on_a_bad_models_table(tmp_path: Path, variable: str) -> None:
+    table = tmp_path / "models.toml"
+    table.write_text('["gpt-x"]\ninput = 1\n')
+    done = subprocess.run(
+        [sys.executable, "worker.py"],
+        cwd=REPO,
+        env={**os.environ, variable: str(table)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"worker: {table}: field 'gpt-x': Value error, give both prices, 'input' and 'output', or neither"
+    )

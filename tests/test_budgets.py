@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError
-from activities.prices import load_prices
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env
 from workflows.agent import AgentWorkflow
@@ -80,14 +76,3 @@ async def test_a_spent_budget_answers_later_messages_without_calling_the_model(e
     # Three calls in the first turn; none in the second.
     assert (later.stop_reason, later.iterations, result.model_calls) == ("token_budget_exhausted", 0, 3)
     assert later.text == "[no answer: token budget of 40 exhausted]"
-
-
-def test_bad_price_table_names_the_model_and_field(tmp_path: Path) -> None:
-    path = tmp_path / "prices.toml"
-    path.write_text('["gpt-x"]\ninput = "cheap"\noutput = 1\n')
-    with pytest.raises(AgentFileError) as info:
-        load_prices(path)
-    assert (
-        str(info.value)
-        == f"{path}: field 'gpt-x.input': Input should be a valid number, unable to parse string as a number"
-    )

@@ -10,9 +10,9 @@ from temporalio.worker import Replayer
 
 from activities.agent_files import AgentFileError, load_agent_file
 from activities.agent_resolution import AgentResolver
-from activities.context_windows import DEFAULT_CONTEXT_WINDOW
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
+from activities.models import DEFAULT_CONTEXT_WINDOW, load_models
 from activities.providers import anthropic_messages, openai_chat
 from activities.tools import default_registry
 from durable_agents import starter_cli as starter
@@ -110,7 +110,7 @@ async def test_the_window_is_the_agents_own_else_the_tables_else_the_default() -
         return "test-stores"
 
     resolver = AgentResolver(
-        {}, {}, default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
+        {}, load_models(), default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
     )
 
     async def window(

@@ -50,7 +50,7 @@ async def test_next_model_answers_after_a_400_from_the_first(env: Env, fake: Fak
     assert result.models_used == ["anthropic:claude-haiku-4-5"]
     assert result.replies[0].model == "anthropic:claude-haiku-4-5"
     assert result.model_calls == 1
-    # claude-haiku-4-5 costs $1 / $5 per million tokens (config/prices.toml); gpt-4o used none.
+    # claude-haiku-4-5 costs $1 / $5 per million tokens (config/models.toml); gpt-4o used none.
     assert result.cost == (100 * 1.00 + 10 * 5.00) / 1_000_000
     assert await activity_calls(handle) == [
         ("resolve_agent", True),

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+
+from workflows.providers import PROVIDER_NAMES, Provider
 
 
 class Tagged(BaseModel):
@@ -126,9 +128,6 @@ OnText = Callable[[str], None]
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
 
-Provider = Literal["openai", "anthropic", "scripted"]
-
-
 class ModelSettings(BaseModel):
     """Which model to call and how. Keys and base URLs stay in the worker's environment."""
 
@@ -139,7 +138,7 @@ class ModelSettings(BaseModel):
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     context_window: int | None = Field(default=None, ge=1)
-    """Tokens the model takes in; default: the worker's table (activities/context_windows.py)."""
+    """Tokens the model takes in; default: the worker's models table (config/models.toml)."""
     compact_at: float = Field(default=0.8, gt=0, le=1)
     """Share of ``context_window`` past which older messages are summarised before a model call."""
     script: list[ScriptStep] = Field(default_factory=list)
@@ -153,8 +152,8 @@ class ModelSettings(BaseModel):
     def _provider_and_model(cls, entries: list[str]) -> list[str]:
         for entry in entries:
             provider, _, model = entry.partition(":")
-            if provider not in get_args(Provider) or not model:
-                known = ", ".join(get_args(Provider))
+            if provider not in PROVIDER_NAMES or not model:
+                known = ", ".join(PROVIDER_NAMES)
                 raise ValueError(
                     f"fallback {entry!r}: write it as 'provider:model', the provider one of {known}"
                 )

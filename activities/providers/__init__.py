@@ -1,6 +1,7 @@
 """One adapter per wire protocol, each: neutral request in, neutral response out.
 
-A new provider is one adapter module here and one line in ``PROVIDERS``.
+A new provider is one adapter module here and one line in ``workflows/providers.py``'s ``ADAPTERS``
+(its docstring says how); ``PROVIDERS`` below is made from that line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from workflows.messages import ModelRequest, ModelResponse, OnText
+from workflows.providers import ADAPTERS
 
 
 class ModelProvider(Protocol):
@@ -22,13 +24,9 @@ class ModelProvider(Protocol):
     async def aclose(self) -> None: ...
 
 
-PROVIDERS: dict[str, str] = {
-    "openai": "activities.providers.openai_chat:OpenAIChatModel",
-    "anthropic": "activities.providers.anthropic_messages:AnthropicMessagesModel",
-    "scripted": "activities.providers.scripted:ScriptedModel",
-}
-"""Adapters by provider name, imported on first use: the provider SDKs take seconds to import,
-and a worker replacing a dead one should be polling by then (see ``import_providers``)."""
+PROVIDERS: dict[str, str] = {name: f"{__name__}.{adapter}" for name, adapter in ADAPTERS.items()}
+"""Adapters by provider name, as ``module:Class``, imported on first use: the provider SDKs take
+seconds to import, and a worker replacing a dead one should be polling by then (``import_providers``)."""
 
 
 def provider_class(name: str) -> type[ModelProvider]:

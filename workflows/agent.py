@@ -52,7 +52,7 @@ from workflows.api import (
 from workflows.approvals import Approvals
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
 from workflows.costs import conversation_cost
-from workflows.decisions import edit_note, oversize
+from workflows.decisions import Refuse, asks, decided, oversize
 from workflows.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -829,26 +829,26 @@ class AgentWorkflow:
                     approval.decisions_for(call.name),
                     approval.approvers_for(call.name),
                 )
-                if record.via != "remember":  # a person is asked (or answered first, in older runs)
+                if asks(record):  # a person is asked (or answered first, in older runs)
                     self._events.publish(ApprovalRequested(record=record))
                 # decided already: by a tool a person allowed, or a decision that came first (older runs)
                 self._events.approvals_decided([record])
             # A call of a tool a person allowed for the conversation is approved already: no wait.
-            if record.via != "remember" and not await self._wait_for_decision(record):
+            if asks(record) and not await self._wait_for_decision(record):
                 return None
+            kind = decided(record)
+            assert kind is not None  # waited for until it was decided
+            step = kind.then(call)
             # What a person wrote reaches the model within the tool output's bound too.
             limit = agent.spec.max_tool_output_chars
-            if record.state != "approved":
-                why = f": {record.reason}" if record.reason else "."
-                return ToolOutcome(
-                    content=f"Tool call '{call.name}' was rejected by {record.by}{why}", is_error=True
-                ).truncated(limit)
-            if record.edited_arguments is not None:
-                # The model's call stays as it asked; the result leads with what ran instead.
-                edited = call.model_copy(update={"arguments": record.edited_arguments})
-                outcome = await self._run(agent, tool, edited)
-                noted = outcome.model_copy(update={"content": f"{edit_note(record)}\n{outcome.content}"})
-                return noted.truncated(limit)
+            if isinstance(step, Refuse):
+                return ToolOutcome(content=step.content, is_error=True).truncated(limit)
+            # The model's call stays as it asked; an edit's result leads with what ran instead.
+            outcome = await self._run(agent, tool, call.model_copy(update={"arguments": step.arguments}))
+            if step.note is None:
+                return outcome
+            noted = outcome.model_copy(update={"content": f"{step.note}\n{outcome.content}"})
+            return noted.truncated(limit)
         return await self._run(agent, tool, call)
 
     async def _run(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:

@@ -7,7 +7,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from workflows.config import DecisionKind
-from workflows.decisions import kinds_of, schema_error
+from workflows.decisions import (
+    Allowed,
+    Cancelled,
+    Channel,
+    PersonKind,
+    RunTool,
+    TimedOut,
+    decided,
+    parse,
+    waits_for_its_call,
+)
 from workflows.messages import ToolCall
 from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance, Verdict
 
@@ -62,12 +72,10 @@ class Approvals:
         record.approvers = approvers
         self.records[call.id] = record
         if allowance := self.allowance(call.name):
-            record.state, record.by, record.decided_at, record.via = "approved", allowance.by, now, "remember"
-            record.reason = f"{call.name} allowed for the conversation on call {allowance.call_id}"
-            record.deadline = None
+            Allowed.by_allowance(allowance).close(record, now)
             return record
         if early := self._early.pop(call.id, None):
-            self._apply(record, early, now, "signal")
+            self._apply(record, parse(early), now, "signal")
         return record
 
     def on_signal(
@@ -87,7 +95,7 @@ class Approvals:
         """
         decision = Decision(approve=approve, **signal.model_dump())
         if signal.call_id not in self.records and keep_early:
-            if signal.arguments is not None or signal.remember:
+            if not waits_for_its_call(signal):
                 return (
                     f"ignored: call {signal.call_id!r} is not pending; edits and 'remember' need one that is"
                 )
@@ -96,19 +104,23 @@ class Approvals:
             self._early[signal.call_id] = decision
             return f"kept decision for call {signal.call_id!r}, not requested yet"
         try:
-            record = self.check(decision, now)
+            record, kind = self._checked(decision, now)
         except ValueError as e:
             if (late := self.records.get(signal.call_id)) and late.deadline and now >= late.deadline:
                 self.time_out(late, now)  # too late, even if the timer has not fired yet
             return f"ignored: {e}"
-        self._apply(record, decision, now, "signal", verdict)
+        self._apply(record, kind, now, "signal", verdict)
         return f"call {signal.call_id!r} {record.state} by {record.by}"
 
-    def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
+    def check(self, decision: Decision, now: datetime) -> ApprovalRecord:
         """The pending record the decision is for; ``ValueError`` with the reason when it cannot be taken.
 
         Changes nothing: the ``decide`` update's validator calls it.
         """
+        return self._checked(decision, now)[0]
+
+    def _checked(self, decision: Decision, now: datetime) -> tuple[ApprovalRecord, PersonKind]:
+        """As ``check``, with the kind the decision takes."""
         record = self.records.get(decision.call_id)
         if record is None:
             waiting = ", ".join(r.call_id for r in self.pending) or "none"
@@ -124,7 +136,8 @@ class Approvals:
                 " look at its arguments again (pending_approvals)"
             )
         allowed = record.allowed_decisions
-        if refused := [kind for kind in kinds_of(decision) if kind not in allowed]:
+        kind = parse(decision)
+        if refused := [name for name in kind.kinds if name not in allowed]:
             raise ValueError(
                 f"{refused[0]!r} is not a decision allowed for {record.tool} (allowed: {', '.join(allowed)})"
             )
@@ -132,23 +145,20 @@ class Approvals:
             raise ValueError(
                 f"{decision.by} may not decide {record.tool} (approvers: {', '.join(record.approvers)})"
             )
-        if decision.arguments is not None:
-            if (schema := self._schema_of(record.tool)) is None:
-                raise ValueError(f"cannot check edited arguments: {record.tool} is no longer offered")
-            if (error := schema_error(decision.arguments, schema)) is not None:
-                raise ValueError(f"edited arguments for {record.tool} do not fit its schema: {error}")
-        return record
+        kind.check(record.tool, self._schema_of)
+        return record, kind
 
     def decide(self, decision: Decision, now: datetime, verdict: Verdict | None = None) -> ApprovalRecord:
-        record = self.check(decision, now)
-        self._apply(record, decision, now, "update", verdict)
+        record, kind = self._checked(decision, now)
+        self._apply(record, kind, now, "update", verdict)
         return record
 
     def arguments_for(self, call: ToolCall) -> dict[str, Any]:
         """The arguments the call runs with: a person's edit, or the model's own."""
         record = self.records.get(call.id)
-        edited = record.edited_arguments if record else None
-        return call.arguments if edited is None else edited
+        kind = decided(record) if record else None
+        step = kind.then(call) if kind else None
+        return step.arguments if isinstance(step, RunTool) else call.arguments
 
     def allowance(self, tool: str) -> ToolAllowance | None:
         """The tool's standing allowance, if a person gave one and nobody revoked it."""
@@ -168,40 +178,21 @@ class Approvals:
         return allowance
 
     def time_out(self, record: ApprovalRecord, now: datetime) -> None:
-        self._close(record, "timed_out", "approval timed out", now, "deadline")
+        TimedOut().close(record, now)
 
     def cancel_pending(self, reason: str, now: datetime) -> None:
         """The conversation was cancelled: nobody will decide these any more."""
         for record in self.pending:
-            self._close(record, "cancelled", reason, now, "cancellation")
-
-    @staticmethod
-    def _close(record: ApprovalRecord, state: str, reason: str, now: datetime, via: str) -> None:
-        if record.state != "pending":
-            return
-        record.state = state  # type: ignore[assignment]
-        record.by = "system"
-        record.reason = reason
-        record.decided_at = now
-        record.via = via  # type: ignore[assignment]
+            Cancelled(reason).close(record, now)
 
     def _apply(
         self,
         record: ApprovalRecord,
-        decision: Decision,
+        kind: PersonKind,
         now: datetime,
-        via: str,
+        via: Channel,
         verdict: Verdict | None = None,
     ) -> None:
-        record.state = "approved" if decision.approve else "rejected"
-        record.verdict = verdict
-        record.by = decision.by
-        record.reason = decision.reason
-        record.decided_at = now
-        record.via = via  # type: ignore[assignment]
-        record.edited_arguments = decision.arguments
-        record.remember = bool(decision.remember)
-        if decision.remember and self.allowance(record.tool) is None:
-            self.allowances.append(
-                ToolAllowance(tool=record.tool, by=decision.by, call_id=record.call_id, granted_at=now)
-            )
+        kind.take(record, now, via, verdict)
+        if (granted := kind.allowance(record, now)) and self.allowance(record.tool) is None:
+            self.allowances.append(granted)

@@ -100,7 +100,8 @@ DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
 
 DecisionKind = Literal["approve", "edit", "reject", "remember"]
 """What a person may decide about a call: approve it, approve it with edited arguments, reject it,
-or approve it and allow the tool for the rest of the conversation."""
+or approve it and allow the tool for the rest of the conversation (each a type in
+workflows/decisions.py, which says what it means and does)."""
 
 
 DECISION_KINDS: list[DecisionKind] = ["approve", "edit", "reject", "remember"]

@@ -1,25 +1,360 @@
-"""Decisions beyond yes or no: which kinds a decision takes (an agent may allow only some), edited
-arguments checked against the tool's JSON schema, the bounds of what a person writes, and what the
-model is told of an edit."""
+"""What a decision about a waiting tool call means, and what it does: one type per kind.
+
+A person decides (``PERSON_KINDS``; an agent's ``approval.decisions`` names which it allows):
+
+- ``Approve``: the call runs as the model asked.
+- ``Edit``: approve with edited arguments (checked against the tool's schema): the call runs with
+  them, and the model reads that a person changed them, and to what, before the result.
+- ``Reject``: the call does not run; the model reads who refused it and why (``reason``).
+- ``Remember``: an ``Approve`` or an ``Edit`` that also allows the tool for the rest of the
+  conversation: later calls of it run without asking, until someone revokes it.
+
+Or nobody does, at the time (``NOBODY_KINDS``):
+
+- ``Allowed``: approved at once, the tool being allowed for the conversation (nobody is asked).
+- ``TimedOut``: nobody decided before the call's deadline; the model reads it as a rejection.
+- ``Cancelled``: the conversation (or the sub-agent's that waited) closed first.
+
+Each kind writes itself into the call's ``ApprovalRecord`` (the audit trail, and what
+``pending_approvals``, ``history`` and the ``decide`` update answer), reads back from it
+(``decided``: after a continue-as-new the record is all there is), and says what the agent loop
+does with the call (``then``: ``RunTool`` or ``Refuse``) and whether it allows the tool from now on
+(``allowance``). The payloads people send (``ApprovalSignal``, ``Decision`` in workflows/records.py,
+unchanged) become a kind here, at the boundary (``parse``), and nowhere else.
+
+Adding a kind: its type below, in ``PERSON_KINDS`` or ``NOBODY_KINDS``, in ``parse`` and
+``decided``, and its row in tests/test_decisions.py; a person's kind also goes into ``DecisionKind``
+(workflows/config.py), and a payload or record field it needs into workflows/records.py (its
+default pinned in tests/data/recorded_defaults.json). ``DECISION_KINDS``, what an agent allows by
+default, stays as it is: records leave it out as their default, so a kind added there would be
+allowed by every call recorded before it. Only a kind whose ``then`` is neither ``RunTool`` nor
+``Refuse`` changes the loop (workflows/agent.py).
+
+Also here: the bounds of what a person writes, and edited arguments checked against the schema.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Literal
 
 from workflows.config import ApprovalPolicy, DecisionKind
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation
+from workflows.messages import ToolCall
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance, Verdict
 from workflows.schemas import check, problems
 
+Channel = Literal["signal", "update"]
+"""How a person's decision came (the record's ``via``)."""
 
-def kinds_of(decision: Decision) -> list[DecisionKind]:
-    """The kinds of decision it takes: each must be among the call's ``allowed_decisions``."""
-    if not decision.approve:
-        if decision.arguments is not None or decision.remember:
+
+# -- what the loop does ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Run the call with ``arguments``; ``note``, when there is one, leads its result (the model
+    reads it; the model's own call stays as it asked)."""
+
+    arguments: dict[str, Any]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Do not run the call: the model reads ``content`` as its result, an error."""
+
+    content: str
+
+
+def _refusal(call: ToolCall, by: str, reason: str) -> Refuse:
+    why = f": {reason}" if reason else "."
+    return Refuse(f"Tool call '{call.name}' was rejected by {by}{why}")
+
+
+# -- the kinds ------------------------------------------------------------------------------------
+
+
+class Kind(ABC):
+    """How a waiting call was decided."""
+
+    NAME: ClassVar[str]
+    asks: ClassVar[bool] = True
+    """Was a person asked (an ``approval_requested``, a wait)? Only not for ``Allowed``."""
+
+    @abstractmethod
+    def then(self, call: ToolCall) -> RunTool | Refuse:
+        """What the agent loop does with ``call``."""
+
+
+class PersonKind(Kind):
+    """A person's decision: signed, bounded by the call's ``allowed_decisions`` and ``approvers``."""
+
+    @property
+    def kinds(self) -> tuple[DecisionKind, ...]:
+        """The names the call's ``allowed_decisions`` must all hold; joined by ``+``, what a
+        signature names (workflows/signatures.py)."""
+        return (self.NAME,)  # type: ignore[return-value]
+
+    def check(self, tool: str, schema_of: Callable[[str], dict[str, Any] | None]) -> None:
+        """``ValueError`` when the decision cannot apply to a call of ``tool`` (beyond its
+        allowed decisions and approvers, which ``Approvals.check`` tests for every kind)."""
+
+    @abstractmethod
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        """The pending ``record`` as this decision leaves it."""
+
+    def allowance(self, record: ApprovalRecord, now: datetime) -> ToolAllowance | None:
+        """The standing allowance it grants the record's tool, if any."""
+        return None
+
+
+def _take(
+    record: ApprovalRecord,
+    *,
+    state: Literal["approved", "rejected"],
+    by: str,
+    reason: str,
+    now: datetime,
+    via: Channel,
+    verdict: Verdict | None,
+    edited: dict[str, Any] | None = None,
+) -> None:
+    record.state = state
+    record.verdict = verdict
+    record.by = by
+    record.reason = reason
+    record.decided_at = now
+    record.via = via
+    record.edited_arguments = edited
+    record.remember = False
+
+
+@dataclass(frozen=True)
+class Approve(PersonKind):
+    """Approved: the call runs as the model asked."""
+
+    NAME: ClassVar[str] = "approve"
+
+    by: str
+    reason: str = ""
+
+    def then(self, call: ToolCall) -> RunTool:
+        return RunTool(call.arguments)
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+
+
+@dataclass(frozen=True)
+class Edit(PersonKind):
+    """Approved with ``arguments`` instead: the call runs with them, its result led by a note of the edit."""
+
+    NAME: ClassVar[str] = "edit"
+
+    by: str
+    reason: str
+    arguments: dict[str, Any]
+
+    def then(self, call: ToolCall) -> RunTool:
+        edited = json.dumps(self.arguments, ensure_ascii=False)
+        note = f"[{self.by} edited the arguments before the call ran; it ran with {edited}]"
+        return RunTool(self.arguments, note)
+
+    def check(self, tool: str, schema_of: Callable[[str], dict[str, Any] | None]) -> None:
+        if (schema := schema_of(tool)) is None:
+            raise ValueError(f"cannot check edited arguments: {tool} is no longer offered")
+        if (error := schema_error(self.arguments, schema)) is not None:
+            raise ValueError(f"edited arguments for {tool} do not fit its schema: {error}")
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(
+            record,
+            state="approved",
+            by=self.by,
+            reason=self.reason,
+            now=now,
+            via=via,
+            verdict=verdict,
+            edited=self.arguments,
+        )
+
+
+@dataclass(frozen=True)
+class Reject(PersonKind):
+    """Rejected: the call does not run; the model reads who refused it, and ``reason``."""
+
+    NAME: ClassVar[str] = "reject"
+
+    by: str
+    reason: str = ""
+
+    def then(self, call: ToolCall) -> Refuse:
+        return _refusal(call, self.by, self.reason)
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(record, state="rejected", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+
+
+@dataclass(frozen=True)
+class Remember(PersonKind):
+    """``approval``, and its tool allowed for the rest of the conversation (until revoked)."""
+
+    NAME: ClassVar[str] = "remember"
+
+    approval: Approve | Edit
+
+    @property
+    def kinds(self) -> tuple[DecisionKind, ...]:
+        return (*self.approval.kinds, "remember")
+
+    def then(self, call: ToolCall) -> RunTool:
+        return self.approval.then(call)
+
+    def check(self, tool: str, schema_of: Callable[[str], dict[str, Any] | None]) -> None:
+        self.approval.check(tool, schema_of)
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        self.approval.take(record, now, via, verdict)
+        record.remember = True
+
+    def allowance(self, record: ApprovalRecord, now: datetime) -> ToolAllowance:
+        return ToolAllowance(tool=record.tool, by=self.approval.by, call_id=record.call_id, granted_at=now)
+
+
+class NobodyKind(Kind):
+    """Decided with nobody deciding at the time; ``by`` the workflow, or by an earlier allowance."""
+
+    def close(self, record: ApprovalRecord, now: datetime) -> None:
+        """The record as this leaves it, if it is still pending (a decided call stays decided)."""
+        if record.state == "pending":
+            self._close(record, now)
+
+    @abstractmethod
+    def _close(self, record: ApprovalRecord, now: datetime) -> None:
+        """The pending ``record`` as this leaves it."""
+
+
+def _system(record: ApprovalRecord, state: str, reason: str, now: datetime, via: str) -> None:
+    record.state = state  # type: ignore[assignment]
+    record.by = "system"
+    record.reason = reason
+    record.decided_at = now
+    record.via = via  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Allowed(NobodyKind):
+    """Approved at once, nobody asked: a person allowed the tool for the conversation."""
+
+    NAME: ClassVar[str] = "allowed"
+    asks: ClassVar[bool] = False
+
+    by: str
+    """Who allowed the tool."""
+    reason: str
+
+    @classmethod
+    def by_allowance(cls, allowance: ToolAllowance) -> Allowed:
+        return cls(allowance.by, f"{allowance.tool} allowed for the conversation on call {allowance.call_id}")
+
+    def then(self, call: ToolCall) -> RunTool:
+        return RunTool(call.arguments)
+
+    def _close(self, record: ApprovalRecord, now: datetime) -> None:
+        record.state, record.by, record.decided_at, record.via = "approved", self.by, now, "remember"
+        record.reason = self.reason
+        record.deadline = None
+
+
+@dataclass(frozen=True)
+class TimedOut(NobodyKind):
+    """Nobody decided before the deadline: refused, as by ``system``."""
+
+    NAME: ClassVar[str] = "timed_out"
+    REASON: ClassVar[str] = "approval timed out"
+
+    def then(self, call: ToolCall) -> Refuse:
+        return _refusal(call, "system", self.REASON)
+
+    def _close(self, record: ApprovalRecord, now: datetime) -> None:
+        _system(record, "timed_out", self.REASON, now, "deadline")
+
+
+@dataclass(frozen=True)
+class Cancelled(NobodyKind):
+    """The conversation (or the sub-agent's that waited) closed first: refused, as by ``system``."""
+
+    NAME: ClassVar[str] = "cancelled"
+
+    reason: str
+
+    def then(self, call: ToolCall) -> Refuse:
+        return _refusal(call, "system", self.reason)
+
+    def _close(self, record: ApprovalRecord, now: datetime) -> None:
+        _system(record, "cancelled", self.reason, now, "cancellation")
+
+
+PERSON_KINDS: tuple[type[PersonKind], ...] = (Approve, Edit, Reject, Remember)
+"""What a person may decide, as ``DecisionKind`` (workflows/config.py) names them, in its order."""
+NOBODY_KINDS: tuple[type[NobodyKind], ...] = (Allowed, TimedOut, Cancelled)
+
+
+# -- from the wire, and from the record -----------------------------------------------------------
+
+
+def parse(payload: Decision) -> Approve | Edit | Reject | Remember:
+    """The kind a person's payload decides (the ``decide`` update's; a signal's, with ``approve``
+    from its name); ``ValueError`` for a payload no kind takes."""
+    if not payload.approve:
+        if payload.arguments is not None or payload.remember:
             raise ValueError("a rejection takes no 'arguments' and no 'remember'")
-        return ["reject"]
-    kinds: list[DecisionKind] = ["approve" if decision.arguments is None else "edit"]
-    return [*kinds, "remember"] if decision.remember else kinds
+        return Reject(payload.by, payload.reason)
+    if payload.arguments is None:
+        approval: Approve | Edit = Approve(payload.by, payload.reason)
+    else:
+        approval = Edit(payload.by, payload.reason, payload.arguments)
+    return Remember(approval) if payload.remember else approval
+
+
+def waits_for_its_call(payload: ApprovalSignal) -> bool:
+    """May a decision for a call not requested yet be kept until it is (conversations from before
+    decisions were bound to pending calls)? A plain approval or rejection only."""
+    return payload.arguments is None and not payload.remember
+
+
+def decided(record: ApprovalRecord) -> Kind | None:
+    """The decision ``record`` holds; None while the call waits."""
+    by, reason = record.by or "", record.reason or ""
+    match record.state:
+        case "pending":
+            return None
+        case "timed_out":
+            return TimedOut()
+        case "cancelled":
+            return Cancelled(reason)
+        case "rejected":
+            return Reject(by, reason)
+    if record.via == "remember":
+        return Allowed(by, reason)
+    if record.edited_arguments is None:
+        approval: Approve | Edit = Approve(by, reason)
+    else:
+        approval = Edit(by, reason, record.edited_arguments)
+    return Remember(approval) if record.remember else approval
+
+
+def asks(record: ApprovalRecord) -> bool:
+    """Is a person asked about the record's call (one that waits, or was decided by a person)?"""
+    kind = decided(record)
+    return kind is None or kind.asks
+
+
+# -- bounds and schemas ---------------------------------------------------------------------------
 
 
 def oversize(payload: ApprovalSignal | Revocation, policy: ApprovalPolicy) -> str | None:
@@ -45,9 +380,3 @@ def schema_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str | Non
         return next(problems(arguments, schema), None)
     except Exception as e:  # never a failed workflow task: a reference back to itself recurses, say
         return f"the tool's schema cannot be checked ({' '.join(str(e).split())})"
-
-
-def edit_note(record: ApprovalRecord) -> str:
-    """Leads the tool result, so the model knows that a person changed its call, and what ran."""
-    edited = json.dumps(record.edited_arguments, ensure_ascii=False)
-    return f"[{record.by} edited the arguments before the call ran; it ran with {edited}]"

@@ -91,7 +91,8 @@ class Verdict(BaseModel):
 
 
 class ApprovalRecord(BaseModel):
-    """A tool call that needed a person: the request and, once made, the decision."""
+    """A tool call that needed a person: the request and, once made, the decision (each kind of
+    decision writes itself here and reads back from here: workflows/decisions.py)."""
 
     call_id: str
     tool: str
@@ -142,7 +143,8 @@ class ApprovalSignal(Payload):
 
     With ``arguments_digest`` (as ``pending_approvals`` shows it) the decision applies only if the
     pending call's arguments are exactly the ones the person saw. ``by``, ``reason`` and
-    ``arguments`` are bounded by the agent's ``approval.max_*_bytes`` (workflows/decisions.py).
+    ``arguments`` are bounded by the agent's ``approval.max_*_bytes`` (workflows/decisions.py, whose
+    ``parse`` says which kind of decision it is).
     """
 
     call_id: str = Field(min_length=1)

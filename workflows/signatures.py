@@ -13,7 +13,7 @@ import json
 
 from pydantic import BaseModel
 
-from workflows.decisions import kinds_of
+from workflows.decisions import parse
 from workflows.records import Decision, arguments_digest
 
 SIGNED_TAG = "durable-agents decision v1"
@@ -43,7 +43,7 @@ class SignedDecision(BaseModel):
         return cls(
             call=f"{workflow_id}/{decision.call_id}",
             arguments_digest=digest,
-            kind="+".join(kinds_of(decision)),
+            kind="+".join(parse(decision).kinds),
             edited_digest=None if edited is None else arguments_digest(edited),
             by=decision.by,
             reason=decision.reason,

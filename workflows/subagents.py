@@ -47,6 +47,7 @@ from workflows.api import (
 from workflows.approvals import Approvals
 from workflows.config import AgentSpec
 from workflows.costs import conversation_cost
+from workflows.decisions import Cancelled
 from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
 from workflows.inputs import first_error
 from workflows.messages import ToolCall, ToolDefinition
@@ -228,15 +229,8 @@ class Delegations:
         self._senders.pop(call_id, None)
         for record in self._approvals.pop(call_id, {}).values():
             if record.state == "pending":
-                closed = record.model_copy(
-                    update={
-                        "state": "cancelled",
-                        "by": "system",
-                        "reason": "the sub-agent's conversation closed",
-                        "decided_at": workflow.now(),
-                        "via": "cancellation",
-                    }
-                )
+                closed = record.model_copy()
+                Cancelled("the sub-agent's conversation closed").close(closed, workflow.now())
                 self._events.publish(ApprovalDecided(record=closed))
 
     def routes(self, call_id: str) -> bool:
@@ -244,7 +238,7 @@ class Delegations:
         ours, under, _ = call_id.partition("/")
         return bool(under) and ours in self._children
 
-    def check(self, decision: ApprovalSignal, now: datetime) -> ApprovalRecord:
+    def check(self, decision: Decision, now: datetime) -> ApprovalRecord:
         """As ``Approvals.check``, against what the sub-agent reported (an edit: against the schema it
         reported for the call's tool)."""
         ours = decision.call_id.partition("/")[0]

@@ -1,7 +1,7 @@
 """Who approved is a fact: with approver keys (``AGENT_APPROVER_KEYS``) on the worker, a decision
 takes only with a signature by the key of the approver it names, over its conversation, call,
 arguments digest and decision; the record keeps the verdict. Sent as operators send them: the real
-``temporal`` CLI, ``starter.py`` (approve, sign) and the README's few lines of Python."""
+``temporal`` CLI, ``starter.py`` (approve, sign) and the few lines of Python in docs/trust.md."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, wait_for_pending
+from tests.docs import code_blocks, docs_page
 from tests.test_approval_decisions import _decide, _signal
 from tests.test_starter_cli import starter
 from tests.test_subagents import _delegating
@@ -73,10 +74,9 @@ def _refused(done: subprocess.CompletedProcess[str]) -> str:
     return refused[1]
 
 
-def _readme_signer() -> Any:
-    """The README's ``sign`` for ops tools, as it stands there."""
-    readme = (REPO / "README.md").read_text()
-    [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "def sign(" in block]
+def _docs_signer() -> Any:
+    """The ``sign`` for ops tools of docs/trust.md, as it stands there."""
+    [code] = [block for block in code_blocks(docs_page("trust"), "python") if "def sign(" in block]
     scope: dict[str, Any] = {}
     exec(code, scope)
     return scope["sign"]
@@ -148,7 +148,7 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
     assert refusals == [("approve", unsigned_reason), ("approve", bad), ("reject", bad)]
 
     # Signed: by the starter (AGENT_APPROVER_KEY and --by), by the temporal CLI with `starter.py sign`,
-    # and by an ops tool with the README's lines of Python, as a signal.
+    # and by an ops tool with the lines of Python in docs/trust.md, as a signal.
     code, out, err = await starter(
         server, "approve", handle.id, "call_1_0", "--by", "alice", AGENT_APPROVER_KEY=ALICE
     )
@@ -164,9 +164,9 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
         "signature": signature.strip(),
     })  # fmt: skip
     assert rejected.returncode == 0, rejected.stderr
-    readme_sign = _readme_signer()
+    docs_sign = _docs_signer()
     for i in (2, 3):
-        by_script = readme_sign(
+        by_script = docs_sign(
             ALICE, handle.id, f"call_1_{i}", arguments_digest(WRITES[i]), "approve", "alice"
         )
         await _signal(
@@ -300,13 +300,13 @@ async def test_without_keys_the_record_says_the_approver_is_self_declared(
     )
 
 
-def test_the_readme_s_signer_signs_as_the_starter_does_edits_and_remember_included() -> None:
+def test_the_docs_signer_signs_as_the_starter_does_edits_and_remember_included() -> None:
     edited = {"path": "ü.txt", "content": "x", "mode": {"b": 1, "a": [1, 2]}}
     decision = Decision(
         call_id="call_2_0", approve=True, by="ops-lead", reason="größer", arguments=edited, remember=True
     )
     ours = sign(base64.b64decode(OPS), SignedDecision.of("wf/call_1_0", "0123456789ab", decision))
-    theirs = _readme_signer()(
+    theirs = _docs_signer()(
         OPS, "wf/call_1_0", "call_2_0", "0123456789ab", "edit+remember", "ops-lead", "größer", edited
     )
     assert theirs == ours

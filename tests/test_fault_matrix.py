@@ -23,6 +23,7 @@ from activities.providers._response import CUT_OFF
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
 from tests.conftest import Env, activity_types
+from tests.docs import docs_page
 from tests.fake_provider import (
     Arguments,
     FakeProvider,
@@ -240,9 +241,9 @@ def test_fault_matrix_table_matches_the_promises() -> None:
     ]
     table = [line for line in TABLE.read_text().splitlines() if line.startswith("|")]
     assert table == rows
-    readme = (TABLE.parent.parent / "README.md").read_text().splitlines()
-    at = readme.index(rows[0])
-    assert readme[at : at + len(rows)] == rows, "README's Guarantees shows the fault matrix as it is"
+    page = docs_page("guarantees").splitlines()
+    at = page.index(rows[0])
+    assert page[at : at + len(rows)] == rows, "docs/guarantees.md shows the fault matrix as it is"
 
 
 def _agent(provider: Provider, stream: bool, *, timeout: float) -> AgentSpec:

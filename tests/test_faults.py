@@ -201,7 +201,7 @@ async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Clie
     agent = scripted_agent(step("", ("charge", {"amount": 30})), step("{last_result}"), tools=["charge"])
     handle = await _start(client, worker, agent)
     # The card is charged and once() has recorded it; the activity is not done. (A crash between
-    # the effect and its record is the one gap no store closes: the README says so.)
+    # the effect and its record is the one gap no store closes: docs/guarantees.md says so.)
     await _until_charged(effects.with_name(effects.name + ".recorded"), 1)
     worker.kill()
     worker.start(FAULT_AFTER_EFFECT="0")
@@ -259,7 +259,7 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
     for pause in (0, rng.uniform(1.0, 3.0), rng.uniform(1.0, 3.0)):
         await asyncio.sleep(pause)
         worker.kill()
-        # A kill between a charge and once() recording it is the gap no store closes (README):
+        # A kill between a charge and once() recording it is the gap no store closes (docs/guarantees.md):
         # such a charge may happen again. Which ones, read from the files the dead worker left.
         done = set(recorded.read_text().split()) if recorded.exists() else set()
         in_the_gap |= {line.split()[0] for line in effects.read_text().splitlines()} - done

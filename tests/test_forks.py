@@ -142,7 +142,8 @@ def test_a_start_history_must_be_well_formed() -> None:
 async def test_a_conversation_started_with_the_temporal_cli_from_a_history(
     env: Env, server: EmbeddedServer
 ) -> None:
-    """The README's temporal CLI line: a history, AgentForkOf, and the agent's own system prompt left out."""
+    """The temporal CLI line of docs/conversations-and-streams.md "Forks": a history, AgentForkOf,
+    and the agent's own system prompt left out."""
     workflow_id = f"cli-fork-{uuid.uuid4().hex[:8]}"
     start = {
         "prompt": "What is 2 + 2?",

@@ -1,4 +1,4 @@
-"""``AgentPlugin`` in a worker of the user's own: the README's few lines, beside an unrelated workflow."""
+"""``AgentPlugin`` in a worker of the user's own (docs/composition.md), beside an unrelated workflow."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from workflows.agent import AgentWorkflow
 async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
     server: EmbeddedServer, tmp_path: Path
 ) -> None:
-    # As the README shows: the plugin on the client, then a Worker like any other.
+    # As docs/composition.md shows: the plugin on the client, then a Worker like any other.
     plugin = AgentPlugin(workspace_root=tmp_path)
     client = await Client.connect(server.address, plugins=[plugin])
     task_queue = f"tq-plugin-{uuid.uuid4().hex[:8]}"

@@ -1,4 +1,4 @@
-"""README "Human approval" promises, each through what an operator uses: an agent file with
+"""docs/approvals.md "Human approval" promises, each through what an operator uses: an agent file with
 ``default = "require"``, ``decide`` refusing a call past its deadline, the ``decide`` update from
 the ``temporal`` CLI, ``AgentStatus`` in ``temporal workflow list --query``, and the
 ``search-attribute create`` commands a worker prints when it may not register them."""

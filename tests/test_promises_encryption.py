@@ -1,4 +1,4 @@
-"""README "Encryption" promises through the real components: signals, updates, queries and memos
+"""docs/trust.md "Encryption" promises through the real components: signals, updates, queries and memos
 encrypted on the server; the payload store holds ciphertext; worker and starter stop on a bad key;
 a worker missing a key loses nothing once it has it; the ``temporal`` CLI with ``--codec-endpoint``."""
 
@@ -250,7 +250,7 @@ async def test_a_worker_missing_a_key_loses_nothing_once_the_key_is_there(
 
 @pytest.fixture
 def codec_server() -> Iterator[str]:
-    """``codec.py serve`` as the README starts it, with a token; its URL."""
+    """``codec.py serve`` as docs/trust.md starts it, with a token; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

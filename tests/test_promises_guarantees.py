@@ -1,4 +1,4 @@
-"""README "Guarantees" promises with real worker processes: follow-ups are answered in order and
+"""docs/guarantees.md promises with real worker processes: follow-ups are answered in order and
 none is duplicated across continue-as-new and a worker kill; a rejected (or timed-out) tool call
 never runs, whatever crashes and replays happen."""
 

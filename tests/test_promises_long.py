@@ -1,6 +1,7 @@
-"""README "Conversations that live for days" promises: continue-as-new when Temporal suggests it
-(between steps, while idle, while waiting for a person), model calls that carry only the new
-messages, large payloads in the payload store, and a failing hook counting as a block."""
+"""docs/conversations-and-streams.md "Conversations that live for days" promises: continue-as-new
+when Temporal suggests it (between steps, while idle, while waiting for a person), model calls that
+carry only the new messages, large payloads in the payload store, and a failing hook counting as a
+block."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""README "Tools" promises: a tool's own CallPolicy reaches its activity, a tool raising
+"""docs/agents-and-tools.md "Tools" promises: a tool's own CallPolicy reaches its activity, a tool raising
 ``ApplicationError`` is retried by Temporal and then reported to the model, and ``sqrt``."""
 
 from __future__ import annotations

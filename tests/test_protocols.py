@@ -21,6 +21,7 @@ from activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.protocols import AgUi, UiMessages
 from tests.conftest import Env
+from tests.docs import docs_page
 from tests.serving import Served, node, npm_clients, serving
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
@@ -29,8 +30,6 @@ from workflows.messages import AssistantMessage, Message, ToolCall, ToolResultMe
 
 pytestmark = pytest.mark.timeout(300)
 QUESTION = "what is (12 + 30) * 2?"
-REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text()
 WRITTEN = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
 
 
@@ -196,18 +195,21 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     assert chunks.count("tool-input-delta") > chunks.count("tool-input-start")  # arguments in pieces
 
 
-def _readme_examples() -> dict[str, str]:
-    """The README's ``// example: NAME`` code blocks, by name."""
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```js\n// example: (\w[\w-]*)[^\n]*\n(.*?)```", readme, re.DOTALL)
+PAGE = "conversations-and-streams"
+"""The docs page whose frontend examples run here."""
+
+
+def _docs_examples() -> dict[str, str]:
+    """The ``// example: NAME`` code blocks of docs/conversations-and-streams.md, by name."""
+    blocks = re.findall(r"```js\n// example: (\w[\w-]*)[^\n]*\n(.*?)```", docs_page(PAGE), re.DOTALL)
     return dict(blocks)
 
 
-async def test_the_readme_examples_run(env: Env, served: Served) -> None:
+async def test_the_docs_examples_run(env: Env, served: Served) -> None:
     clients = npm_clients()
-    examples = _readme_examples()
+    examples = _docs_examples()
     assert sorted(examples) == ["ag-ui", "eventsource", "usechat"]
-    ids = {"support-4711": f"readme-{uuid.uuid4().hex[:8]}", "support-4712": f"readme-{uuid.uuid4().hex[:8]}"}
+    ids = {"support-4711": f"docs-{uuid.uuid4().hex[:8]}", "support-4712": f"docs-{uuid.uuid4().hex[:8]}"}
 
     def runnable(code: str) -> str:
         for old, new in [("http://127.0.0.1:8765", served.url), *ids.items()]:
@@ -221,10 +223,10 @@ async def test_the_readme_examples_run(env: Env, served: Served) -> None:
         ("eventsource", 'import { EventSource } from "eventsource";\n'),
         ("usechat", ""),
     ]:
-        (clients / f"readme-{name}.mjs").write_text(prelude + runnable(examples[name]))
-        outputs[name] = await node(clients, f"readme-{name}.mjs")
+        (clients / f"docs-{name}.mjs").write_text(prelude + runnable(examples[name]))
+        outputs[name] = await node(clients, f"docs-{name}.mjs")
     curl = re.search(
-        r"^curl -N http://127.0.0.1:8765/conversations/support-4711/events$", README, re.MULTILINE
+        r"^curl -N http://127.0.0.1:8765/conversations/support-4711/events$", docs_page(PAGE), re.MULTILINE
     )
     assert curl is not None
     reading = await asyncio.create_subprocess_exec(

@@ -1,7 +1,8 @@
-"""A rollback: histories written by a newer release met by this one's worker (README, "Rolling
-back"). The newer release is a scratch copy of this checkout, changed as a next release would be
-(its ``RELEASE`` bumped, a new ``workflow.patched`` branch where a conversation delegates, a field
-added to a sub-agent's origin and to the carried state), run as its own ``worker.py`` process. It
+"""A rollback: histories written by a newer release met by this one's worker (docs/production.md,
+"Rolling back"). The newer release is a scratch copy of this checkout, changed as a next release
+would be (its ``RELEASE`` bumped, a new ``workflow.patched`` branch where a conversation delegates,
+a field added to a sub-agent's origin and to the carried state), run as its own ``worker.py``
+process. It
 parks conversations and stops; this release's worker carries on what it can replay and refuses the
 rest in one line naming the release that wrote it, and a person's ``approve`` is answered at once.
 The newer release's worker, back, finishes what was refused: nothing is lost."""

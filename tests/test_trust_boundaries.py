@@ -27,6 +27,7 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.conftest import Env, activity_types, wait_for_pending, workspace_of
+from tests.docs import block_after, commands, docs_page
 from tests.test_approval_decisions import _cli, _decide, _refusal, _revoke, _signal
 from tests.test_starter_cli import starter
 from tests.test_subagents import _delegating, _workspace
@@ -38,7 +39,6 @@ from workflows.records import arguments_digest
 WRITE = {"path": "out.txt", "content": "hi"}
 NOTE = {"path": "note.txt", "content": "buy milk\n"}
 FORGED_AT = "2026-01-01T00:00:00Z"
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _writer(**kwargs: Any) -> AgentSpec:
@@ -459,18 +459,16 @@ async def test_fuzzed_start_inputs_never_run_a_tool_that_needs_approval_without_
 
 
 # ---------------------------------------------------------------------------------------------------
-# 7. the README's temporal CLI lines work with encryption on
+# 7. the temporal CLI lines of docs/approvals.md work with encryption on
 
 
-def _readme_commands(after: str) -> list[str]:
-    """The ``temporal`` commands of the first ``sh`` block after the line ``after``, one per command."""
-    readme = (REPO / "README.md").read_text()
-    block = readme[readme.index(after) :].split("```sh\n", 1)[1].split("```", 1)[0]
-    joined = block.replace("\\\n", " ")
-    return [" ".join(line.split()) for line in joined.splitlines() if line.startswith("temporal ")]
+def _docs_commands(after: str) -> list[str]:
+    """The ``temporal`` commands of docs/approvals.md's first ``sh`` block after the line ``after``."""
+    block = block_after(docs_page("approvals"), after)
+    return [command for command in commands(block) if command.startswith("temporal ")]
 
 
-async def test_the_readme_s_temporal_cli_decisions_work_with_encryption_on(
+async def test_the_docs_temporal_cli_decisions_work_with_encryption_on(
     server: EmbeddedServer, tmp_path: Path
 ) -> None:
     codec = EncryptionCodec({"k1": bytes(range(32))})
@@ -484,8 +482,8 @@ async def test_the_readme_s_temporal_cli_decisions_work_with_encryption_on(
     agent = scripted_agent(
         step("Writing.", *(("write_file", w) for w in writes)), step("{last_result}"), tools=["write_file"]
     )
-    commands = [c for c in _readme_commands("Deciding, from any tool:") if "call_3_0" in c]
-    assert [c.split()[2] for c in commands] == ["signal", "signal", "update"]
+    cli_lines = [c for c in _docs_commands("Deciding, from any tool") if "call_3_0" in c]
+    assert [c.split()[2] for c in cli_lines] == ["signal", "signal", "update"]
     environ = os.environ | {
         "PATH": f"{Path(temporal_cli()).parent}{os.pathsep}{os.environ['PATH']}",
         "TEMPORAL_ADDRESS": server.address,
@@ -501,7 +499,7 @@ async def test_the_readme_s_temporal_cli_decisions_work_with_encryption_on(
                 task_queue=task_queue,
             )
             await wait_for_pending(handle, 3)
-            for i, command in enumerate(commands):  # each on a call of its own
+            for i, command in enumerate(cli_lines):  # each on a call of its own
                 line = command.replace("demo-1a2b3c4d", handle.id).replace("call_3_0", f"call_1_{i}")
                 line = line.replace("http://localhost:8081", codec_url)
                 done = await asyncio.to_thread(

@@ -47,7 +47,7 @@ from workflows.records import ApprovalSignal, Decision
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = Path(__file__).parent / "upgrade" / "BASE"
-"""The commit of the previous release; the release process bumps it (README, "Upgrading")."""
+"""The commit of the previous release; the release process bumps it (docs/production.md, "Upgrading")."""
 SUGGEST_AT = 40
 """History events from which this test's server suggests continue-as-new: a run waiting for a
 person rolls over within the test, as it would after Temporal's 4096."""

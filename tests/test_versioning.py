@@ -1,4 +1,4 @@
-"""Worker Deployment Versioning: the README's "Deploying a new version", step by step, on the dev server.
+"""Worker Deployment Versioning, step by step on the dev server: docs/production.md "Deploying a new version".
 
 Builds are real ``worker.py`` processes given ``AGENT_DEPLOYMENT_NAME`` and ``AGENT_BUILD_ID``; the
 deployment is promoted and rolled back with the ``temporal`` CLI. Which build ran a conversation is
@@ -162,7 +162,7 @@ class Build:
 
 
 def temporal(server: EmbeddedServer, *args: str) -> subprocess.CompletedProcess[str]:
-    """``temporal worker deployment ARGS`` against the test server: the README's commands."""
+    """``temporal worker deployment ARGS`` against the test server: the commands of docs/production.md."""
     return subprocess.run(
         [temporal_cli(), "worker", "deployment", *args, "--address", server.address],
         capture_output=True,

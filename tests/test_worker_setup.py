@@ -1,4 +1,4 @@
-"""Worker and embedded-server settings that the benchmarks showed matter (bench/, README Benchmarks)."""
+"""Worker and embedded-server settings that the benchmarks showed matter (bench/, docs/benchmarks.md)."""
 
 from __future__ import annotations
 

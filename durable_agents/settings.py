@@ -1,6 +1,6 @@
 """Every ``AGENT_*`` setting, read once from the environment by an entry point and passed down.
 
-The README's "Settings" table lists the same variables with their defaults. Provider credentials
+docs/cli.md's "Environment variables" table lists the same variables with their defaults. Provider credentials
 (``OPENAI_*``, ``ANTHROPIC_*``), MCP servers' ``${NAME}`` values and Temporal's own ``TEMPORAL_*``
 are read where they are used: they never travel in an object that may be logged.
 """

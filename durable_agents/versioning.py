@@ -2,7 +2,7 @@
 own versioning behavior (its agent's ``versioning``) reported on its workflow tasks.
 
 A worker with ``AGENT_DEPLOYMENT_NAME`` and ``AGENT_BUILD_ID`` joins that Worker Deployment as that
-build; Temporal then sends a conversation's workflow tasks to the build its behavior says (README,
+build; Temporal then sends a conversation's workflow tasks to the build its behavior says (docs/production.md,
 "Deploying a new version"). Without them the worker is unversioned, exactly as before.
 
 Every worker, versioned or not, names the release that wrote a history it cannot replay

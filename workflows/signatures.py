@@ -1,6 +1,6 @@
 """What an approver signs: one canonical text per decision. The workflow hands it to the worker's
 ``verify_decision`` (no key ever reaches workflow code or history); the starter, ``starter.py sign``
-and any ops tool sign the same text (the README shows it in a few lines of Python).
+and any ops tool sign the same text (docs/trust.md shows it in a few lines of Python).
 
 The text names the call as ``<workflow id>/<call id>``: a sub-agent's call decided at its parent
 (``parent`` and ``call_2_0/call_1_0``) reads the same as at the sub-agent (``parent/call_2_0`` and

@@ -22,7 +22,7 @@ from workflows.config import AgentSpec
 
 BEHAVIOR_EXTERN = "durable_agents.versioning_behavior"
 RELEASE = 2
-"""This code's release, bumped with every release (README, "Upgrading"): 1 is the release before
+"""This code's release, bumped with every release (docs/production.md, "Upgrading"): 1 is the release before
 releases were recorded (tests/upgrade/BASE when this one was cut)."""
 RELEASE_MARKER = "durable-agents-release-"
 """The id of the marker ``record_release`` leaves, before the release's number."""

@@ -28,6 +28,7 @@ from durable_agents.dev_server import start_embedded_server
 from durable_agents.display import format_result, show_live
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from workflows import wire
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.records import ApprovalSignal
@@ -97,7 +98,7 @@ async def approve_like_an_operator(handle: WorkflowHandle, *, wait_for_person: b
                 "arguments_digest": record.arguments_digest,  # approves exactly what was shown
             }
             call = f"{record.tool}({json.dumps(record.arguments)})"
-            signal = f"--workflow-id {handle.id} --name approve --input '{json.dumps(payload)}'"
+            signal = f"--workflow-id {handle.id} --name {wire.APPROVE} --input '{json.dumps(payload)}'"
             print(f"The agent wants to run {call} and waits for a person.")
             print(f"An operator approves it with the temporal CLI:\n  temporal workflow signal {signal}")
             digest = record.arguments_digest

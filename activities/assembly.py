@@ -27,6 +27,14 @@ from stores.errors import StoreIdentity
 from stores.idempotency import IdempotencyStore
 from stores.settings import StoreSettings
 from stores.workspaces import LocalWorkspaces, Workspaces
+from workflows.activity_refs import (
+    CALL_MODEL,
+    LIST_MCP_TOOLS,
+    RESOLVE_AGENT,
+    RUN_HOOK,
+    RUN_TOOL,
+    VERIFY_DECISION,
+)
 from workflows.config import AgentSpec
 
 if TYPE_CHECKING:
@@ -100,20 +108,23 @@ class AgentActivities:
             yield
 
     def for_role(self, role: WorkerRole) -> list:
-        """The activities a worker of ``role`` runs (see worker.py --role)."""
+        """The activities a worker of ``role`` runs (see worker.py --role), each under its name and
+        again under its old one, for conversations started before the namespace (workflows/wire.py)."""
+        activities = {
+            RESOLVE_AGENT: self.resolve_agent,
+            CALL_MODEL: self.call_model,
+            RUN_TOOL: self.run_tool,
+            RUN_HOOK: self.run_hook,
+            LIST_MCP_TOOLS: self.list_mcp_tools,
+            VERIFY_DECISION: self.verify_decision,
+        }
         match role:
             case "all":
-                return [
-                    self.resolve_agent,
-                    self.call_model,
-                    self.run_tool,
-                    self.run_hook,
-                    self.list_mcp_tools,
-                    self.verify_decision,
-                ]
+                refs = list(activities)
             case "workflows":  # run_tool for local tools, verify_decision: both run beside their workflow
-                return [self.resolve_agent, self.run_hook, self.run_tool, self.verify_decision]
+                refs = [RESOLVE_AGENT, RUN_HOOK, RUN_TOOL, VERIFY_DECISION]
             case "models":
-                return [self.call_model]
+                refs = [CALL_MODEL]
             case "tools":  # MCP servers run beside the other tools
-                return [self.run_tool, self.list_mcp_tools]
+                refs = [RUN_TOOL, LIST_MCP_TOOLS]
+        return [activities[ref] for ref in refs] + [ref.under_old_name(activities[ref]) for ref in refs]

@@ -1,5 +1,5 @@
 """How every process reaches Temporal: the address and namespace (Temporal's env config), the
-client with our data converter, and the namespace's search attributes."""
+client with our data converter and our names on the wire, and the namespace's search attributes."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
+from durable_agents.wire import WireNames
 from workflows.api import AGENT_FORK_OF, AGENT_NAME, AGENT_PARENT, AGENT_STATUS
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -42,12 +43,13 @@ async def connect(
     interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """A client of the server Temporal's env config names, with our data converter for ``settings``
-    (default: the environment's)."""
+    (default: the environment's), which sends a conversation of the previous release the names it
+    knows (``WireNames``)."""
     return await Client.connect(
         **connect_config(),
         data_converter=data_converter(settings),
         runtime=runtime,
-        interceptors=interceptors,
+        interceptors=[*interceptors, WireNames()],
     )
 
 

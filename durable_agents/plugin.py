@@ -5,20 +5,25 @@
     worker = Worker(client, task_queue="my-queue", workflows=[MyWorkflow], activities=[my_activity])
 
 On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
-encryption codec); every worker of that client then also runs ``AgentWorkflow`` (outside the
-sandbox: ``tests/test_determinism.py`` keeps it deterministic) and its activities, and closes the
-activities' resources (MCP servers, provider clients) when the worker stops. ``build_worker`` is
-the worker this project runs itself (``worker.py``, the demo, the tests and the benchmarks).
+encryption codec) and ``WireNames`` (a conversation of the previous release is sent the names it
+knows, durable_agents/wire.py); every worker of that client then also runs ``AgentWorkflow``
+(outside the sandbox: ``tests/test_determinism.py`` keeps it deterministic) and its activities,
+each under its namespaced name and its old one (workflows/wire.py; an old one yields to an
+activity of the worker's own of that name), and closes the activities' resources (MCP servers,
+provider clients) when the worker stops. ``build_worker`` is the worker this project runs itself
+(``worker.py``, the demo, the tests and the benchmarks).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
@@ -42,10 +47,14 @@ from durable_agents.lost_calls import (
 )
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.versioning import deployment_config, name_releases, version_config
+from durable_agents.wire import WireNames
 from stores.conversations import ConversationStore
 from stores.settings import StoreSettings
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
+from workflows.wire import OLD_NAMES
+
+logger = logging.getLogger(__name__)
 
 MAX_CACHED_WORKFLOWS = 200
 """Conversations ``build_worker`` keeps in memory between their steps (~145 KiB each while cached);
@@ -145,12 +154,14 @@ class AgentPlugin(SimplePlugin):
             {agent.model.provider for agent in agents.values()} if role in ("all", "models") else set()
         )
         self._executors: list[concurrent.futures.ThreadPoolExecutor] = []
+        activities = self._activities.for_role(role)
+        self._under_old_names = [fn for fn in activities if _activity_name(fn) in OLD_NAMES.values()]
         super().__init__(
             "durable_agents.AgentPlugin",
             data_converter=lambda _: data_converter(settings, stores.payload_driver()),
             workflows=workflows,
-            activities=self._activities.for_role(role),
-            interceptors=list(interceptors) or None,
+            activities=activities,
+            interceptors=[*interceptors, WireNames()],
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -161,6 +172,7 @@ class AgentPlugin(SimplePlugin):
                 " Client.connect(..., plugins=[AgentPlugin(...)]) (a worker cannot change its client's)"
             )
         config = super().configure_worker(config)
+        config["activities"] = self._yielding_old_names(config.get("activities") or [])
         client: Client = config["client"]  # type: ignore[typeddict-item]
         identity = config.get("identity") or client.identity
         lease = Lease(lease_store(self._database_url, self._leases, client, identity), identity)
@@ -181,6 +193,23 @@ class AgentPlugin(SimplePlugin):
             config["workflow_task_executor"] = executor
         return config
 
+    def _yielding_old_names(self, activities: Sequence[Callable]) -> list[Callable]:
+        """The worker's activities, less ours under an old name (workflows/wire.py) that an activity
+        of the worker's own has: a worker takes one activity of a name, and the user's keeps it.
+        (Conversations started before the namespace then cannot run that activity on this worker;
+        no worker could run both before it.)"""
+        ours = {id(fn) for fn in self._under_old_names}
+        theirs = {_activity_name(fn) for fn in activities if id(fn) not in ours}
+        yielded = {id(fn) for fn in activities if id(fn) in ours and _activity_name(fn) in theirs}
+        if yielded:
+            names = ", ".join(sorted(str(_activity_name(fn)) for fn in activities if id(fn) in yielded))
+            logger.warning(
+                "this worker's own activities %s keep their names: conversations started before our"
+                " activities were named durable_agents.* cannot run theirs on it",
+                names,
+            )
+        return [fn for fn in activities if id(fn) not in yielded]
+
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """The activities' resources, the worker's lease (``lost_calls``) and the workflow threads the
         plugin made end with the worker; a lease it cannot keep stops it (``LeaseError``)."""
@@ -197,6 +226,10 @@ class AgentPlugin(SimplePlugin):
             if executor in self._executors:
                 self._executors.remove(executor)  # type: ignore[arg-type]
                 executor.shutdown(wait=False)  # type: ignore[union-attr]
+
+
+def _activity_name(fn: Callable) -> str | None:
+    return activity._Definition.must_from_callable(fn).name
 
 
 def build_worker(

@@ -25,6 +25,7 @@ from durable_agents.dev_server import dev_server_flags, start_embedded_server, t
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from workflows import wire
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import AgentOverrides, ConversationInput, MessageInput
 from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
@@ -236,6 +237,22 @@ SHAPES: dict[str, ConversationInput] = {
     "subagent_budgets": ConversationInput(
         prompt="Save my note.", agent="delegator", overrides=AgentOverrides(token_budget=100_000)
     ),
+    # Namespaced names (workflows/wire.py): "approval_decisions" again, its activities scheduled as
+    # durable_agents.*, its decisions sent as durable_agents.decide, .revoke, .approve and .reject.
+    "namespaced_decisions": conversation(
+        scripted_agent(
+            step("", WRITE),
+            step("", ("write_file", {"path": "b.txt", "content": "b"}), ("add", {"a": 1, "b": 2})),
+            step("", ("write_file", {"path": "c.txt", "content": "c"})),
+            step("{last_result}"),
+            tools=["write_file", "add"],
+        ),
+        approval=ApprovalPolicy(require=["add"]),
+    ),
+    # "subagent_decided" with namespaced names: the scribe (recorded as namespaced_subagent_child)
+    # reports as durable_agents.subagent_approvals, the decision comes as durable_agents.decide and
+    # goes on to the scribe as durable_agents.approve.
+    "namespaced_subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
 }  # fmt: skip
 RECORDED_RUN: dict[str, int] = {"continued_approval": 2, "chat_continued": 2, "compaction_continued": 3}
 """Shapes recorded as a later run (1 is the first) than the first."""
@@ -247,24 +264,26 @@ SENT_IN_RUN: dict[str, tuple[int, str]] = {"chat_continued": (2, "second")}
 """A send_message sent once this run (1 is the first) runs; then the chat is ended."""
 DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
     "approval_decisions": [
-        ("call_1_0", "decide", Decision(
+        ("call_1_0", wire.DECIDE, Decision(
             call_id="call_1_0", approve=True, by="recorder", remember=True,
             arguments={"path": "out.txt", "content": "edited"},
         )),
-        ("call_2_1", "revoke", Revocation(tool="write_file", by="recorder")),
-        ("call_2_1", "approve", ApprovalSignal(call_id="call_2_1", by="recorder")),
-        ("call_3_0", "reject", ApprovalSignal(call_id="call_3_0", by="recorder", reason="enough files")),
+        ("call_2_1", wire.REVOKE, Revocation(tool="write_file", by="recorder")),
+        ("call_2_1", wire.APPROVE, ApprovalSignal(call_id="call_2_1", by="recorder")),
+        ("call_3_0", wire.REJECT, ApprovalSignal(call_id="call_3_0", by="recorder", reason="enough files")),
     ],
-    "continued_approval": [("call_1_0", "approve", ApprovalSignal(call_id="call_1_0", by="recorder"))],
+    "continued_approval": [("call_1_0", wire.APPROVE, ApprovalSignal(call_id="call_1_0", by="recorder"))],
 }  # fmt: skip
-"""Sent once the named call waits for a person: updates (decide, revoke) or signals."""
-UPDATES = {"decide", "revoke"}
+"""Sent once the named call waits for a person: updates (decide, revoke) or signals. Histories
+recorded before the namespace (workflows/wire.py) got them under the old names."""
+DECISIONS["namespaced_decisions"] = DECISIONS["approval_decisions"]
+UPDATES = {wire.DECIDE, wire.REVOKE}
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
-    "approval": ("approve", ApprovalSignal(call_id="call_1_0", by="recorder")),
-    "follow_ups": ("post_message", MessageInput(text="second")),
-    "compaction": ("post_message", MessageInput(text="second")),
-    "compaction_continued": ("post_message", MessageInput(text="second")),
-    "approval_bound": ("approve", ApprovalSignal(call_id="call_1_0", by="too-early")),
+    "approval": (wire.APPROVE, ApprovalSignal(call_id="call_1_0", by="recorder")),
+    "follow_ups": (wire.POST_MESSAGE, MessageInput(text="second")),
+    "compaction": (wire.POST_MESSAGE, MessageInput(text="second")),
+    "compaction_continued": (wire.POST_MESSAGE, MessageInput(text="second")),
+    "approval_bound": (wire.APPROVE, ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
 CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
 UPDATE_WITH_START: dict[str, MessageInput] = {
@@ -285,7 +304,8 @@ DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
     "subagent_decided": Decision(
         call_id="call_1_0/call_1_0", approve=True, by="recorder",
         arguments={"path": "note.txt", "content": "buy oat milk\n"},
-    )
+    ),
+    "namespaced_subagent": Decision(call_id="call_1_0/call_1_0", approve=True, by="recorder"),
 }  # fmt: skip
 
 

@@ -407,11 +407,11 @@ async def test_a_decision_the_agent_does_not_allow_is_refused(
     assert (workspace_of(tmp_path, handle) / "out.txt").read_text() == "hi"
     assert [(a.by, a.edited_arguments, a.remember) for a in result.approvals] == [("alice", None, False)]
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "call_model",
-        "verify_decision",  # the one decision that took: the refused ones never got that far
-        "run_tool",
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.verify_decision",  # the one decision that took: the refused ones never got that far
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
     ]
 
 

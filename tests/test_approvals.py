@@ -71,7 +71,7 @@ async def test_rejected_call_never_runs_and_the_model_is_told_who_and_why(env: E
     assert result.final_text == "Tool call 'write_file' was rejected by bob: not today"
     assert result.tool_calls[0].is_error is True
     assert not _written(env, handle).exists()
-    assert "run_tool" not in await activity_types(handle)
+    assert "durable_agents.run_tool" not in await activity_types(handle)
     assert (result.approvals[0].state, result.approvals[0].via) == ("rejected", "signal")
 
 
@@ -151,18 +151,23 @@ async def test_auto_calls_of_the_same_turn_run_while_another_waits(env: Env) -> 
         ):
             break
         await asyncio.sleep(0.05)
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "run_tool"]  # add ran; write waits
+    assert await activity_types(handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+    ]  # add ran; write waits
 
     await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_1"))
     result = await handle.result()
     assert result.final_text == "3, Wrote 2 bytes to out.txt."
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "call_model",
-        "run_tool",
-        "verify_decision",  # who approved, as the worker finds it (self-declared: no approver keys)
-        "run_tool",
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        # who approved, as the worker finds it (self-declared: no approver keys)
+        "durable_agents.verify_decision",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
     ]
 
 
@@ -256,7 +261,7 @@ async def test_deadline_rejects_the_call_when_nobody_answers(
     assert audit.deadline - audit.requested_at == timedelta(hours=24)
     assert audit.deadline <= audit.decided_at
     assert await _timers(handle) == [(timedelta(hours=24), True)]  # the deadline's timer, and it fired
-    assert "run_tool" not in await activity_types(handle)
+    assert "durable_agents.run_tool" not in await activity_types(handle)
     assert list(tmp_path.rglob("out.txt")) == []  # in no conversation's workspace
 
 
@@ -275,7 +280,7 @@ async def test_per_tool_deadline_applies(time_skipping: WorkflowEnvironment, tmp
     assert (audit.state, audit.deadline - audit.requested_at) == ("timed_out", timedelta(seconds=90))
     assert audit.deadline <= audit.decided_at
     assert await _timers(handle) == [(timedelta(seconds=90), True)]
-    assert "run_tool" not in await activity_types(handle)
+    assert "durable_agents.run_tool" not in await activity_types(handle)
 
 
 async def _timers(handle: WorkflowHandle) -> list[tuple[timedelta, bool]]:

@@ -38,7 +38,7 @@ async def test_cancelling_during_a_model_call_aborts_the_call_and_keeps_the_tran
         step("Adding.", ("add", {"a": 2, "b": 3})), ScriptStep(text="late", delay_seconds=60)
     )
     handle = await env.start(conversation(agent, prompt="add 2 and 3"))
-    await _wait_until_running(handle, "call_model", completed_before=2)  # call_model, add
+    await _wait_until_running(handle, "durable_agents.call_model", completed_before=2)  # call_model, add
     await handle.cancel(reason="changed my mind")
     result = await handle.result()
 
@@ -88,7 +88,7 @@ async def test_cancelling_while_an_approval_waits_keeps_completed_calls_and_mark
 async def test_cancelling_a_chat_answers_every_queued_message(env: Env) -> None:
     agent = scripted_agent(ScriptStep(text="slow", delay_seconds=60), chat=True)
     handle = await env.start(conversation(agent))
-    await _wait_until_running(handle, "call_model", completed_before=0)
+    await _wait_until_running(handle, "durable_agents.call_model", completed_before=0)
     await handle.signal(AgentWorkflow.post_message, {"text": "and another thing"})
     await handle.cancel()
     result = await handle.result()

@@ -207,7 +207,7 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
         assert carried.approvals == [requested]
         assert (requested.call_id, requested.tool, requested.state) == ("call_1_0", "write_file", "pending")
         assert [m.text for m in carried.queue] == sent
-        assert "run_tool" not in await activity_types(handle)  # nothing ran in the first run
+        assert "durable_agents.run_tool" not in await activity_types(handle)  # nothing ran in the first run
         assert list(tmp_path.rglob("x.txt")) == []
 
         # The second run answers the decision on the call the first run asked about.
@@ -222,7 +222,11 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
     assert result.runs >= 2
     second = client.get_workflow_handle(handle.id, run_id=second_run)
     # the decision was verified and the approved call ran there
-    assert (await activity_types(second))[:3] == ["verify_decision", "run_tool", "call_model"]
+    assert (await activity_types(second))[:3] == [
+        "durable_agents.verify_decision",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
     assert [(c.call_id, c.content) for c in result.tool_calls] == [("call_1_0", "Wrote 1 bytes to x.txt.")]
     assert [path.read_text() for path in tmp_path.rglob("x.txt")] == ["x"]
     assert [r.text for r in result.replies] == ["done: Wrote 1 bytes to x.txt.", *[f"and {m}" for m in sent]]
@@ -348,7 +352,7 @@ async def _model_calls(handle: WorkflowHandle) -> list[tuple[int, str | None]]:
     async for e in handle.fetch_history_events():
         if e.HasField("activity_task_scheduled_event_attributes"):
             scheduled = e.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "call_model":
+            if scheduled.activity_type.name == "durable_agents.call_model":
                 [sent] = await converter.decode(scheduled.input.payloads, [ModelCallInput])
                 calls[e.event_id] = [sent.stored, None]
         elif e.HasField("activity_task_failed_event_attributes"):

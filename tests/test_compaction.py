@@ -239,12 +239,12 @@ async def test_the_scripted_model_goes_on_with_its_script_after_a_summary(
     ]
     assert [r.text for r in result.replies] == ["3", "you said second"]
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "call_model",
-        "run_tool",
-        "call_model",
-        "call_model",  # the summary
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+        "durable_agents.call_model",  # the summary
+        "durable_agents.call_model",
     ]
 
     monkeypatch.setenv("TEMPORAL_ADDRESS", server.address)

@@ -60,11 +60,12 @@ def test_the_manual_demo_waits_for_the_operator_and_takes_the_cli_signal(server:
         assert lines[0] == f"Using the Temporal server at {server.address}.\n"
         [command] = [line.strip() for line in lines if line.strip().startswith("temporal workflow signal")]
         workflow_id = command.split("--workflow-id ")[1].split()[0]
+        assert command.split("--name ")[1].split()[0] == "durable_agents.approve"
         payload = json.loads(command.split("--input ")[1].strip("'"))
         assert payload["call_id"] == "call_3_0" and len(payload["arguments_digest"]) == 12
         signal = [
             temporal_cli(), "workflow", "signal", "--address", server.address,
-            "--workflow-id", workflow_id, "--name", "approve", "--input", json.dumps(payload),
+            "--workflow-id", workflow_id, "--name", "durable_agents.approve", "--input", json.dumps(payload),
         ]  # fmt: skip
         subprocess.run(signal, check=True, capture_output=True, timeout=60)
         rest, _ = demo.communicate(timeout=120)

@@ -53,9 +53,9 @@ async def test_next_model_answers_after_a_400_from_the_first(env: Env, fake: Fak
     # claude-haiku-4-5 costs $1 / $5 per million tokens (config/models.toml); gpt-4o used none.
     assert result.cost == (100 * 1.00 + 10 * 5.00) / 1_000_000
     assert await activity_calls(handle) == [
-        ("resolve_agent", True),
-        ("call_model", False),
-        ("call_model", False),
+        ("durable_agents.resolve_agent", True),
+        ("durable_agents.call_model", False),
+        ("durable_agents.call_model", False),
     ]
 
 

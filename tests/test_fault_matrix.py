@@ -204,7 +204,7 @@ async def test_fault_ends_as_promised(
             assert (result.final_text, result.stop_reason) == (ANSWER, "completed")
             assert [(c.name, c.content, c.is_error) for c in result.tool_calls] == [(name, content, True)]
             assert wire.tool_result_sent(fake.received[1].body) == ("call_1", content)
-            assert "run_tool" not in await activity_types(handle)
+            assert "durable_agents.run_tool" not in await activity_types(handle)
             assert result.truncated is (fault == "cut-call")
         case "cut-text":
             fake.queue(wire.answer("12 + 30 = 4", finish="length"))
@@ -346,7 +346,7 @@ async def _model_events(handle: WorkflowHandle) -> list:
             scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             attributes = event.activity_task_started_event_attributes
-            if scheduled[attributes.scheduled_event_id] == "call_model":
+            if scheduled[attributes.scheduled_event_id] == "durable_agents.call_model":
                 started.append(attributes)
     return started
 

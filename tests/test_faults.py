@@ -87,14 +87,18 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
         ScriptStep(text="The answer is {last_result}.", delay_seconds=4),
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "call_model")  # the first, quick call may still be running
+    await _running_activity(handle, "durable_agents.call_model")  # the first, quick call may still be running
     await _running_activity_after_tool(handle)
     worker.kill()
     worker.start()
-    await _running_activity(handle, "call_model", attempt=2)  # retried on the replacement
+    await _running_activity(handle, "durable_agents.call_model", attempt=2)  # retried on the replacement
 
     assert (await handle.result()).final_text == "The answer is 42."
-    assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
+    assert await _scheduled(handle) == [
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
     await _no_task_failures(handle)
 
 
@@ -108,7 +112,7 @@ async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: 
         model_call=CallPolicy(timeout_seconds=900, heartbeat_seconds=600),
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "call_model")
+    await _running_activity(handle, "durable_agents.call_model")
     await _in_a_lease(worker)
     worker.kill()
     worker.start()
@@ -145,8 +149,8 @@ async def _in_a_lease(worker: WorkerProcess) -> None:
 async def _running_activity_after_tool(handle: WorkflowHandle) -> None:
     """Wait for the second model call (the slow one) to be running."""
     for _ in range(POLLS):
-        if (await _scheduled(handle)).count("call_model") == 2:
-            await _running_activity(handle, "call_model")
+        if (await _scheduled(handle)).count("durable_agents.call_model") == 2:
+            await _running_activity(handle, "durable_agents.call_model")
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the second model call never started")
@@ -167,13 +171,17 @@ async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None
         step("", ("slow_step", {"seconds": 4})), step("{last_result}"), tools=["slow_step"]
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "run_tool")
+    await _running_activity(handle, "durable_agents.run_tool")
     worker.kill()
     worker.start()
-    await _running_activity(handle, "run_tool", attempt=2)
+    await _running_activity(handle, "durable_agents.run_tool", attempt=2)
 
     assert (await handle.result()).final_text == "slept 4s"
-    assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
+    assert await _scheduled(handle) == [
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
     await _no_task_failures(handle)
 
 
@@ -209,7 +217,9 @@ async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Clie
 
     assert result.final_text == "charged 30 EUR"
     assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 30\n"
-    assert (await last_attempts(handle))["run_tool"] >= 2  # the tool really ran twice, and charged once
+    assert (await last_attempts(handle))[
+        "durable_agents.run_tool"
+    ] >= 2  # the tool really ran twice, and charged once
 
 
 async def _until_charged(effects: Path, count: int) -> None:
@@ -228,7 +238,7 @@ async def _tool_runs(handle: WorkflowHandle) -> dict[str, list[int]]:
     async for e in handle.fetch_history_events():
         if e.HasField("activity_task_scheduled_event_attributes"):
             scheduled = e.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "run_tool":
+            if scheduled.activity_type.name == "durable_agents.run_tool":
                 [invocation] = await converter.decode(scheduled.input.payloads, [ToolInvocation])
                 call_of[e.event_id] = invocation.call_id
                 events.setdefault(invocation.call_id, []).append(e.event_type)
@@ -285,9 +295,9 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
         # Each tool call scheduled once and completed once; the model called three times.
         assert [c.call_id for c in result.tool_calls] == ["call_1_0", "call_2_0"]
         assert await _tool_runs(handle) == {c: [scheduled, completed] for c in ("call_1_0", "call_2_0")}
-        assert (await _scheduled(handle)).count("call_model") == 3
+        assert (await _scheduled(handle)).count("durable_agents.call_model") == 3
         await _no_task_failures(handle)
-        retried += (await last_attempts(handle))["run_tool"] > 1
+        retried += (await last_attempts(handle))["durable_agents.run_tool"] > 1
     assert retried >= 1  # the kills did interrupt charges: the test exercised the duplicate risk
 
 

@@ -101,7 +101,7 @@ async def test_pre_tool_use_blocks_and_the_model_is_told(hook_env: Env) -> None:
         ("pre_tool_use", "call_1_0", "no_big_numbers", "block"),
         ("pre_tool_use", "call_1_1", "no_big_numbers", "allow"),
     ]
-    assert (await activity_types(handle)).count("run_tool") == 1
+    assert (await activity_types(handle)).count("durable_agents.run_tool") == 1
 
 
 async def test_pre_tool_use_rewrites_arguments_before_the_tool_runs(hook_env: Env) -> None:
@@ -199,7 +199,7 @@ async def test_user_prompt_submit_fires_once_per_user_message(hook_env: Env, see
     result = await handle.result()
 
     assert seen_prompts == ["m1:one", "m2:two", "m3:something forbidden"]
-    assert (await activity_types(handle)).count("run_hook") == 3
+    assert (await activity_types(handle)).count("durable_agents.run_hook") == 3
     assert (blocked.stop_reason, blocked.text) == (
         "blocked_by_hook",
         "Message blocked by hook count_prompts: that topic is off limits",

@@ -295,7 +295,7 @@ class TestInterruptDuringTools:
             chat=True,
         )
         handle = await env.start(conversation(agent, overrides=AgentOverrides(interrupt=True)))
-        await _until_running(handle, "run_tool")
+        await _until_running(handle, "durable_agents.run_tool")
         update = asyncio.create_task(handle.execute_update(AgentWorkflow.send_message, {"text": "hurry up"}))
         while (await handle.query(AgentWorkflow.status)).queued_messages == 0:
             await asyncio.sleep(0.05)
@@ -322,7 +322,12 @@ class TestInterruptDuringTools:
             ("m1", "interrupted", "Waiting."),
             ("m2", "completed", "You said: hurry up"),
         ]
-        assert await activity_types(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+        assert await activity_types(handle) == [
+            "durable_agents.resolve_agent",
+            "durable_agents.call_model",
+            "durable_agents.run_tool",
+            "durable_agents.call_model",
+        ]
         assert not any(isinstance(m, ToolResultMessage) and m.is_error for m in history.messages)
 
 
@@ -367,7 +372,7 @@ async def test_a_pending_approval_stays_pending_until_decided_then_the_new_messa
 async def test_cancelling_the_conversation_during_an_interruptible_model_call_aborts_it(env: Env) -> None:
     agent = scripted_agent(ScriptStep(text="slow", delay_seconds=60), tools=[], interrupt=True)
     handle = await env.start(conversation(agent))
-    await _until_running(handle, "call_model")
+    await _until_running(handle, "durable_agents.call_model")
     await handle.cancel(reason="enough")
     result = await handle.result()
 

@@ -64,15 +64,19 @@ async def test_local_tools_run_in_the_workflow_task_and_their_results_reach_the_
     ]
     assert [(c.name, c.content) for c in result.tool_calls] == [("add", "3"), ("add", "7")]
     scheduled, local = await _scheduled_and_local(handle)
-    assert scheduled == ["call_model", "call_model", "call_model"]
-    assert local == ["resolve_agent", "run_tool", "run_tool"]
+    assert scheduled == [
+        "durable_agents.call_model",
+        "durable_agents.call_model",
+        "durable_agents.call_model",
+    ]
+    assert local == ["durable_agents.resolve_agent", "durable_agents.run_tool", "durable_agents.run_tool"]
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "call_model",
-        "run_tool",
-        "call_model",
-        "run_tool",
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
     ]
 
 
@@ -93,8 +97,8 @@ async def test_a_workflows_only_worker_runs_local_tools_itself(client: Client, t
         )
         assert (await handle.result()).final_text == "42"
     scheduled, local = await _scheduled_and_local(handle)
-    assert scheduled == ["call_model", "call_model"]
-    assert local == ["resolve_agent", "run_tool"]
+    assert scheduled == ["durable_agents.call_model", "durable_agents.call_model"]
+    assert local == ["durable_agents.resolve_agent", "durable_agents.run_tool"]
 
 
 async def test_local_tool_errors_go_back_to_the_model_like_any_tool_error(env: Env) -> None:
@@ -115,8 +119,13 @@ async def test_local_tool_errors_go_back_to_the_model_like_any_tool_error(env: E
     ]
     assert result.final_text == "No constant named 'tau'., Cannot divide by zero., 3.14159"
     scheduled, local = await _scheduled_and_local(handle)
-    assert scheduled == ["call_model", "call_model"]
-    assert local == ["resolve_agent", "run_tool", "run_tool", "run_tool"]
+    assert scheduled == ["durable_agents.call_model", "durable_agents.call_model"]
+    assert local == [
+        "durable_agents.resolve_agent",
+        "durable_agents.run_tool",
+        "durable_agents.run_tool",
+        "durable_agents.run_tool",
+    ]
 
 
 async def test_a_tool_local_by_default_runs_on_the_agents_tool_queue_when_it_names_one(env: Env) -> None:
@@ -130,8 +139,8 @@ async def test_a_tool_local_by_default_runs_on_the_agents_tool_queue_when_it_nam
 
     assert (await handle.result()).final_text == "3.14159"
     scheduled, local = await _scheduled_and_local(handle)
-    assert scheduled == ["call_model", "run_tool", "call_model"]
-    assert local == ["resolve_agent"]
+    assert scheduled == ["durable_agents.call_model", "durable_agents.run_tool", "durable_agents.call_model"]
+    assert local == ["durable_agents.resolve_agent"]
 
 
 async def test_inline_agent_naming_a_local_tool_it_does_not_use_fails_clearly(env: Env) -> None:

@@ -38,7 +38,12 @@ async def test_tool_call_then_text_answer(env: Env) -> None:
         )
     ]
     assert result.usage == Usage(input_tokens=20, output_tokens=10)
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "run_tool", "call_model"]
+    assert await activity_types(handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
 
 
 async def test_parallel_tool_calls_run_concurrently_and_return_in_model_order(env: Env) -> None:
@@ -82,12 +87,12 @@ async def test_iteration_limit_final_answer_calls_model_once_more_with_tools_off
     last = result.messages[-1]
     assert isinstance(last, AssistantMessage) and last.tool_calls == []
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "call_model",
-        "run_tool",
-        "call_model",
-        "run_tool",
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
     ]
 
 
@@ -128,7 +133,11 @@ async def test_unknown_tool_is_reported_to_model_without_running_anything(env: E
 
     assert result.final_text == "model saw: Unknown tool 'rm_rf'. Available tools: add."
     assert result.tool_calls[0].is_error is True
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+    assert await activity_types(handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.call_model",
+    ]
 
 
 async def test_tool_outside_allowlist_is_unknown_even_if_worker_has_it(env: Env) -> None:
@@ -141,7 +150,11 @@ async def test_tool_outside_allowlist_is_unknown_even_if_worker_has_it(env: Env)
     unknown = "Unknown tool 'write_file'. Available tools: add."
     assert result.final_text == unknown
     assert [(c.name, c.content, c.is_error) for c in result.tool_calls] == [("write_file", unknown, True)]
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+    assert await activity_types(handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.call_model",
+    ]
     assert list(env.workspace.rglob("x")) == []  # in no conversation's workspace
 
 
@@ -164,7 +177,11 @@ async def test_arguments_that_are_not_json_are_reported_to_model(env: Env) -> No
         "Invalid arguments for 'add': arguments are not valid JSON "
         "(Expecting property name enclosed in double quotes at position 8)"
     )
-    assert await activity_types(handle) == ["resolve_agent", "call_model", "call_model"]
+    assert await activity_types(handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.call_model",
+    ]
 
 
 async def test_tool_error_is_reported_to_model_and_loop_continues(env: Env) -> None:
@@ -286,7 +303,7 @@ async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
     )
     events = await event_types(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
-    assert await activity_types(handle) == ["resolve_agent"]  # once: not retried
+    assert await activity_types(handle) == ["durable_agents.resolve_agent"]  # once: not retried
 
 
 async def test_inline_agent_with_unknown_tool_fails_clearly(env: Env) -> None:

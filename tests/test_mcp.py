@@ -156,11 +156,11 @@ async def test_time_server_over_stdio_answers_in_the_asked_timezone(env: Env) ->
     assert told.utcoffset() is not None and told.utcoffset().total_seconds() in (3600, 7200)
     assert before <= told <= after  # the time when the tool ran, not a recorded one
     assert await activity_types(handle) == [
-        "resolve_agent",
-        "list_mcp_tools",
-        "call_model",
-        "run_tool",
-        "call_model",
+        "durable_agents.resolve_agent",
+        "durable_agents.list_mcp_tools",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
     ]
     assert await _summaries(handle) == [
         "list tools of MCP server time",
@@ -317,7 +317,9 @@ async def test_wrong_token_is_named_and_not_retried(env: Env, http_server: HTTPS
         f"cannot list the tools of MCP server: MCP server 'web' failed while starting: HTTP 401 from"
         f" {http_server.url}: check its headers and the variables they name"
     )
-    assert (await activity_types(handle)).count("list_mcp_tools") == 1  # one attempt: a retry cannot help
+    assert (await activity_types(handle)).count(
+        "durable_agents.list_mcp_tools"
+    ) == 1  # one attempt: a retry cannot help
 
 
 async def test_the_token_never_enters_history(env: Env, http_server: HTTPServer) -> None:
@@ -445,9 +447,9 @@ async def test_a_call_that_kills_its_server_runs_at_most_max_attempts_times(env:
     assert [line.split()[1] for line in lines] == ["once"] * 3  # one run per attempt, not two
     assert len({line.split()[0] for line in lines}) == 3  # each attempt on a server started afresh
     assert await last_attempts(handle) == {
-        "list_mcp_tools": 1,
-        "call_model": 1,
-        "run_tool": 3,
+        "durable_agents.list_mcp_tools": 1,
+        "durable_agents.call_model": 1,
+        "durable_agents.run_tool": 3,
     }
 
 

@@ -143,7 +143,7 @@ async def test_decide_refuses_a_call_past_its_deadline_even_before_the_timer_fir
     [audit] = result.approvals
     assert (audit.state, audit.by, audit.via) == ("timed_out", "system", "deadline")
     assert result.final_text == "Tool call 'write_file' was rejected by system: approval timed out"
-    assert "run_tool" not in await activity_types(handle)
+    assert "durable_agents.run_tool" not in await activity_types(handle)
     assert list(tmp_path.rglob("late.txt")) == []
 
 

@@ -244,7 +244,7 @@ async def test_a_worker_missing_a_key_loses_nothing_once_the_key_is_there(
         async for e in plain.get_workflow_handle(handle.id).fetch_history_events()
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert names == ["call_model", "run_tool", "call_model"]
+    assert names == ["durable_agents.call_model", "durable_agents.run_tool", "durable_agents.call_model"]
     assert effects.read_text() == f"{handle.id}/{handle.first_execution_run_id}/call_1_0 7\n"
 
 

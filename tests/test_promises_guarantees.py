@@ -66,9 +66,9 @@ async def _scheduled(client: Client, histories: list[WorkflowHistory]) -> tuple[
             if not event.HasField("activity_task_scheduled_event_attributes"):
                 continue
             scheduled = event.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "call_model":
+            if scheduled.activity_type.name == "durable_agents.call_model":
                 model_calls += 1
-            elif scheduled.activity_type.name == "run_tool":
+            elif scheduled.activity_type.name == "durable_agents.run_tool":
                 [invocation] = await client.data_converter.decode(scheduled.input.payloads, [ToolInvocation])
                 tool_calls[invocation.call_id] += 1
     return model_calls, tool_calls

@@ -142,8 +142,8 @@ async def test_continues_as_new_between_steps_when_temporal_suggests_it(
     assert [c.content for c in result.tool_calls] == [str(i + 100) for i in range(1, 11)]
     # Each model call and each tool call ran in exactly one run: nothing repeated at a hand-over.
     scheduled = [name for run in runs for name in _scheduled(run)]
-    assert scheduled.count("call_model") == result.model_calls == 11
-    assert scheduled.count("run_tool") == 10
+    assert scheduled.count("durable_agents.call_model") == result.model_calls == 11
+    assert scheduled.count("durable_agents.run_tool") == 10
     assert history.messages == result.messages
     # A run rolls over only where nothing is in flight: its last activity finished before.
     for run in runs[:-1]:
@@ -179,7 +179,7 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
     carried = await _carried(client, runs[0])
     assert carried.turn is None and carried.queue == []  # it rolled over with nothing to do
     assert [r.text for r in carried.replies] == ["hello one"]
-    assert _scheduled(runs[1]) == ["call_model"]  # the new run did not start anything again
+    assert _scheduled(runs[1]) == ["durable_agents.call_model"]  # the new run did not start anything again
     assert (status.run, status.model_calls) == (2, 1)
     assert (reply.message_id, reply.text) == ("m2", "again two")
     assert [r.text for r in result.replies] == ["hello one", "again two"]
@@ -262,7 +262,7 @@ async def test_continues_as_new_while_waiting_for_a_person_carrying_everything(
         ("call_1_0", "protect_dotfiles", "allow")
     ]
     assert carried.turn is not None and [c.id for c in carried.turn.calls] == ["call_1_0"]
-    assert "run_tool" not in _scheduled(runs[0])
+    assert "durable_agents.run_tool" not in _scheduled(runs[0])
     # The next run waits for what is left of the deadline, not for a fresh hour.
     [(timer, task_started)] = _timers(runs[1])
     remaining = timer.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
@@ -276,7 +276,7 @@ async def test_continues_as_new_while_waiting_for_a_person_carrying_everything(
         "update",
         requested.requested_at,
     )
-    assert [name for run in runs for name in _scheduled(run)].count("run_hook") == 1
+    assert [name for run in runs for name in _scheduled(run)].count("durable_agents.run_hook") == 1
     assert [(c.call_id, c.content) for c in result.tool_calls] == [("call_1_0", "Wrote 1 bytes to x.txt.")]
     assert [r.text for r in result.replies] == ["done: Wrote 1 bytes to x.txt.", *[f"and {m}" for m in sent]]
     assert [(h.target, h.hook, h.action) for h in result.hooks] == [("call_1_0", "protect_dotfiles", "allow")]
@@ -307,7 +307,7 @@ async def test_each_model_call_carries_only_the_messages_recorded_since_the_prev
             scheduled = event.activity_task_scheduled_event_attributes
             if (
                 event.HasField("activity_task_scheduled_event_attributes")
-                and scheduled.activity_type.name == "call_model"
+                and scheduled.activity_type.name == "durable_agents.call_model"
             ):
                 [one] = await env.client.data_converter.decode(scheduled.input.payloads, [ModelCallInput])
                 inputs.append(one)
@@ -359,7 +359,7 @@ async def test_payloads_from_128_kib_go_to_the_payload_store_and_history_holds_a
         e.activity_task_scheduled_event_attributes.input.payloads[0]
         for e in big_history.events
         if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "durable_agents.call_model"
     )
     assert json.loads(_payload_row(_reference_key(model_input)).data)["request"]["messages"][0]["text"] == big
     completed = big_history.events[-1].workflow_execution_completed_event_attributes.result.payloads[0]
@@ -401,13 +401,13 @@ async def test_a_hook_that_raises_blocks_the_message(client: Client, tmp_path: P
         "blocked_by_hook",
     )
     assert [(h.event, h.action, h.reason) for h in result.hooks] == [("user_prompt_submit", "block", reason)]
-    assert "call_model" not in await activity_types(handle)
+    assert "durable_agents.call_model" not in await activity_types(handle)
 
 
 async def test_a_hook_whose_activity_fails_blocks_the_call(client: Client, tmp_path: Path) -> None:
     """The hook activity itself fails (here: every attempt, non-retryably): the call is blocked."""
 
-    @activity.defn(name="run_hook")
+    @activity.defn(name="durable_agents.run_hook")
     async def failing_run_hook(invocation: HookInvocation) -> HookDecision:
         raise ApplicationError("hook worker lost its configuration", non_retryable=True)
 
@@ -433,4 +433,4 @@ async def test_a_hook_whose_activity_fails_blocks_the_call(client: Client, tmp_p
     assert [(h.event, h.target, h.action, h.reason) for h in result.hooks] == [
         ("pre_tool_use", "call_1_0", "block", reason)
     ]
-    assert "run_tool" not in await activity_types(handle)
+    assert "durable_agents.run_tool" not in await activity_types(handle)

@@ -68,7 +68,7 @@ async def _scheduled_tools(client: Client, handle: WorkflowHandle) -> dict[str, 
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
             attributes = event.activity_task_scheduled_event_attributes
-            if attributes.activity_type.name == "run_tool":
+            if attributes.activity_type.name == "durable_agents.run_tool":
                 [invocation] = await converter.decode(attributes.input.payloads, [ToolInvocation])
                 found[invocation.name] = event
     return found

@@ -59,7 +59,7 @@ async def test_model_and_tool_calls_run_on_their_own_worker_processes(client: Cl
     ]
     queues = {a.activity_type.name: a.task_queue.name for a in scheduled}
     # resolve_agent is a local activity: it runs in the loop's workflow task, on no queue
-    assert queues == {"call_model": models, "run_tool": tools}
+    assert queues == {"durable_agents.call_model": models, "durable_agents.run_tool": tools}
 
 
 async def test_rate_limit_holds_across_two_model_worker_processes_under_a_burst(
@@ -115,7 +115,7 @@ async def _model_calls(handle) -> list[tuple[str, int]]:
     async for e in handle.fetch_history_events():
         if e.HasField("activity_task_scheduled_event_attributes"):
             scheduled = e.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "call_model":
+            if scheduled.activity_type.name == "durable_agents.call_model":
                 queues[e.event_id] = scheduled.task_queue.name
         elif e.HasField("activity_task_started_event_attributes"):
             started = e.activity_task_started_event_attributes
@@ -130,7 +130,7 @@ async def _model_call_identities(handle) -> set[str]:
     found = set()
     async for e in handle.fetch_history_events():
         if e.HasField("activity_task_scheduled_event_attributes"):
-            if e.activity_task_scheduled_event_attributes.activity_type.name == "call_model":
+            if e.activity_task_scheduled_event_attributes.activity_type.name == "durable_agents.call_model":
                 model_calls.add(e.event_id)
         elif e.HasField("activity_task_started_event_attributes"):
             started = e.activity_task_started_event_attributes

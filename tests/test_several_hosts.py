@@ -354,7 +354,7 @@ async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_wit
     calls = await asyncio.gather(*(_start(shared, task_queue, slow) for _ in range(3)))
     approvals = await asyncio.gather(*(_start(shared, task_queue, waiting) for _ in range(2)))
     for handle in calls:
-        await _running_activity(handle, "call_model")
+        await _running_activity(handle, "durable_agents.call_model")
     for handle in approvals:
         await wait_for_pending(handle, timeout=60)
     cached = {handle.id for handle in approvals}

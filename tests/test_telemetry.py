@@ -77,7 +77,7 @@ async def test_log_lines_carry_workflow_run_iteration_and_call_id(env: Env, json
     activity_tool = first("temporalio.activity", "running tool add")
     assert {k: activity_tool[k] for k in ("run_id", "activity_type", "iteration", "call_id")} == {
         "run_id": handle.result_run_id,
-        "activity_type": "run_tool",
+        "activity_type": "durable_agents.run_tool",
         "iteration": 1,
         "call_id": "call_1_0",
     }
@@ -160,9 +160,9 @@ async def test_one_trace_per_conversation_spans_model_and_tool_calls(
     assert {
         "StartWorkflow:AgentWorkflow",
         "RunWorkflow:AgentWorkflow",
-        "StartActivity:call_model",
-        "RunActivity:call_model",
-        "StartActivity:run_tool",
-        "RunActivity:run_tool",
+        "StartActivity:durable_agents.call_model",
+        "RunActivity:durable_agents.call_model",
+        "StartActivity:durable_agents.run_tool",
+        "RunActivity:durable_agents.run_tool",
     } <= names
     assert len({span.context.trace_id for span in spans}) == 1

@@ -33,7 +33,7 @@ async def _model_inputs(handle: WorkflowHandle) -> list[ModelCallInput]:
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled = event.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "call_model":
+            if scheduled.activity_type.name == "durable_agents.call_model":
                 [payload] = scheduled.input.payloads
                 inputs.append(ModelCallInput.model_validate(json.loads(payload.data)))
     return inputs

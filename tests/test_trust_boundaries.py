@@ -446,7 +446,9 @@ async def test_fuzzed_start_inputs_never_run_a_tool_that_needs_approval_without_
     outcomes = [await _settled(handle) for handle in handles]
 
     for body, handle, outcome in zip(bodies, handles, outcomes, strict=True):
-        assert "run_tool" not in await activity_types(handle), f"write_file ran without a person: {body}"
+        assert "durable_agents.run_tool" not in await activity_types(handle), (
+            f"write_file ran without a person: {body}"
+        )
         assert not (workspace_of(env.workspace, handle) / "out.txt").exists()
         if outcome == "waiting":
             [pending] = await handle.query(AgentWorkflow.pending_approvals)

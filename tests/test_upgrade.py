@@ -1,7 +1,11 @@
 """An upgrade loses nothing: the worker of the previous release (the commit in tests/upgrade/BASE,
 checked out as a git worktree and run as its own process) parks conversations on every path the
 replay guard covers; it stops, as in a deploy, and this release's worker finishes them. Their
-files, transcripts, approvals and usage come out as if one worker had run them throughout."""
+files, transcripts, approvals and usage come out as if one worker had run them throughout.
+
+This release's client (``WireNames``) does all the talking, as in a rolling deploy: to the previous
+release's worker, which knows only the names before the namespace (workflows/wire.py), and then
+to this release's, which serves those conversations under either name."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.wire import WireNames
 from stores.workspaces import folder_name
 from tests.conftest import wait_for_pending
 from workflows.agent import ROLLING_OVER, AgentWorkflow
@@ -87,6 +92,7 @@ def base_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 async def server() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         data_converter=data_converter(),
+        interceptors=[WireNames()],
         ip="127.0.0.1",
         ui=False,
         search_attributes=SEARCH_ATTRIBUTES,
@@ -439,6 +445,29 @@ async def test_conversations_parked_by_the_previous_release_finish_on_this_one(
         ("a slow streamed answer", "completed"),  # the script's first step again: nothing answered it
     ]
     assert (interrupted.usage, interrupted.model_calls) == (Usage(input_tokens=10, output_tokens=5), 1)
+
+    # What went on the wire: the names the previous release knows, to the runs it started, sent by
+    # this release's client, their child or their parent alike.
+    child_id = f"{ids['subagent']}/call_1_0"
+    assert await _signals(client, ids["continued"], first_runs[ids["continued"]]) == ["post_message"] * len(
+        sent
+    )
+    assert await _signals(client, ids["subagent"], first_runs[ids["subagent"]]) == [
+        "subagent_approvals",
+        "approve",
+        "subagent_approvals",
+    ]
+    assert await _signals(client, child_id, first_runs[child_id]) == ["approve"]
+
+
+async def _signals(client: Client, workflow_id: str, run_id: str | None = None) -> list[str]:
+    """The names of the signals a run (default: the latest) received, in order."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    return [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
 
 
 async def _workers(client: Client, workflow_id: str, first_run: str) -> list[int]:

@@ -1,10 +1,12 @@
 """The activities the workflow calls: one definition of each name (its identity in history: never
 change it) with its input and output types. The workflow calls them by these; the activities are
-declared with ``@CALL_MODEL.defn``; the starter and the benchmarks read ``.name``."""
+declared with ``@CALL_MODEL.defn``, and registered again under their old names
+(``under_old_name``, workflows/wire.py); the starter and the benchmarks read ``.name``."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -12,6 +14,7 @@ from typing import Any, TypeVar
 from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
+from workflows import wire
 from workflows.activity_io import (
     AgentRef,
     HookDecision,
@@ -34,6 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 @dataclass(frozen=True)
 class ActivityRef:
     name: str
+    """Namespaced (workflows/wire.py): what a run from before the rule schedules is ``old_name``."""
     input: type
     output: Any
     """The result type the workflow decodes (a type or an alias such as ``list[ToolSpec]``)."""
@@ -41,6 +45,21 @@ class ActivityRef:
     def defn(self, fn: F) -> F:
         """``activity.defn`` under this name: ``@CALL_MODEL.defn``."""
         return activity.defn(name=self.name)(fn)
+
+    @property
+    def old_name(self) -> str:
+        """The name runs from before the namespace schedule it by (workflows/wire.py)."""
+        return wire.OLD_NAMES[self.name]
+
+    def under_old_name(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The activity ``fn`` (declared with ``defn``) again, as an activity named ``old_name``: a
+        worker registers both, for conversations started before the namespace."""
+
+        @functools.wraps(fn, updated=())  # its signature and type hints, not its definition
+        async def again(*args: Any) -> Any:
+            return await fn(*args)
+
+        return activity.defn(name=self.old_name)(again)
 
     async def execute(
         self, arg: Any, *, local: bool = False, outages: OutageWatcher | None = None, **options: Any
@@ -53,7 +72,10 @@ class ActivityRef:
         try:
             return await wait_out_outages(
                 lambda kept: execute(
-                    self.name, arg.with_kept(kept) if kept else arg, result_type=self.output, **options
+                    wire.in_this_run(self.name),
+                    arg.with_kept(kept) if kept else arg,
+                    result_type=self.output,
+                    **options,
                 ),
                 outages,
             )
@@ -63,12 +85,12 @@ class ActivityRef:
             raise
 
 
-RESOLVE_AGENT = ActivityRef("resolve_agent", AgentRef, ResolvedAgent)
-LIST_MCP_TOOLS = ActivityRef("list_mcp_tools", MCPServerConfig, list[ToolSpec])
-CALL_MODEL = ActivityRef("call_model", ModelCallInput, ModelResponse)
-RUN_TOOL = ActivityRef("run_tool", ToolInvocation, ToolOutcome)
-RUN_HOOK = ActivityRef("run_hook", HookInvocation, HookDecision)
-VERIFY_DECISION = ActivityRef("verify_decision", SignedDecision, Verdict)
+RESOLVE_AGENT = ActivityRef(wire.RESOLVE_AGENT, AgentRef, ResolvedAgent)
+LIST_MCP_TOOLS = ActivityRef(wire.LIST_MCP_TOOLS, MCPServerConfig, list[ToolSpec])
+CALL_MODEL = ActivityRef(wire.CALL_MODEL, ModelCallInput, ModelResponse)
+RUN_TOOL = ActivityRef(wire.RUN_TOOL, ToolInvocation, ToolOutcome)
+RUN_HOOK = ActivityRef(wire.RUN_HOOK, HookInvocation, HookDecision)
+VERIFY_DECISION = ActivityRef(wire.VERIFY_DECISION, SignedDecision, Verdict)
 
 
 def conversation_key() -> str:

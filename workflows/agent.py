@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import versioning
+from workflows import versioning, wire
 from workflows.activity_io import (
     AgentRef,
     HookContext,
@@ -136,6 +136,7 @@ S = TypeVar("S", ApprovalSignal, Decision, Revocation)
     # workflow code fails the conversation too, instead of retrying its task forever.
     failure_exception_types=[ValidationError],
 )
+@wire.serve_old_names  # and each handler under its name from before the namespace
 class AgentWorkflow:
     # Handlers take ``*args`` and check their input themselves (workflows/inputs.py): no input, null
     # or a wrong shape is refused or dropped with a reason, never a failed workflow task.
@@ -181,6 +182,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
         versioning.record_release()  # a marker any release replays over: not guarded
+        wire.choose()  # the names of this run's activities and signals, before anything it replays
         if self._input_error:
             raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         input = self._input
@@ -225,7 +227,7 @@ class AgentWorkflow:
 
     # -- inspection ---------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=wire.HISTORY)
     def history(self) -> ConversationHistory:
         return ConversationHistory(
             messages=self._s.messages,
@@ -236,21 +238,21 @@ class AgentWorkflow:
             model_attempts=self._s.model_attempts,
         )
 
-    @workflow.query
+    @workflow.query(name=wire.STATUS)
     def status(self) -> ConversationStatus:
         return self._board.view
 
-    @workflow.query
+    @workflow.query(name=wire.PENDING_APPROVALS)
     def pending_approvals(self) -> list[ApprovalRecord]:
         return self._approvals.pending + self._subagents.pending
 
-    @workflow.query
+    @workflow.query(name=wire.REPLIES)
     def replies(self) -> list[Reply]:
         return self._s.replies
 
     # -- user messages ------------------------------------------------------------
 
-    @workflow.update(name="send_message")
+    @workflow.update(name=wire.SEND_MESSAGE)
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
         with self._waiting_update():
@@ -273,7 +275,7 @@ class AgentWorkflow:
             # A waiting update would hold the run open; the sender retries on the next run.
             raise ApplicationError("the conversation is continuing as new; send again", type=ROLLING_OVER)
 
-    @workflow.signal(name="post_message")
+    @workflow.signal(name=wire.POST_MESSAGE)
     def post_message(self, *args: Any) -> None:
         """Fire-and-forget version of ``send_message``."""
         try:
@@ -296,7 +298,7 @@ class AgentWorkflow:
             raise ValueError(f"{what}: the message is {size} bytes; this conversation takes at most {limit}")
         return message
 
-    @workflow.signal(name="end")
+    @workflow.signal(name=wire.END)
     def end(self, *args: Any) -> None:
         """Close the conversation once the queued messages are answered (any input is ignored)."""
         self._s.ended = True
@@ -312,14 +314,14 @@ class AgentWorkflow:
 
     # Signal handlers run as tasks, sync or async: one that awaits nothing (conversations from before
     # VERIFIED_DECISIONS_PATCH) acts at the same point as when these were plain functions.
-    @workflow.signal(name="approve")
+    @workflow.signal(name=wire.APPROVE)
     async def approve(self, *args: Any) -> None:
         """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``, and optionally
         ``"arguments": {...}`` (run with these instead), ``"remember": true`` (allow the tool from now
         on), ``"signature": "..."`` (by the approver's key)."""
         await self._on_signal(args, approve=True)
 
-    @workflow.signal(name="reject")
+    @workflow.signal(name=wire.REJECT)
     async def reject(self, *args: Any) -> None:
         await self._on_signal(args, approve=False)
 
@@ -378,7 +380,7 @@ class AgentWorkflow:
             except ActivityError as err:
                 return Verdict(approver="refused", reason=f"cannot verify it: {failure_text(err)}")
 
-    @workflow.update(name="decide")
+    @workflow.update(name=wire.DECIDE)
     async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
@@ -417,7 +419,7 @@ class AgentWorkflow:
         """A decision for a sub-agent's call goes on to its conversation."""
         return call_id not in self._approvals.records and self._subagents.routes(call_id)
 
-    @workflow.signal(name=REPORT_SIGNAL)
+    @workflow.signal(name=wire.SUBAGENT_APPROVALS)
     def subagent_approvals(self, *args: Any) -> None:
         """A sub-agent's approvals, as it reports them (workflows/subagents.py)."""
         try:
@@ -428,7 +430,7 @@ class AgentWorkflow:
         if self._subagents.on_report(report):
             self._refresh_approval_state()
 
-    @workflow.update(name="revoke")
+    @workflow.update(name=wire.REVOKE)
     def revoke(self, *args: Any) -> ToolAllowance:
         """``{"tool": "write_file", "by": "alice"}``: the tool's later calls wait for a person again."""
         revocation = self._person(Revocation, args, "revoke", _REVOKE_EXAMPLE, strict=False)
@@ -533,7 +535,7 @@ class AgentWorkflow:
             )
         return tools
 
-    @workflow.update(name="refresh_tools")
+    @workflow.update(name=wire.REFRESH_TOOLS)
     async def refresh_tools(self, *args: Any) -> list[str]:
         """List the MCP servers' tools again for the next model calls; returns every tool name."""
         agent = self._s.agent

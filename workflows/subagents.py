@@ -5,7 +5,8 @@ page, id ``<parent id>/<call id>``, AgentParent set to the parent's id). Its fin
 call's result, its usage and cost count against the parent's budgets, and its failure is a tool
 error for the parent's model. Cancelling the parent cancels it.
 
-The parent shows its children's approvals: a child signals ``subagent_approvals`` to its parent
+The parent shows its children's approvals: a child signals ``durable_agents.subagent_approvals``
+(``subagent_approvals`` in a run from before the namespace, workflows/wire.py) to its parent
 each time the approvals it waits for change (its own and its children's), one report after the
 other. The parent lists them under its own call (the child's ``call_1_0`` answering the parent's
 ``call_2_0`` is ``call_2_0/call_1_0``), counts them in its status and AgentStatus, and forwards a
@@ -36,6 +37,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
+from workflows import wire
 from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
     AgentOverrides,
@@ -57,6 +59,7 @@ from workflows.state import ConversationState
 T = TypeVar("T", int, float)
 
 REPORT_SIGNAL = "subagent_approvals"
+"""What logs and errors call a report; its signal is ``wire.SUBAGENT_APPROVALS``."""
 REPORT_KEY_PATCH = "subagent-report-key"
 """A child gets a key to sign its reports with, and the parent takes no report without it; children
 started before it are taken at their word, as they were."""
@@ -154,7 +157,7 @@ class Reporter:
     async def _send(self, report: ApprovalReport) -> None:
         parent = workflow.get_external_workflow_handle(self._origin.parent_workflow_id)
         try:
-            await parent.signal(REPORT_SIGNAL, report)
+            await parent.signal(wire.in_this_run(wire.SUBAGENT_APPROVALS), report)
         except FailureError as err:  # the parent has closed: nobody is left to tell
             workflow.logger.warning("cannot report approvals to %s: %s", self._origin.parent_workflow_id, err)
 
@@ -298,7 +301,7 @@ class Delegations:
         )
         name = "approve" if approve else "reject"
         try:
-            await child.signal(name, forwarded)
+            await child.signal(wire.in_this_run(wire.APPROVE if approve else wire.REJECT), forwarded)
         except FailureError as err:  # it closed meanwhile
             workflow.logger.warning("%s of %s not forwarded to %s: %s", name, decision.call_id, child.id, err)
 

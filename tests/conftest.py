@@ -24,8 +24,8 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import time_skipping_server
 from stores.postgres import PostgresPayloadDriver, database
 from stores.workspaces import folder_name
-from tests.fake_provider import FakeProvider
-from tests.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
+from tests.support.fake_provider import FakeProvider
+from tests.support.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
 from workflows.config import AgentSpec

@@ -1,0 +1,107 @@
+"""``python starter.py serve`` in a process of its own, and the real npm clients of its protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import ROOT, TESTS
+
+JS = TESTS / "js"
+NPM_CACHE = Path.home() / ".cache" / "durable-agents-npm"
+"""Where the clients of tests/js/package.json are installed (never into the repository)."""
+
+
+@dataclass
+class Served:
+    host: str
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@asynccontextmanager
+async def serving(
+    address: str, log: Path, *options: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Served]:
+    """``starter.py [OPTIONS] serve --port N`` against ``address``, its stderr in ``log``; ``env``
+    adds to (or overrides) the test process's environment, for the serve process only."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with log.open("w") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "starter.py",
+            *options,
+            "serve",
+            "--port",
+            str(port),
+            cwd=ROOT,
+            env=os.environ | {"TEMPORAL_ADDRESS": address, **(env or {})},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        yield Served("127.0.0.1", port, log)
+    finally:  # Ctrl-C: the server ends as a person ends it (and its coverage data is written)
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+def npm_clients() -> Path:
+    """The folder the clients are installed in, with tests/js's scripts beside them: installed once
+    per package-lock.json (``npm ci``). Without npm the test skips, except in CI (``CI=true``)."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("node and npm are needed: the protocol tests run the real npm clients")
+        pytest.skip("node and npm are not installed: the protocol tests run the real npm clients")
+    lock = (JS / "package-lock.json").read_bytes()
+    stamp = NPM_CACHE / ".installed-lock-sha256"
+    digest = hashlib.sha256(lock).hexdigest()
+    NPM_CACHE.mkdir(parents=True, exist_ok=True)
+    if not stamp.exists() or stamp.read_text() != digest:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(JS / name, NPM_CACHE / name)
+        install = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run(install, cwd=NPM_CACHE, check=True, timeout=600)
+        stamp.write_text(digest)
+    for script in JS.glob("*.mjs"):
+        shutil.copy(script, NPM_CACHE / script.name)
+    return NPM_CACHE
+
+
+async def node(folder: Path, script: str, *args: str) -> str:
+    """``node SCRIPT ARGS`` in ``folder``: its stdout (it must succeed)."""
+    proc = await asyncio.create_subprocess_exec(
+        "node", script, *args, cwd=folder, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()

@@ -24,8 +24,10 @@ from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, wait_for_pending, workspace_of
+from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
+from tests.support.history import activity_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy

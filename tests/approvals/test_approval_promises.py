@@ -35,8 +35,10 @@ from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import activity_types
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import ApprovalPolicy

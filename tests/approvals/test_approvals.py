@@ -17,7 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
+from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.history import activity_types, event_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.records import ApprovalSignal, Decision

@@ -30,8 +30,8 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 
-from tests.conftest import Env
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.api import ConversationInput
 from workflows.config import MAX_PROMPT_CHARS
 

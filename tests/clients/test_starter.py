@@ -7,7 +7,9 @@ import uuid
 import pytest
 
 from durable_agents import starter_cli as starter
-from tests.conftest import Env, starter_cli, wait_for_pending
+from tests.support.cli import starter_cli
+from tests.support.conversations import wait_for_pending
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 

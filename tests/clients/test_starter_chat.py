@@ -7,7 +7,7 @@ import uuid
 
 from durable_agents.dev_server import EmbeddedServer
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 
 ANSWER = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."

@@ -34,9 +34,10 @@ from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
 from workflows.config import AgentSpec, HookConfig

@@ -26,8 +26,8 @@ from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.versioning import releases_in
 from tests.clients.test_starter_cli import starter
-from tests.conftest import wait_for_pending
 from tests.deploys.test_upgrade import CHAT, SUBAGENT, PreviousWorker, _send
+from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationResult, MessageInput

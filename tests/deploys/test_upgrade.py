@@ -31,7 +31,7 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.workspaces import folder_name
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT, TESTS
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import AgentOverrides, ConversationInput, ConversationResult, MessageInput

@@ -21,7 +21,6 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from activities.providers._response import CUT_OFF
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
-from tests.conftest import Env, activity_types
 from tests.support.fake_provider import (
     Arguments,
     FakeProvider,
@@ -36,7 +35,9 @@ from tests.support.fake_provider import (
     openai_error_event,
     openai_stream,
 )
+from tests.support.history import activity_types
 from tests.support.paths import TESTS
+from tests.support.workers import Env
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, CallPolicy
 from workflows.messages import ModelSettings

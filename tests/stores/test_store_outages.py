@@ -23,7 +23,7 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.conversations import masked
 from stores.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.host_worker import big_text
 from tests.support.postgres import Postgres
 from tests.workers.test_several_hosts import AUTO, TOOLS, Host

@@ -16,7 +16,7 @@ from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.layouts import WORKSPACE_LAYOUTS, workflow_id_folder
 from stores.workspaces import folder_name, move_into
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from workflows.agent import AgentWorkflow
 from workflows.records import ApprovalSignal
 

@@ -7,7 +7,8 @@ import uuid
 
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.workspaces import folder_name
-from tests.conftest import Env, workspace_of
+from tests.support.conversations import workspace_of
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
 from workflows.config import ApprovalPolicy

@@ -21,9 +21,11 @@ from durable_agents.fanout import Dropped, Hub
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env, event_types, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import event_types
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.events import ApprovalRequested
 from workflows.records import Decision

@@ -23,8 +23,10 @@ from durable_agents.conversations import send_or_start
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, event_types, wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
+from tests.support.history import activity_types, event_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import AGENT_NAME, AGENT_STATUS, AgentOverrides, ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy

@@ -20,9 +20,9 @@ from activities.hooks import default_hooks
 from activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.protocols import AgUi, UiMessages
-from tests.conftest import Env
 from tests.support.paths import ROOT
 from tests.support.serving import Served, node, npm_clients, serving
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 from workflows.events import Event, ModelCallFinished, ModelCallInterrupted, ModelCallStarted, ToolCallDelta

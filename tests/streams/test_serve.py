@@ -18,9 +18,9 @@ import httpx2
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env
 from tests.streams.test_streams import _read_sse
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from tests.workflow.test_subagents import _delegating
 
 TOKEN = "serve-s3cret"

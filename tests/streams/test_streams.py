@@ -22,7 +22,6 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env, event_types
 from tests.support.fake_provider import (
     FakeProvider,
     broken_off,
@@ -30,8 +29,10 @@ from tests.support.fake_provider import (
     openai_error_event,
     openai_stream,
 )
+from tests.support.history import event_types
 from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, CallPolicy
 from workflows.events import Event, ModelCallFinished, ModelCallStarted, StateChanged, StreamedText, TextDelta

@@ -11,7 +11,8 @@ from activities.hooks import HookRegistry, default_hooks, hook
 from activities.tools import default_registry, tool
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types
+from tests.support.history import activity_types
+from tests.support.workers import Env
 from workflows.activity_io import HookContext, HookDecision
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput

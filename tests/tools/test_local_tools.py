@@ -12,7 +12,8 @@ from activities.agent_files import AgentFileError, check_agent, load_agent_file
 from activities.tools import ToolError, ToolRegistry, default_registry, tool
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_calls, activity_types
+from tests.support.history import activity_calls, activity_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.messages import ToolResultMessage
 

@@ -25,8 +25,10 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, last_attempts, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import activity_types, last_attempts
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.config import CallPolicy, MCPServerConfig

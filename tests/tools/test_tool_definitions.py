@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env
+from tests.support.workers import Env
 from workflows.activity_io import ModelCallInput
 
 

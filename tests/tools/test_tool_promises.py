@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env
+from tests.support.workers import Env
 from workflows.activity_io import ToolInvocation
 from workflows.config import CallPolicy
 from workflows.messages import ToolResultMessage

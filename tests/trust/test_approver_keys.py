@@ -29,8 +29,9 @@ from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.approvals.test_approval_decisions import _decide, _signal
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env, wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from tests.workflow.test_subagents import _delegating
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy

@@ -30,7 +30,7 @@ from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
 from workflows.agent import AgentWorkflow

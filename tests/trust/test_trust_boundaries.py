@@ -28,8 +28,10 @@ from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.approvals.test_approval_decisions import _cli, _decide, _refusal, _revoke, _signal
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env, activity_types, wait_for_pending, workspace_of
+from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.history import activity_types
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from tests.workflow.test_subagents import _delegating, _workspace
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, ApprovalPolicy

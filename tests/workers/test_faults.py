@@ -25,7 +25,8 @@ from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import last_attempts, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import last_attempts
 from tests.support.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow

@@ -19,7 +19,7 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.starter_cli import send_message
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.fault_worker import charge, slow_step
 from tests.support.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation

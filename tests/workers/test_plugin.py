@@ -14,8 +14,8 @@ from temporalio.worker import Worker
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import AgentPlugin
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import activity_types
 from tests.support.greeting import Greeting, greet
+from tests.support.history import activity_types
 from workflows.activity_refs import (
     CALL_MODEL,
     LIST_MCP_TOOLS,

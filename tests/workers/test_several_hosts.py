@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.host_worker import big_text
 from tests.support.paths import ROOT
 from tests.support.postgres import Postgres

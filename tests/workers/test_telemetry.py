@@ -28,8 +28,8 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.telemetry import JsonFormatter
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 
 

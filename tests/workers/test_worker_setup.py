@@ -20,7 +20,7 @@ from durable_agents import plugin
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow

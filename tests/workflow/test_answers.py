@@ -14,8 +14,8 @@ from activities.agent_files import AgentFileError, load_agent_file
 from activities.providers import anthropic_messages, openai_chat
 from activities.tools import default_registry
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, typed_answer
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.answers import check_schema, correction, parse_answer
 from workflows.api import ConversationInput

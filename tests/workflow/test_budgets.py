@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from activities.agent_files import AgentFileError
 from activities.prices import load_prices
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
 from workflows.messages import ModelSettings, Usage

@@ -8,7 +8,9 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
 
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, event_types, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import event_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.messages import ScriptStep, ToolResultMessage

@@ -19,9 +19,10 @@ from durable_agents import starter_cli as starter
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from stores.errors import StoreIdentity
-from tests.conftest import Env, activity_types
 from tests.support.fake_provider import FakeProvider, Reply, openai_completion
+from tests.support.history import activity_types
 from tests.support.record_histories import compacting
+from tests.support.workers import Env
 from workflows.activity_io import AgentRef
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput

@@ -10,8 +10,9 @@ from temporalio.client import WorkflowFailureError
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent
-from tests.conftest import Env, activity_calls
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, error_reply, openai_completion
+from tests.support.history import activity_calls
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, CallPolicy

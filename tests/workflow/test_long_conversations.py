@@ -31,7 +31,9 @@ from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, wait_for_pending
+from tests.support.conversations import wait_for_pending
+from tests.support.history import activity_types
+from tests.support.workers import Env
 from workflows.activity_io import HookContext, HookDecision, HookInvocation, ModelCallInput
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput

@@ -11,7 +11,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, activity_types, event_types, wait_for_pending, workspace_of
+from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.history import activity_types, event_types
+from tests.support.workers import Env
 from workflows.api import ConversationInput
 from workflows.config import ApprovalPolicy
 from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage

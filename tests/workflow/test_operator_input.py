@@ -26,7 +26,9 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.conftest import Env, event_types, wait_for_pending, workspace_of
+from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.history import event_types
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
 from workflows.records import ApprovalSignal, Decision, arguments_digest

@@ -26,8 +26,9 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.workspaces import folder_name
 from tests.clients.test_starter_cli import starter
-from tests.conftest import Env, wait_for_pending
+from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
-import subprocess
 import textwrap
 import uuid
 from pathlib import Path
@@ -20,10 +18,11 @@ from temporalio.client import Client, WorkflowHandle
 from activities.agent_files import AgentFileError, load_agent_file
 from activities.tools import default_registry
 from durable_agents import starter_cli as starter
-from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.cli import refusal, temporal_decide, temporal_revoke, temporal_signal
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 from tests.support.history import activity_types
@@ -49,47 +48,6 @@ def _writer(**kwargs: Any) -> AgentSpec:
     )
 
 
-async def _cli(server: EmbeddedServer, *argv: str) -> subprocess.CompletedProcess[str]:
-    command = [temporal_cli(), *argv, "--address", server.address]
-    return await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
-
-
-async def _decide(
-    server: EmbeddedServer, handle: WorkflowHandle, decision: dict
-) -> subprocess.CompletedProcess[str]:
-    return await _cli(
-        server, "workflow", "update", "execute", "--workflow-id", handle.id, "--name", "decide",
-        "--input", json.dumps(decision), "--output", "json",
-    )  # fmt: skip
-
-
-async def _signal(server: EmbeddedServer, handle: WorkflowHandle, name: str, body: dict) -> None:
-    sent = await _cli(
-        server, "workflow", "signal", "-w", handle.id, "--name", name, "--input", json.dumps(body)
-    )
-    assert sent.returncode == 0, sent.stderr
-
-
-async def _revoke(
-    server: EmbeddedServer, handle: WorkflowHandle, body: dict
-) -> subprocess.CompletedProcess[str]:
-    return await _cli(
-        server, "workflow", "update", "execute", "--workflow-id", handle.id, "--name", "revoke",
-        "--input", json.dumps(body), "--output", "json",
-    )  # fmt: skip
-
-
-def _refusal(done: subprocess.CompletedProcess[str]) -> str:
-    """The worker's one-line reason for a refused update, out of the temporal CLI's line."""
-    assert done.returncode == 1, done.stdout
-    [line] = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    refused = re.fullmatch(
-        r"Error: unable to update workflow: (.*) \(type: ValueError, retryable: true\)", line
-    )
-    assert refused, line
-    return refused[1]
-
-
 # ---------------------------------------------------------------------------------------------------
 # approve with edited arguments
 
@@ -100,7 +58,7 @@ async def test_edited_arguments_reach_the_tool_and_the_record_keeps_both(
     handle = await env.start(conversation(_writer()))
     await wait_for_pending(handle)
 
-    done = await _decide(
+    done = await temporal_decide(
         server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice", "arguments": EDITED}
     )
     assert done.returncode == 0, done.stderr
@@ -138,17 +96,21 @@ async def test_invalid_edits_are_refused_with_the_schema_s_error_and_the_call_st
         ({"path": "out.txt"}, "$ lacks the required property 'content'"),
     ]
     for arguments, error in refusals:
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "arguments": arguments})
-        assert _refusal(done) == f"edited arguments for write_file do not fit its schema: {error}"
-    done = await _decide(server, handle, {"call_id": "call_1_0", "approve": False, "arguments": EDITED})
-    assert _refusal(done) == "a rejection takes no 'arguments' and no 'remember'"
+        done = await temporal_decide(
+            server, handle, {"call_id": "call_1_0", "approve": True, "arguments": arguments}
+        )
+        assert refusal(done) == f"edited arguments for write_file do not fit its schema: {error}"
+    done = await temporal_decide(
+        server, handle, {"call_id": "call_1_0", "approve": False, "arguments": EDITED}
+    )
+    assert refusal(done) == "a rejection takes no 'arguments' and no 'remember'"
 
     with caplog.at_level(logging.INFO, logger="temporalio.workflow"):
-        await _signal(
+        await temporal_signal(
             server, handle, "approve", {"call_id": "call_1_0", "arguments": {**EDITED, "mode": "a"}}
         )
         # Taken only because the signal before it was dropped (a decided call refuses another).
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "bob"})
+        done = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "bob"})
         assert done.returncode == 0, done.stderr
 
     result = await handle.result()
@@ -196,7 +158,7 @@ async def test_the_rejection_reason_is_in_the_model_s_next_request(
     fake.queue(*_replies("openai", [("call_w1", "write_file", WRITE)], "I will write notes.txt instead."))
     handle = await env.start(conversation(_provider_agent("openai")))
     await wait_for_pending(handle)
-    await _signal(
+    await temporal_signal(
         server, handle, "reject", {"call_id": "call_w1", "by": "alice", "reason": "write notes.txt instead"}
     )
 
@@ -216,7 +178,7 @@ async def test_an_edited_call_is_a_well_formed_transcript_for_the_provider(
     fake.queue(*_replies(provider, [("call_w1", "write_file", WRITE)], "Done."))
     handle = await env.start(conversation(_provider_agent(provider)))
     await wait_for_pending(handle)
-    done = await _decide(
+    done = await temporal_decide(
         server, handle, {"call_id": "call_w1", "approve": True, "by": "alice", "arguments": EDITED}
     )
     assert done.returncode == 0, done.stderr
@@ -270,25 +232,27 @@ async def test_remember_skips_later_approvals_of_that_tool_only_until_revoked(
     )
     handle = await env.start(conversation(agent))
     await wait_for_pending(handle)
-    await _signal(server, handle, "approve", {"call_id": "call_1_0", "by": "alice", "remember": True})
+    await temporal_signal(server, handle, "approve", {"call_id": "call_1_0", "by": "alice", "remember": True})
 
     # write_file runs without asking now; add still waits.
     await _wait_until(handle, lambda p: [r.call_id for r in p] == ["call_2_1"])
-    done = await _revoke(server, handle, {"tool": "write_file", "by": "bob"})
+    done = await temporal_revoke(server, handle, {"tool": "write_file", "by": "bob"})
     assert done.returncode == 0, done.stderr
     assert (json.loads(done.stdout)["result"]["tool"], json.loads(done.stdout)["result"]["revoked_by"]) == (
         "write_file",
         "bob",
     )
-    assert _refusal(await _revoke(server, handle, {"tool": "write_file"})) == (
+    assert refusal(await temporal_revoke(server, handle, {"tool": "write_file"})) == (
         "write_file is not allowed for this conversation (allowed: none)"
     )
-    await _signal(server, handle, "approve", {"call_id": "call_2_1", "by": "alice"})
+    await temporal_signal(server, handle, "approve", {"call_id": "call_2_1", "by": "alice"})
 
     # Revoked: write_file waits for a person again.
     [pending] = await _wait_until(handle, lambda p: [r.call_id for r in p] == ["call_3_0"])
     assert pending.allowed_decisions == ["approve", "edit", "reject", "remember"]
-    await _signal(server, handle, "reject", {"call_id": "call_3_0", "by": "bob", "reason": "enough files"})
+    await temporal_signal(
+        server, handle, "reject", {"call_id": "call_3_0", "by": "bob", "reason": "enough files"}
+    )
 
     result = await handle.result()
     assert result.runs == 5  # a run per model call, and the last one that closes
@@ -395,14 +359,20 @@ async def test_a_decision_the_agent_does_not_allow_is_refused(
         [pending] = await wait_for_pending(handle)
         assert pending.allowed_decisions == ["approve", "reject"]
 
-        edit = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "arguments": EDITED})
-        assert _refusal(edit) == "'edit' is not a decision allowed for write_file (allowed: approve, reject)"
-        remember = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "remember": True})
-        assert _refusal(remember) == (
+        edit = await temporal_decide(
+            server, handle, {"call_id": "call_1_0", "approve": True, "arguments": EDITED}
+        )
+        assert refusal(edit) == "'edit' is not a decision allowed for write_file (allowed: approve, reject)"
+        remember = await temporal_decide(
+            server, handle, {"call_id": "call_1_0", "approve": True, "remember": True}
+        )
+        assert refusal(remember) == (
             "'remember' is not a decision allowed for write_file (allowed: approve, reject)"
         )
-        await _signal(server, handle, "approve", {"call_id": "call_1_0", "by": "eve", "arguments": EDITED})
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
+        await temporal_signal(
+            server, handle, "approve", {"call_id": "call_1_0", "by": "eve", "arguments": EDITED}
+        )
+        done = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
         assert done.returncode == 0, done.stderr
         result = await handle.result()
 

@@ -6,7 +6,7 @@ import asyncio
 import uuid
 
 from durable_agents.dev_server import EmbeddedServer
-from tests.clients.test_starter_cli import starter
+from tests.support.cli import starter
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 

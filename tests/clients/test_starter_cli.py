@@ -34,6 +34,7 @@ from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
@@ -46,34 +47,6 @@ from workflows.records import arguments_digest
 
 DEMO_WRITE = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
 """The arguments of the demo agent's write_file call (call_3_0), which waits for approval."""
-
-
-async def starter(
-    server: EmbeddedServer, *argv: str, stdin: str | None = None, **env: str | None
-) -> tuple[int, str, str]:
-    """Run ``python starter.py ARGV`` against the test server: exit code, stdout, stderr.
-
-    ``env`` adds variables to the environment, or removes those given as None.
-    """
-    environ = {k: v for k, v in os.environ.items() if k != "AGENT_UI_URL"} | {
-        "TEMPORAL_ADDRESS": server.address
-    }
-    for key, value in env.items():
-        if value is None:
-            environ.pop(key, None)
-        else:
-            environ[key] = value
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "starter.py", *argv],
-        cwd=ROOT,
-        env=environ,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return done.returncode, done.stdout, done.stderr
 
 
 def _id(prefix: str) -> str:

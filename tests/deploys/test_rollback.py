@@ -25,10 +25,10 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.versioning import releases_in
-from tests.clients.test_starter_cli import starter
-from tests.deploys.test_upgrade import CHAT, SUBAGENT, PreviousWorker, _send
-from tests.support.conversations import wait_for_pending
+from tests.support.cli import starter
+from tests.support.conversations import send, wait_for_pending
 from tests.support.paths import ROOT
+from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationResult, MessageInput
 from workflows.records import ApprovalSignal
@@ -110,7 +110,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
     data = tmp_path / "data"
     child_id = f"{ids['subagent']}/call_1_0"
 
-    newer = PreviousWorker(next_release, server.address, queue, data)
+    newer = ReleaseWorker(next_release, server.address, queue, data)
     try:
         await newer.polling()
         parent = await client.start_workflow(
@@ -159,7 +159,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         await approve_at_parent()
 
         # Carried on: the chat's carried state and the child's origin have fields this release ignores.
-        assert await _send(chat, "second") == "and then second"
+        assert await send(chat, "second") == "and then second"
         child = client.get_workflow_handle_for(AgentWorkflow.run, child_id)
         await child.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="ops"))
         assert (await child.result()).final_text == "Wrote 9 bytes to note.txt."
@@ -182,7 +182,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
             " corresponding change command!"
         ]
 
-    newer = PreviousWorker(next_release, server.address, queue, data)
+    newer = ReleaseWorker(next_release, server.address, queue, data)
     try:
         await newer.polling()
         result: ConversationResult = await asyncio.wait_for(parent.result(), 30)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +17,6 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
@@ -31,10 +28,11 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.workspaces import folder_name
-from tests.support.conversations import wait_for_pending
+from tests.support.conversations import send, wait_for_pending
 from tests.support.paths import ROOT, TESTS
-from workflows.agent import ROLLING_OVER, AgentWorkflow
-from workflows.api import AgentOverrides, ConversationInput, ConversationResult, MessageInput
+from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
+from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput, ConversationResult, MessageInput
 from workflows.messages import (
     AssistantMessage,
     ScriptStep,
@@ -101,54 +99,6 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-class PreviousWorker:
-    """``worker.py`` of the previous release, in its checkout, on this test's data dir and queue."""
-
-    def __init__(self, checkout: Path, address: str, task_queue: str, data: Path) -> None:
-        self._log = data.parent / "previous-worker.log"
-        stores = {
-            "AGENT_STORE": "conversations.db",
-            "AGENT_IDEMPOTENCY_STORE": "idempotency.db",
-            "AGENT_PAYLOAD_STORE": "payloads.db",
-            "AGENT_WORKSPACE": "workspace",
-        }
-        # Unmeasured (no COVERAGE_*): the previous release's code is not this one's coverage.
-        env = {name: value for name, value in os.environ.items() if not name.startswith("COVERAGE_")}
-        env |= {name: str(data / file) for name, file in stores.items()}
-        env |= {
-            "TEMPORAL_ADDRESS": address,
-            "AGENT_DATA_DIR": str(data),
-            "AGENT_TASK_QUEUE": task_queue,
-            "PYTHONPATH": str(checkout),
-        }
-        with self._log.open("w") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "worker.py"], cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    async def polling(self) -> None:
-        for _ in range(600):
-            if "running on" in self._log.read_text():
-                return
-            assert self._proc.poll() is None, self._log.read_text()
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"the previous release's worker did not start: {self._log.read_text()}")
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    def stop(self) -> None:
-        """As a deploy stops it: SIGTERM, its graceful shutdown."""
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-
-
 def _write(path: str, content: str) -> tuple[str, dict[str, str]]:
     return ("write_file", {"path": path, "content": content})
 
@@ -163,17 +113,6 @@ CONTINUED = conversation(
     "first",
 )
 """Waits for a person on write_file until the server suggests a new run: the approval is carried."""
-CHAT = ConversationInput(
-    await_first_message=True,
-    agent_spec=scripted_agent(
-        step("you said {user}"), step("and then {user}"), tools=[], chat=True, continue_as_new_after=1
-    ),
-)
-"""Answers its first message and continues as new while waiting for the next."""
-SUBAGENT = ConversationInput(
-    prompt="Save my note.", agent="delegator", overrides=AgentOverrides(token_budget=100_000)
-)
-"""agents/delegator.toml: its scribe, started with what is left of the budget, waits for a person."""
 
 
 def _compacting() -> ConversationInput:
@@ -226,17 +165,6 @@ async def _run_id(client: Client, workflow_id: str) -> str | None:
 
 async def _state(handle: WorkflowHandle) -> str:
     return (await handle.query(AgentWorkflow.status)).state
-
-
-async def _send(handle: WorkflowHandle, text: str) -> str:
-    """A message, sent again while the conversation continues as new."""
-    while True:
-        try:
-            return (await handle.execute_update(AgentWorkflow.send_message, MessageInput(text=text))).text
-        except WorkflowUpdateFailedError as e:
-            if getattr(e.cause, "type", None) != ROLLING_OVER:
-                raise
-            await asyncio.sleep(0.1)
 
 
 async def _park(client: Client, queue: str, ids: dict[str, str]) -> dict[str, object]:
@@ -320,12 +248,12 @@ async def _finish(client: Client, ids: dict[str, str]) -> dict[str, object]:
         AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="upgrader")
     )
     done["decided"] = decided
-    done["chat_second"] = await _send(latest["chat"], "second")
+    done["chat_second"] = await send(latest["chat"], "second")
     await latest["chat"].signal(AgentWorkflow.end)
     await latest["subagent"].signal(
         AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0/call_1_0", by="upgrader")
     )
-    done["compaction_second"] = await _send(latest["compaction"], "second")
+    done["compaction_second"] = await send(latest["compaction"], "second")
     await latest["compaction"].signal(AgentWorkflow.end)
     await latest["fork"].signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_2_0", by="upgrader"))
     for name, handle in latest.items():
@@ -347,7 +275,7 @@ async def test_conversations_parked_by_the_previous_release_finish_on_this_one(
         name: f"upgrade-{name}-{suffix}"
         for name in ("continued", "chat", "subagent", "compaction", "fork", "interrupted")
     }
-    previous = PreviousWorker(base_checkout, client.service_client.config.target_host, queue, data)
+    previous = ReleaseWorker(base_checkout, client.service_client.config.target_host, queue, data)
     try:
         await previous.polling()
         parked = await _park(client, queue, ids)

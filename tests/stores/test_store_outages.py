@@ -25,8 +25,8 @@ from stores.conversations import masked
 from stores.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
 from tests.support.conversations import wait_for_pending
 from tests.support.host_worker import big_text
+from tests.support.hosts import AUTO, TOOLS, Host
 from tests.support.postgres import Postgres
-from tests.workers.test_several_hosts import AUTO, TOOLS, Host
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.records import ApprovalSignal

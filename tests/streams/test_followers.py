@@ -20,7 +20,7 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.fanout import Dropped, Hub
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.clients.test_starter_cli import starter
+from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.history import event_types
 from tests.support.paths import ROOT

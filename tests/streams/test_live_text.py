@@ -25,7 +25,7 @@ from durable_agents.live import follow, next_offset
 from durable_agents.protocols import AgUi, UiMessages
 from durable_agents.sse import _sse
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.clients.test_starter_cli import starter
+from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import (
     FakeProvider,
@@ -35,10 +35,10 @@ from tests.support.fake_provider import (
     openai_stream,
 )
 from tests.support.history import event_types
+from tests.support.hosts import Host
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from tests.workers.test_several_hosts import Host
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy, CallPolicy

@@ -17,11 +17,11 @@ import httpx2
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.clients.test_starter_cli import starter
-from tests.streams.test_streams import _read_sse
+from tests.support.cli import starter
+from tests.support.conversations import delegating
 from tests.support.paths import ROOT
+from tests.support.serving import read_sse
 from tests.support.workers import Env
-from tests.workflow.test_subagents import _delegating
 
 TOKEN = "serve-s3cret"
 APP = "https://app.example"
@@ -92,8 +92,8 @@ async def test_with_a_token_a_request_without_it_is_refused_and_header_or_query_
         anonymous = await http.get(events)
         wrong = await http.get(events, headers={"Authorization": "Bearer guess"})
         wrong_query = await http.get(f"{events}?token=guess")
-        by_header = await _read_sse(http, events, headers={"Authorization": f"Bearer {TOKEN}"})
-        by_query = await _read_sse(http, f"{events}?token={TOKEN}")
+        by_header = await read_sse(http, events, headers={"Authorization": f"Bearer {TOKEN}"})
+        by_query = await read_sse(http, f"{events}?token={TOKEN}")
 
     for refused in (anonymous, wrong, wrong_query):
         assert (refused.status_code, refused.headers["www-authenticate"]) == (401, "Bearer")
@@ -140,14 +140,14 @@ async def test_cors_answers_only_the_listed_origins(env: Env, server: EmbeddedSe
 async def test_a_sub_agent_s_stream_is_routable_with_its_slash_as_it_is_or_encoded(
     env: Env, server: EmbeddedServer
 ) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
     async with _serving(server) as url, httpx2.AsyncClient() as http:
         encoded_url = f"{url}/conversations/{quote(child.id, safe='')}/events"
-        plain = await _read_sse(http, f"{url}/conversations/{child.id}/events", stop_after=3)
-        encoded = await _read_sse(http, encoded_url, stop_after=3)
+        plain = await read_sse(http, f"{url}/conversations/{child.id}/events", stop_after=3)
+        encoded = await read_sse(http, encoded_url, stop_after=3)
         code, _, err = await starter(server, "approve", parent.id, "call_1_0/call_1_0", "--by", "alice")
         assert (code, err) == (0, "")
-        whole = await _read_sse(http, encoded_url)
+        whole = await read_sse(http, encoded_url)
 
     assert "%2F" in quote(child.id, safe="")
     assert plain == encoded == whole[:3]

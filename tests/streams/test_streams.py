@@ -21,7 +21,7 @@ from temporalio.client import Client
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.clients.test_starter_cli import starter
+from tests.support.cli import starter
 from tests.support.fake_provider import (
     FakeProvider,
     broken_off,
@@ -32,6 +32,7 @@ from tests.support.fake_provider import (
 from tests.support.history import event_types
 from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
+from tests.support.serving import read_sse
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, CallPolicy
@@ -308,27 +309,6 @@ async def sse_url(server: EmbeddedServer) -> AsyncIterator[str]:
         proc.communicate(timeout=30)
 
 
-async def _read_sse(
-    http: httpx2.AsyncClient, url: str, headers: dict[str, str] | None = None, stop_after: int | None = None
-) -> list[tuple[str, str, str]]:
-    """(id, event, data) of each event, until the response ends (or ``stop_after`` events)."""
-    found: list[tuple[str, str, str]] = []
-    fields: dict[str, str] = {}
-    async with http.stream("GET", url, headers=headers or {}, timeout=60) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        async for line in response.aiter_lines():
-            if line:
-                name, _, value = line.partition(": ")
-                fields[name] = value
-                continue
-            found.append((fields["id"], fields["event"], fields["data"]))
-            fields = {}
-            if stop_after is not None and len(found) == stop_after:
-                break
-    return found
-
-
 async def test_sse_endpoint_resumes_after_last_event_id_and_ends_with_the_conversation(
     env: Env, sse_url: str
 ) -> None:
@@ -338,10 +318,10 @@ async def test_sse_endpoint_resumes_after_last_event_id_and_ends_with_the_conver
     handle = await env.start(conversation(agent))
     url = f"{sse_url}/conversations/{handle.id}/events"
     async with httpx2.AsyncClient() as http:
-        first = await _read_sse(http, url, stop_after=3)  # then the connection drops
-        rest = await _read_sse(http, url, headers={"Last-Event-ID": first[-1][0]})
-        everything = await _read_sse(http, f"{url}?from=0")
-        tail = await _read_sse(http, f"{url}?from=5")
+        first = await read_sse(http, url, stop_after=3)  # then the connection drops
+        rest = await read_sse(http, url, headers={"Last-Event-ID": first[-1][0]})
+        everything = await read_sse(http, f"{url}?from=0")
+        tail = await read_sse(http, f"{url}?from=5")
         bad = await http.get(f"{url}?from=soon")
         unknown = await http.get(f"{sse_url}/conversations/no-such-conversation/events")
 

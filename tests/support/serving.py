@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.support.paths import ROOT, TESTS
@@ -105,3 +106,24 @@ async def node(folder: Path, script: str, *args: str) -> str:
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     return out.decode()
+
+
+async def read_sse(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str] | None = None, stop_after: int | None = None
+) -> list[tuple[str, str, str]]:
+    """(id, event, data) of each event, until the response ends (or ``stop_after`` events)."""
+    found: list[tuple[str, str, str]] = []
+    fields: dict[str, str] = {}
+    async with http.stream("GET", url, headers=headers or {}, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            found.append((fields["id"], fields["event"], fields["data"]))
+            fields = {}
+            if stop_after is not None and len(found) == stop_after:
+                break
+    return found

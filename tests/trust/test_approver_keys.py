@@ -27,12 +27,10 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.approvals.test_approval_decisions import _decide, _signal
-from tests.clients.test_starter_cli import starter
-from tests.support.conversations import wait_for_pending
+from tests.support.cli import starter, temporal_decide, temporal_signal
+from tests.support.conversations import delegating, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.workers import Env
-from tests.workflow.test_subagents import _delegating
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.records import Decision, arguments_digest
@@ -89,8 +87,8 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
     handle = await env.start(conversation(_writer()))
     await wait_for_pending(handle, 4)
     digest = arguments_digest(WRITES[0])
-    unsigned = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
-    forged = await _decide(
+    unsigned = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
+    forged = await temporal_decide(
         server,
         handle,
         {
@@ -100,7 +98,7 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
             "signature": _signature(MALLORY, handle, "call_1_0"),
         },
     )
-    replayed = await _decide(  # alice's real signature, for another call
+    replayed = await temporal_decide(  # alice's real signature, for another call
         server,
         handle,
         {
@@ -110,7 +108,7 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
             "signature": _signature(ALICE, handle, "call_1_0"),
         },
     )
-    turned = await _decide(  # alice's approval, sent as a rejection
+    turned = await temporal_decide(  # alice's approval, sent as a rejection
         server,
         handle,
         {
@@ -120,17 +118,19 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
             "signature": _signature(ALICE, handle, "call_1_0"),
         },
     )
-    stranger = await _decide(
+    stranger = await temporal_decide(
         server,
         handle,
         {"call_id": "call_1_0", "approve": True, "by": "mallory",
          "signature": _signature(MALLORY, handle, "call_1_0", by="mallory")},
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
-        await _signal(server, handle, "approve", {"call_id": "call_1_0", "by": "alice"})
+        await temporal_signal(server, handle, "approve", {"call_id": "call_1_0", "by": "alice"})
         not_alices = {"call_id": "call_1_0", "by": "alice", "signature": _signature(OPS, handle, "call_1_0")}
-        await _signal(server, handle, "approve", not_alices)
-        await _signal(server, handle, "reject", {"call_id": "call_1_0", "by": "alice", "signature": "00"})
+        await temporal_signal(server, handle, "approve", not_alices)
+        await temporal_signal(
+            server, handle, "reject", {"call_id": "call_1_0", "by": "alice", "signature": "00"}
+        )
 
         unsigned_reason = (
             "unsigned: this conversation's workers take only decisions signed with the approver's key"
@@ -160,7 +160,7 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
         "--digest", arguments_digest(WRITES[1]), AGENT_APPROVER_KEY=OPS,
     )  # fmt: skip
     assert (code, err) == (0, "")
-    rejected = await _decide(server, handle, {
+    rejected = await temporal_decide(server, handle, {
         "call_id": "call_1_1", "approve": False, "by": "ops-lead", "reason": "not f1",
         "signature": signature.strip(),
     })  # fmt: skip
@@ -170,7 +170,7 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
         by_script = readme_sign(
             ALICE, handle.id, f"call_1_{i}", arguments_digest(WRITES[i]), "approve", "alice"
         )
-        await _signal(
+        await temporal_signal(
             server, handle, "approve", {"call_id": f"call_1_{i}", "by": "alice", "signature": by_script}
         )
 
@@ -231,8 +231,10 @@ async def test_only_the_approvers_an_agent_names_may_decide_its_tools(
 async def test_a_sub_agent_s_call_is_decided_with_one_signature_at_the_parent(
     env: Env, server: EmbeddedServer
 ) -> None:
-    parent, child = await _delegating(env)
-    unsigned = await _decide(server, parent, {"call_id": "call_1_0/call_1_0", "approve": True, "by": "alice"})
+    parent, child = await delegating(env)
+    unsigned = await temporal_decide(
+        server, parent, {"call_id": "call_1_0/call_1_0", "approve": True, "by": "alice"}
+    )
     assert _refused(unsigned).startswith("unsigned: ")  # at once, at the parent
 
     code, out, err = await starter(
@@ -286,7 +288,7 @@ async def test_without_keys_the_record_says_the_approver_is_self_declared(
         )
         await wait_for_pending(handle, 4)
         for i in range(4):
-            decided = await _decide(
+            decided = await temporal_decide(
                 server, handle, {"call_id": f"call_1_{i}", "approve": True, "by": "anyone"}
             )
             assert decided.returncode == 0, decided.stderr

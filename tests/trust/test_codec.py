@@ -37,6 +37,7 @@ from durable_agents.encryption import (
 )
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.compose import COMPOSE_FILE, load_yaml_subset
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow
 
@@ -589,8 +590,6 @@ def test_serve_command_decodes_with_the_key_from_the_environment_and_stops_on_si
 
 
 def test_compose_codec_server_runs_codec_py_on_the_port_the_web_ui_calls() -> None:
-    from tests.deploys.test_deploy import COMPOSE_FILE, load_yaml_subset
-
     services = load_yaml_subset(COMPOSE_FILE.read_text())["services"]
     service = services["codec-server"]
     assert service["build"] == services["worker"]["build"]

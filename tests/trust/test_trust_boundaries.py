@@ -26,13 +26,11 @@ from durable_agents.encryption import EncryptionCodec
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.approvals.test_approval_decisions import _cli, _decide, _refusal, _revoke, _signal
-from tests.clients.test_starter_cli import starter
-from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.cli import refusal, starter, temporal, temporal_decide, temporal_revoke, temporal_signal
+from tests.support.conversations import child_workspace, delegating, wait_for_pending, workspace_of
 from tests.support.history import activity_types
 from tests.support.paths import ROOT
 from tests.support.workers import Env
-from tests.workflow.test_subagents import _delegating, _workspace
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, ApprovalPolicy
 from workflows.messages import ModelSettings
@@ -57,7 +55,7 @@ def _writer_json() -> dict[str, Any]:
 async def _cli_start(server: EmbeddedServer, env: Env, body: dict[str, Any]) -> tuple[WorkflowHandle, str]:
     """``temporal workflow execute`` of a conversation: its handle, and what the CLI printed."""
     workflow_id = f"trust-{uuid.uuid4().hex[:8]}"
-    done = await _cli(
+    done = await temporal(
         server, "workflow", "execute", "--type", "AgentWorkflow", "--task-queue", env.task_queue,
         "-w", workflow_id, "--input", json.dumps(body),
     )  # fmt: skip
@@ -120,7 +118,7 @@ async def test_a_start_that_sets_carried_state_or_a_child_origin_is_refused_at_o
 async def test_a_forged_sub_agent_report_is_dropped_and_a_decision_at_the_parent_answers_at_once(
     env: Env, server: EmbeddedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
     forged = {
         "call_id": "call_1_0", "run": 99, "seq": 1, "workflow_id": child.id, "key": "a-guess",
         "approvals": [
@@ -132,7 +130,7 @@ async def test_a_forged_sub_agent_report_is_dropped_and_a_decision_at_the_parent
     }  # fmt: skip
     fake_digest = arguments_digest(forged["approvals"][0]["arguments"])
     with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
-        await _signal(server, parent, "subagent_approvals", forged)
+        await temporal_signal(server, parent, "subagent_approvals", forged)
         # Taken after the signal: the fake digest is refused at once, not forwarded to wait forever.
         code, out, err = await starter(
             server, "approve", parent.id, "call_1_0/call_1_0", "--by", "bob", "--digest", fake_digest
@@ -175,7 +173,7 @@ async def test_decide_at_the_parent_answers_why_not_when_the_sub_agent_does_not_
         # The parent's bound on a reason (the default) takes these 29 bytes; the scribe's (10) drops them.
         reason = "not that file, write todo.txt"
         decision = {"call_id": "call_1_0/call_1_0", "approve": False, "reason": reason}
-        done = await _decide(server, parent, {**decision, "wait_seconds": 1})
+        done = await temporal_decide(server, parent, {**decision, "wait_seconds": 1})
         assert done.returncode == 1, done.stdout
         assert (
             "the sub-agent has not taken the decision on 'call_1_0/call_1_0' within 1 s: it refused it"
@@ -191,7 +189,7 @@ async def test_decide_at_the_parent_answers_why_not_when_the_sub_agent_does_not_
         [pending] = await parent.query(AgentWorkflow.pending_approvals)
         assert pending.state == "pending"
 
-        done = await _decide(server, parent, {**decision, "reason": "no"})
+        done = await temporal_decide(server, parent, {**decision, "reason": "no"})
         assert done.returncode == 0, done.stderr
         assert (await parent.result()).final_text == "Tool call 'write_file' was rejected by unknown: no"
 
@@ -227,21 +225,23 @@ async def test_misspelt_fields_are_refused_naming_the_field_they_meant(
         ("remeber", True, "remember"),
     ]
     for field, value, meant in misspelt:
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, field: value})
-        assert _refusal(done) == f"decide: {field}: unknown field; did you mean {meant!r}?"
-    assert _refusal(await _revoke(server, handle, {"tool": "write_file", "bye": "alice"})) == (
+        done = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": True, field: value})
+        assert refusal(done) == f"decide: {field}: unknown field; did you mean {meant!r}?"
+    assert refusal(await temporal_revoke(server, handle, {"tool": "write_file", "bye": "alice"})) == (
         "revoke: bye: unknown field; did you mean 'by'?"
     )
-    sent = await _cli(
+    sent = await temporal(
         server, "workflow", "update", "execute", "-w", handle.id, "--name", "send_message",
         "--input", json.dumps({"txt": "hello"}),
     )  # fmt: skip
-    assert _refusal(sent) == "send_message: txt: unknown field; did you mean 'text'?"
+    assert refusal(sent) == "send_message: txt: unknown field; did you mean 'text'?"
     with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
-        await _signal(server, handle, "approve", {"call_id": "call_1_0", "by": "eve", "argument": edited})
-        await _signal(server, handle, "post_message", {"text": "hi", "urgent": True})
+        await temporal_signal(
+            server, handle, "approve", {"call_id": "call_1_0", "by": "eve", "argument": edited}
+        )
+        await temporal_signal(server, handle, "post_message", {"text": "hi", "urgent": True})
         # Taken only because both signals before it were dropped.
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
+        done = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": True, "by": "alice"})
         assert done.returncode == 0, done.stderr
     await handle.signal(AgentWorkflow.end)
 
@@ -280,7 +280,7 @@ async def test_texts_past_their_bounds_are_refused_and_the_call_keeps_waiting(
     body = tmp_path / "huge.json"
     body.write_text(json.dumps(huge))
 
-    done = await _cli(
+    done = await temporal(
         server,
         "workflow",
         "update",
@@ -292,7 +292,7 @@ async def test_texts_past_their_bounds_are_refused_and_the_call_keeps_waiting(
         "--input-file",
         str(body),
     )
-    assert _refusal(done) == "decide: reason is 1572864 bytes; this conversation takes at most 4096"
+    assert refusal(done) == "decide: reason is 1572864 bytes; this conversation takes at most 4096"
     arguments = {"path": "a", "content": "c" * 65536}
     size = len(json.dumps(arguments, separators=(",", ":")))
     too_long = [
@@ -303,11 +303,11 @@ async def test_texts_past_their_bounds_are_refused_and_the_call_keeps_waiting(
         ),
     ]
     for extra, error in too_long:
-        done = await _decide(server, handle, {"call_id": "call_1_0", "approve": False, **extra})
-        assert _refusal(done) == f"decide: {error}"
+        done = await temporal_decide(server, handle, {"call_id": "call_1_0", "approve": False, **extra})
+        assert refusal(done) == f"decide: {error}"
     body.write_text(json.dumps({key: value for key, value in huge.items() if key != "approve"}))
     with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
-        sent = await _cli(
+        sent = await temporal(
             server, "workflow", "signal", "-w", handle.id, "--name", "reject", "--input-file", str(body)
         )
         assert sent.returncode == 0, sent.stderr
@@ -327,7 +327,7 @@ async def test_a_rejection_reaches_the_model_within_max_tool_output_chars(
     handle = await env.start(conversation(_writer(max_tool_output_chars=100)))
     await wait_for_pending(handle)
     reason = "r" * 4000
-    await _signal(server, handle, "reject", {"call_id": "call_1_0", "by": "alice", "reason": reason})
+    await temporal_signal(server, handle, "reject", {"call_id": "call_1_0", "by": "alice", "reason": reason})
 
     result = await handle.result()
     full = f"Tool call 'write_file' was rejected by alice: {reason}"
@@ -343,18 +343,18 @@ async def test_a_rejection_reaches_the_model_within_max_tool_output_chars(
 async def test_an_edit_decided_at_the_parent_is_checked_against_the_sub_agents_schema_and_runs(
     env: Env, server: EmbeddedServer
 ) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
     [pending] = await parent.query(AgentWorkflow.pending_approvals)
     assert pending.allowed_decisions == ["approve", "edit", "reject", "remember"]
 
-    bad = await _decide(
+    bad = await temporal_decide(
         server, parent, {"call_id": "call_1_0/call_1_0", "approve": True, "arguments": {"path": "note.txt"}}
     )
-    assert _refusal(bad) == (
+    assert refusal(bad) == (
         "edited arguments for write_file do not fit its schema: $ lacks the required property 'content'"
     )
     edited = {"path": "note.txt", "content": "buy oat milk\n"}
-    done = await _decide(
+    done = await temporal_decide(
         server, parent, {"call_id": "call_1_0/call_1_0", "approve": True, "by": "alice", "arguments": edited}
     )
     assert done.returncode == 0, done.stderr
@@ -362,7 +362,7 @@ async def test_an_edit_decided_at_the_parent_is_checked_against_the_sub_agents_s
     assert (answer["state"], answer["by"], answer["edited_arguments"]) == ("approved", "alice", edited)
 
     assert (await parent.result()).final_text.startswith("The scribe says: [alice edited the arguments")
-    assert (await _workspace(env, child) / "note.txt").read_text() == "buy oat milk\n"
+    assert (await child_workspace(env, child) / "note.txt").read_text() == "buy oat milk\n"
 
 
 # ---------------------------------------------------------------------------------------------------

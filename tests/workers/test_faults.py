@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client, WorkflowHandle
 
@@ -25,7 +25,7 @@ from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending
+from tests.support.conversations import running_activity, wait_for_pending
 from tests.support.history import last_attempts
 from tests.support.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation
@@ -56,20 +56,6 @@ async def _start(client: Client, worker: WorkerProcess, agent, **kwargs) -> Work
     )
 
 
-async def _running_activity(handle: WorkflowHandle, name: str, attempt: int = 1) -> None:
-    """Wait until an attempt >= ``attempt`` of the activity ``name`` has started."""
-    for _ in range(POLLS):
-        for pending in (await handle.describe()).raw_description.pending_activities:
-            if (
-                pending.activity_type.name == name
-                and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                and pending.attempt >= attempt
-            ):
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{name} attempt {attempt} never started")
-
-
 async def _no_task_failures(handle: WorkflowHandle) -> None:
     failed = [
         e
@@ -87,11 +73,11 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
         ScriptStep(text="The answer is {last_result}.", delay_seconds=4),
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "call_model")  # the first, quick call may still be running
+    await running_activity(handle, "call_model")  # the first, quick call may still be running
     await _running_activity_after_tool(handle)
     worker.kill()
     worker.start()
-    await _running_activity(handle, "call_model", attempt=2)  # retried on the replacement
+    await running_activity(handle, "call_model", attempt=2)  # retried on the replacement
 
     assert (await handle.result()).final_text == "The answer is 42."
     assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
@@ -108,7 +94,7 @@ async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: 
         model_call=CallPolicy(timeout_seconds=900, heartbeat_seconds=600),
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "call_model")
+    await running_activity(handle, "call_model")
     await _in_a_lease(worker)
     worker.kill()
     worker.start()
@@ -146,7 +132,7 @@ async def _running_activity_after_tool(handle: WorkflowHandle) -> None:
     """Wait for the second model call (the slow one) to be running."""
     for _ in range(POLLS):
         if (await _scheduled(handle)).count("call_model") == 2:
-            await _running_activity(handle, "call_model")
+            await running_activity(handle, "call_model")
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the second model call never started")
@@ -167,10 +153,10 @@ async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None
         step("", ("slow_step", {"seconds": 4})), step("{last_result}"), tools=["slow_step"]
     )
     handle = await _start(client, worker, agent)
-    await _running_activity(handle, "run_tool")
+    await running_activity(handle, "run_tool")
     worker.kill()
     worker.start()
-    await _running_activity(handle, "run_tool", attempt=2)
+    await running_activity(handle, "run_tool", attempt=2)
 
     assert (await handle.result()).final_text == "slept 4s"
     assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]

@@ -11,10 +11,7 @@ import asyncio
 import itertools
 import json
 import os
-import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,59 +24,16 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending
+from tests.support.conversations import running_activity, wait_for_pending
 from tests.support.host_worker import big_text
+from tests.support.hosts import AUTO, TOOLS, Host
 from tests.support.paths import ROOT
 from tests.support.postgres import Postgres
-from tests.workers.test_faults import _running_activity
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
-from workflows.config import AgentSpec, ApprovalPolicy, CallPolicy
+from workflows.config import AgentSpec, CallPolicy
 from workflows.messages import ScriptStep
 from workflows.records import Decision
-
-TOOLS = ["add", "charge", "emit", "write_file", "read_file", "list_files"]
-AUTO = ApprovalPolicy(auto=["write_file"])
-
-
-class Host:
-    """``python -m tests.support.host_worker`` in its own folder, killed for real."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        folder.mkdir(parents=True)
-        self.folder = folder
-        self.env = env
-        self._env = os.environ | env | {
-            "AGENT_DATA_DIR": str(folder / "data"),
-            "AGENT_STORE": str(folder / "data" / "conversations.db"),
-            "AGENT_PAYLOAD_STORE": str(folder / "data" / "payloads.db"),
-            "AGENT_IDEMPOTENCY_STORE": str(folder / "data" / "idempotency.db"),
-            "AGENT_WORKSPACE": str(folder / "workspace"),
-            "PYTHONPATH": str(ROOT),
-        }  # fmt: skip
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self, **env: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.host_worker"],
-            cwd=self.folder,
-            env=self._env | env,
-            stdout=subprocess.PIPE,
-            stderr=(self.folder / "worker.log").open("a"),
-            text=True,
-        )
-        ready = threading.Event()
-        threading.Thread(target=lambda: self.proc.stdout.readline() and ready.set(), daemon=True).start()  # type: ignore[union-attr]
-        if not ready.wait(60):
-            self.kill()
-            raise AssertionError("the host's worker did not start")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-        if self.proc and self.proc.stdout:
-            self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -354,7 +308,7 @@ async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_wit
     calls = await asyncio.gather(*(_start(shared, task_queue, slow) for _ in range(3)))
     approvals = await asyncio.gather(*(_start(shared, task_queue, waiting) for _ in range(2)))
     for handle in calls:
-        await _running_activity(handle, "call_model")
+        await running_activity(handle, "call_model")
     for handle in approvals:
         await wait_for_pending(handle, timeout=60)
     cached = {handle.id for handle in approvals}

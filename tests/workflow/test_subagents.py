@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from activities.agent_files import AgentFileError, load_agents
 from activities.tools import default_registry
@@ -24,31 +24,17 @@ from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.live import follow
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.workspaces import folder_name
-from tests.clients.test_starter_cli import starter
-from tests.support.conversations import wait_for_pending
+from tests.support.cli import starter
+from tests.support.conversations import child_workspace, delegating, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
 from workflows.config import AgentSpec
 from workflows.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
 from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep, Usage
 from workflows.records import Decision
 
 NOTE = {"path": "note.txt", "content": "buy milk\n"}
-
-
-async def _delegating(env: Env) -> tuple[WorkflowHandle, WorkflowHandle]:
-    """The shipped delegator, its scribe waiting for a person; the parent's and the child's handles."""
-    parent = await env.start(ConversationInput(prompt="Save my note.", agent="delegator"))
-    await wait_for_pending(parent)
-    return parent, env.client.get_workflow_handle_for(AgentWorkflow.run, f"{parent.id}/call_1_0")
-
-
-async def _workspace(env: Env, child: WorkflowHandle) -> Path:
-    """A child's workspace folder: its own, keyed by its id and first run id like any conversation's."""
-    return env.workspace / folder_name(f"{child.id}/{(await child.describe()).run_id}")
 
 
 def _temporal(server: EmbeddedServer, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +65,7 @@ async def _find(client: Client, query: str, count: int, timeout: float = 15.0) -
 async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
     env: Env, server: EmbeddedServer, how: str
 ) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
 
     [pending] = await parent.query(AgentWorkflow.pending_approvals)
     assert (pending.call_id, pending.tool, pending.arguments) == ("call_1_0/call_1_0", "write_file", NOTE)
@@ -133,7 +119,7 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
         "ok",
         "signal",  # forwarded by the parent
     )
-    assert (await _workspace(env, child) / "note.txt").read_text() == "buy milk\n"
+    assert (await child_workspace(env, child) / "note.txt").read_text() == "buy milk\n"
     # Two model calls each, 10 + 5 tokens a call; scripted-demo costs $1/M input, $2/M output.
     assert result.usage == Usage(input_tokens=40, output_tokens=20)
     assert done_child.usage == Usage(input_tokens=20, output_tokens=10)
@@ -168,7 +154,7 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
 async def test_the_operator_cli_lists_a_sub_agents_approval_once_under_its_parent(
     env: Env, server: EmbeddedServer
 ) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
     await wait_for_pending(child)
     await _find(env.client, f'AgentStatus = "awaiting_approval" AND WorkflowId STARTS_WITH "{parent.id}"', 2)
 
@@ -186,7 +172,7 @@ async def test_the_operator_cli_lists_a_sub_agents_approval_once_under_its_paren
 
 
 async def test_a_decision_for_a_sub_agent_call_that_does_not_wait_is_refused(env: Env) -> None:
-    parent, _ = await _delegating(env)
+    parent, _ = await delegating(env)
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await parent.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0/call_9_9", approve=True))
     assert refused.value.cause.message == (
@@ -200,7 +186,7 @@ async def test_a_decision_for_a_sub_agent_call_that_does_not_wait_is_refused(env
 
 
 async def test_cancelling_the_parent_cancels_the_sub_agent(env: Env) -> None:
-    parent, child = await _delegating(env)
+    parent, child = await delegating(env)
     await parent.cancel(reason="not needed")
 
     result = await parent.result()
@@ -214,7 +200,7 @@ async def test_cancelling_the_parent_cancels_the_sub_agent(env: Env) -> None:
     assert closed.closed_by == "cancelled"
     [approval] = closed.approvals
     assert (approval.state, approval.via) == ("cancelled", "cancellation")
-    assert not (await _workspace(env, child) / "note.txt").exists()
+    assert not (await child_workspace(env, child) / "note.txt").exists()
     assert await _approval_events(env.client, parent.id) == [
         ("approval_requested", "call_1_0/call_1_0", "write_file", "pending", None, None),
         ("approval_decided", "call_1_0/call_1_0", "write_file", "cancelled", "system", "cancellation"),

@@ -17,12 +17,12 @@ from activities.tools import ToolRegistry, default_registry
 from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
-from durable_agents.plugin import build_worker
 from durable_agents.testing import time_skipping_server
 from stores.postgres import PostgresPayloadDriver, database
 from tests.support.fake_provider import FakeProvider
 from tests.support.postgres import PASSWORD, Postgres, find_binaries
-from tests.support.workers import Env
+from tests.support.processes import WorkerProcess
+from tests.support.workers import Env, running_worker
 from workflows.config import AgentSpec
 
 
@@ -133,6 +133,15 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
+def worker_process(server: EmbeddedServer, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker process (``tests.support.fault_worker``, not started yet) on a fresh task queue, its
+    effects in ``tmp_path``; killed after the test."""
+    process = WorkerProcess(server.address, f"process-{uuid.uuid4().hex[:10]}", tmp_path / "effects.txt")
+    yield process
+    process.kill()
+
+
+@pytest.fixture
 async def env(
     client: Client,
     registry: ToolRegistry,
@@ -153,11 +162,8 @@ async def env(
         request.getfixturevalue("fake")
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
-    async with build_worker(
-        client, task_queue=task_queue, registry=registry, agents=worker_agents, workspace_root=tmp_path
-    ):
+    async with running_worker(client, tmp_path, registry=registry, agents=worker_agents) as worker:
         before = set(os.environ)
-        yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
+        yield worker
         if added := sorted(set(os.environ) - before - {"PYTEST_CURRENT_TEST"}):
             pytest.fail(f"environment variables added while the worker ran: {added}; give them in `environ`")

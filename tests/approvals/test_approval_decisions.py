@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import textwrap
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,12 @@ from activities.tools import default_registry
 from durable_agents import starter_cli as starter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import refusal, temporal_decide, temporal_revoke, temporal_signal
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 from tests.support.history import activity_types
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy
@@ -348,14 +346,8 @@ async def test_a_decision_the_agent_does_not_allow_is_refused(
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "strict.toml").write_text(STRICT)
-    queue = f"strict-{uuid.uuid4().hex[:8]}"
-    async with build_worker(client, task_queue=queue, agents_dir=agents, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            ConversationInput(prompt="go", agent="strict"),
-            id=f"strict-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, agents_dir=agents) as worker:
+        handle = await worker.start(ConversationInput(prompt="go", agent="strict"))
         [pending] = await wait_for_pending(handle)
         assert pending.allowed_decisions == ["approve", "reject"]
 

@@ -33,24 +33,18 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types
 from tests.support.paths import ROOT
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
 from workflows.config import ApprovalPolicy
 from workflows.records import Decision
 
 KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
-
-
-def _cli(server_address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [temporal_cli(), *args, "--address", server_address], capture_output=True, text=True, timeout=60
-    )
 
 
 async def test_default_require_makes_every_tool_wait_unless_listed_in_auto(
@@ -84,14 +78,8 @@ async def test_default_require_makes_every_tool_wait_unless_listed_in_auto(
             """
         )
     )
-    queue = f"require-{uuid.uuid4().hex[:8]}"
-    async with build_worker(client, task_queue=queue, agents_dir=agents, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            ConversationInput(prompt="go", agent="careful"),
-            id=f"require-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, agents_dir=agents) as worker:
+        handle = await worker.start(ConversationInput(prompt="go", agent="careful"))
         pending = await wait_for_pending(handle, 2)
         assert [(p.call_id, p.tool) for p in pending] == [("call_1_1", "multiply"), ("call_1_2", "subtract")]
         for record in pending:
@@ -117,13 +105,8 @@ async def test_decide_refuses_a_call_past_its_deadline_even_before_the_timer_fir
         tools=["write_file"],
     )
     policy = ApprovalPolicy(tool_deadlines={"write_file": 6.0})  # the worker is gone well before
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, approval=policy),
-            id=f"late-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(agent, approval=policy))
         [record] = await wait_for_pending(handle)
     assert record.deadline is not None
     while datetime.now(UTC) <= record.deadline:
@@ -136,7 +119,7 @@ async def test_decide_refuses_a_call_past_its_deadline_even_before_the_timer_fir
         )
     )
     await _admitted(client, handle.id, "late-decision")
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
+    async with running_worker(client, tmp_path, task_queue=queue):
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await late
         result = await handle.result()
@@ -182,20 +165,18 @@ async def test_decide_through_the_temporal_cli_refuses_then_approves(
     handle = await env.start(conversation(agent))
     await wait_for_pending(handle)
 
-    def decide(decision: dict) -> subprocess.CompletedProcess[str]:
-        return _cli(
-            server.address,
+    async def decide(decision: dict) -> subprocess.CompletedProcess[str]:
+        return await temporal(
+            server,
             "workflow", "update", "execute", "--workflow-id", handle.id, "--name", "decide",
             "--input", json.dumps(decision), "--output", "json",
         )  # fmt: skip
 
-    refused = await asyncio.to_thread(decide, {"call_id": "call_9_9", "approve": True, "by": "alice"})
+    refused = await decide({"call_id": "call_9_9", "approve": True, "by": "alice"})
     assert refused.returncode == 1
     assert "no approval is pending for call 'call_9_9' (pending: call_1_0)" in refused.stderr
 
-    approved = await asyncio.to_thread(
-        decide, {"call_id": "call_1_0", "approve": True, "by": "alice", "reason": "ok"}
-    )
+    approved = await decide({"call_id": "call_1_0", "approve": True, "by": "alice", "reason": "ok"})
     assert approved.returncode == 0, approved.stderr
     answer = json.loads(approved.stdout)["result"]
     assert (answer["call_id"], answer["state"], answer["by"], answer["via"]) == (
@@ -215,9 +196,7 @@ async def test_decide_through_the_temporal_cli_refuses_then_approves(
 async def _listed(server: EmbeddedServer, query: str, attempts: int = 150) -> list[str]:
     """Workflow ids ``temporal workflow list --query`` shows, once it shows any (visibility lags)."""
     for _ in range(attempts):
-        listed = await asyncio.to_thread(
-            _cli, server.address, "workflow", "list", "--query", query, "-o", "json"
-        )
+        listed = await temporal(server, "workflow", "list", "--query", query, "-o", "json")
         assert listed.returncode == 0, listed.stderr
         ids = [wf["execution"]["workflowId"] for wf in json.loads(listed.stdout or "[]")]
         if ids:
@@ -366,7 +345,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     for command in commands:
         program, *args = command.split()
         assert program == "temporal"
-        ran = await asyncio.to_thread(_cli, address, *args)
+        ran = await temporal(address, *args)
         assert ran.returncode == 0, ran.stderr
     attributes = await _custom_attributes(bare_server)
     assert (attributes["AgentStatus"], attributes["AgentName"]) == (KEYWORD, KEYWORD)

@@ -15,11 +15,10 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending, workspace_of
+from tests.support.conversations import find_workflows, wait_for_pending, workspace_of
 from tests.support.history import activity_types, event_types
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.config import ApprovalPolicy
 from workflows.records import ApprovalSignal, Decision
@@ -179,16 +178,11 @@ async def test_policy_lists_and_conversation_override(env: Env) -> None:
 
 async def test_decision_after_a_worker_restart_still_works(client: Client, tmp_path: Path) -> None:
     task_queue = f"restart-{uuid.uuid4().hex}"
-    async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(_writer()),
-            id=f"restart-{uuid.uuid4().hex}",
-            task_queue=task_queue,
-        )
+    async with running_worker(client, tmp_path, task_queue=task_queue) as worker:
+        handle = await worker.start(conversation(_writer()))
         await wait_for_pending(handle)
     # The first worker is gone; a new one picks the conversation up from history.
-    async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
+    async with running_worker(client, tmp_path, task_queue=task_queue):
         await handle.execute_update(
             AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
         )
@@ -197,24 +191,17 @@ async def test_decision_after_a_worker_restart_still_works(client: Client, tmp_p
     assert (workspace_of(tmp_path, handle) / "out.txt").read_text() == "hi"
 
 
-async def _find(client: Client, query: str, timeout: float = 15.0) -> list[str]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        ids = [wf.id async for wf in client.list_workflows(query)]
-        if ids or asyncio.get_running_loop().time() > deadline:
-            return ids
-        await asyncio.sleep(0.2)
-
-
 async def test_search_attributes_show_who_waits_for_a_person(env: Env) -> None:
     handle = await env.start(conversation(_writer()))
     await wait_for_pending(handle)
     waiting = f'WorkflowId = "{handle.id}" AND AgentStatus = "awaiting_approval" AND AgentName = "test-agent"'
-    assert await _find(env.client, waiting) == [handle.id]
+    assert await find_workflows(env.client, waiting) == [handle.id]
 
     await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0"))
     await handle.result()
-    assert await _find(env.client, f'WorkflowId = "{handle.id}" AND AgentStatus = "completed"') == [handle.id]
+    assert await find_workflows(env.client, f'WorkflowId = "{handle.id}" AND AgentStatus = "completed"') == [
+        handle.id
+    ]
 
 
 async def test_approval_sent_with_the_temporal_cli(env: Env, server: EmbeddedServer) -> None:
@@ -240,10 +227,8 @@ async def test_deadline_rejects_the_call_when_nobody_answers(
     time_skipping: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     client, queue = time_skipping.client, f"deadline-{uuid.uuid4().hex}"
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(_writer()), id=f"deadline-{uuid.uuid4().hex}", task_queue=queue
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(_writer()))
         result = await handle.result()
     rejected = "Tool call 'write_file' was rejected by system: approval timed out"
     assert result.final_text == rejected
@@ -265,13 +250,8 @@ async def test_deadline_rejects_the_call_when_nobody_answers(
 async def test_per_tool_deadline_applies(time_skipping: WorkflowEnvironment, tmp_path: Path) -> None:
     client, queue = time_skipping.client, f"deadline-{uuid.uuid4().hex}"
     policy = ApprovalPolicy(tool_deadlines={"write_file": 90.0})
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(_writer(), approval=policy),
-            id=f"deadline-{uuid.uuid4().hex}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(_writer(), approval=policy))
         result = await handle.result()
     [audit] = result.approvals
     assert (audit.state, audit.deadline - audit.requested_at) == ("timed_out", timedelta(seconds=90))

@@ -35,10 +35,10 @@ from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import starter
-from tests.support.conversations import wait_for_pending
+from tests.support.conversations import until_state, wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
 from workflows.config import AgentSpec, HookConfig
@@ -193,10 +193,8 @@ async def test_a_missing_or_wrong_encryption_key_is_one_line(
         server.address, data_converter=dataclasses.replace(data_converter(), payload_codec=codec)
     )
     task_queue = _id("tq-cli-codec")
-    async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(_answering("Secret.")), id=_id("cli-codec"), task_queue=task_queue
-        )
+    async with running_worker(client, tmp_path, task_queue=task_queue) as worker:
+        handle = await worker.start(conversation(_answering("Secret.")), workflow_id=_id("cli-codec"))
         await handle.result()
 
     for command in ("history", "status", "result"):
@@ -406,7 +404,7 @@ async def test_start_takes_a_prompt_too_long_for_an_argument_from_a_file(
 async def test_send_takes_the_message_from_stdin(server: EmbeddedServer, env: Env) -> None:
     agent = scripted_agent(step("Hello."), step("You said: {user}"), tools=[], chat=True)
     handle = await env.start(conversation(agent))
-    await _wait_for_state(handle, "idle")
+    await until_state(handle, "idle")
 
     assert await starter(server, "send", handle.id, "--file", "-", stdin="line one\nline two\n") == (
         0,
@@ -463,10 +461,8 @@ async def test_status_of_a_finished_conversation_needs_no_worker(
     task_queue = _id("tq-cli-status")
     agent = scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("3."))
     looping = scripted_agent(step("", ("add", {"a": 1, "b": 2})), max_iterations=1, on_limit="fail")
-    async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=_id("cli-status"), task_queue=task_queue
-        )
+    async with running_worker(client, tmp_path, task_queue=task_queue) as worker:
+        handle = await worker.start(conversation(agent), workflow_id=_id("cli-status"))
         await handle.result()
         failing = await client.start_workflow(
             AgentWorkflow.run, conversation(looping), id=_id("cli-status-failed"), task_queue=task_queue
@@ -729,11 +725,3 @@ async def test_history_json_of_a_finished_conversation_keeps_the_hook_audit(
          "reason": "whitespace tidied"},
     ]  # fmt: skip
     assert json.loads(out)["hooks"] == [h.model_dump() for h in result.hooks]
-
-
-async def _wait_for_state(handle: WorkflowHandle, state: str) -> None:
-    for _ in range(200):
-        if (await handle.query(AgentWorkflow.status)).state == state:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{handle.id} never reached {state}")

@@ -21,9 +21,6 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.connection import SEARCH_ATTRIBUTES
-from durable_agents.converter import data_converter
-from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
@@ -31,6 +28,7 @@ from stores.workspaces import folder_name
 from tests.support.conversations import send, wait_for_pending
 from tests.support.paths import ROOT, TESTS
 from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
+from tests.support.servers import HISTORY_LENGTH, start_dev_server
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult, MessageInput
 from workflows.messages import (
@@ -83,18 +81,7 @@ def base_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 async def server() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=data_converter(),
-        ip="127.0.0.1",
-        ui=False,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_existing_path=temporal_cli(),
-        dev_server_extra_args=[
-            *dev_server_flags(),
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
-        ],
-    )
+    env = await start_dev_server((HISTORY_LENGTH, SUGGEST_AT))
     yield env
     await env.shutdown()
 

@@ -26,7 +26,7 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.history import activity_types, event_types
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import AGENT_NAME, AGENT_STATUS, AgentOverrides, ConversationInput
 from workflows.config import AgentSpec, ApprovalPolicy
@@ -406,12 +406,10 @@ async def test_a_cancelled_interruptible_call_that_fails_leaves_no_unretrieved_t
     provider = _FailsWhenCancelled()
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     agent = scripted_agent(step("never said"), tools=[], interrupt=True)
-    async with build_worker(
-        client, task_queue=task_queue, workspace_root=tmp_path, providers={"scripted": provider}
-    ):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=_id("stubborn"), task_queue=task_queue
-        )
+    async with running_worker(
+        client, tmp_path, task_queue=task_queue, providers={"scripted": provider}
+    ) as worker:
+        handle = await worker.start(conversation(agent), workflow_id=_id("stubborn"))
         await provider.calling.wait()
         await handle.cancel(reason="enough")
         result = await handle.result()
@@ -438,12 +436,10 @@ async def test_an_interrupted_call_that_fails_instead_of_cancelling_still_counts
     provider = _FailsWhenCancelledThenAnswers()
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     agent = scripted_agent(step("never said"), tools=[], interrupt=True, chat=True)
-    async with build_worker(
-        client, task_queue=task_queue, workspace_root=tmp_path, providers={"scripted": provider}
-    ):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=_id("stubborn"), task_queue=task_queue
-        )
+    async with running_worker(
+        client, tmp_path, task_queue=task_queue, providers={"scripted": provider}
+    ) as worker:
+        handle = await worker.start(conversation(agent), workflow_id=_id("stubborn"))
         await provider.calling.wait()
         reply = await handle.execute_update(AgentWorkflow.send_message, {"text": "just a line"})
         replies = await handle.query(AgentWorkflow.replies)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx2
@@ -19,55 +18,25 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import starter
 from tests.support.conversations import delegating
+from tests.support.net import free_port
 from tests.support.paths import ROOT
-from tests.support.serving import read_sse
+from tests.support.serving import read_sse, serving
 from tests.support.workers import Env
 
 TOKEN = "serve-s3cret"
 APP = "https://app.example"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(server: EmbeddedServer, *argv: str, **environ: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SERVE_")}
-    return subprocess.Popen(
-        [sys.executable, "starter.py", "serve", *argv],
+async def test_serve_refuses_to_bind_beyond_loopback_without_a_token(server: EmbeddedServer) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
         cwd=ROOT,
-        env=env | {"TEMPORAL_ADDRESS": server.address} | environ,
+        env={k: v for k, v in os.environ.items() if not k.startswith("AGENT_SERVE_")}
+        | {"TEMPORAL_ADDRESS": server.address},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-@asynccontextmanager
-async def _serving(server: EmbeddedServer, *argv: str, **environ: str) -> AsyncIterator[str]:
-    """``starter.py serve --port N ARGV`` with ``environ``, once it answers: its URL on loopback."""
-    port = _free_port()
-    proc = _serve(server, "--port", str(port), *argv, **environ)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx2.AsyncClient() as http:
-            for _ in range(300):
-                assert proc.poll() is None, proc.communicate()
-                try:
-                    await http.get(f"{url}/")
-                    break
-                except httpx2.TransportError:
-                    await asyncio.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
-
-
-async def test_serve_refuses_to_bind_beyond_loopback_without_a_token(server: EmbeddedServer) -> None:
-    proc = _serve(server, "--host", "0.0.0.0", "--port", str(_free_port()))
     try:
         out, err = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
@@ -80,14 +49,20 @@ async def test_serve_refuses_to_bind_beyond_loopback_without_a_token(server: Emb
 
 
 async def test_with_a_token_a_request_without_it_is_refused_and_header_or_query_token_reads(
-    env: Env, server: EmbeddedServer
+    env: Env, server: EmbeddedServer, tmp_path: Path
 ) -> None:
     handle = await env.start(conversation(scripted_agent(step("Hello."))))
     await handle.result()
     async with (
-        _serving(server, "--host", "0.0.0.0", AGENT_SERVE_TOKEN=TOKEN) as url,
+        serving(
+            server.address,
+            tmp_path / "serve.log",
+            serve=["--host", "0.0.0.0"],
+            env={"AGENT_SERVE_TOKEN": TOKEN},
+        ) as served,
         httpx2.AsyncClient() as http,
     ):
+        url = served.url
         events = f"{url}/conversations/{handle.id}/events"
         anonymous = await http.get(events)
         wrong = await http.get(events, headers={"Authorization": "Bearer guess"})
@@ -102,13 +77,18 @@ async def test_with_a_token_a_request_without_it_is_refused_and_header_or_query_
     assert by_header[-1][1] == "end"
 
 
-async def test_cors_answers_only_the_listed_origins(env: Env, server: EmbeddedServer) -> None:
+async def test_cors_answers_only_the_listed_origins(env: Env, server: EmbeddedServer, tmp_path: Path) -> None:
     handle = await env.start(conversation(scripted_agent(step("Hello."))))
     await handle.result()
     async with (
-        _serving(server, AGENT_SERVE_ORIGINS=f"{APP},http://localhost:3000") as url,
+        serving(
+            server.address,
+            tmp_path / "serve.log",
+            env={"AGENT_SERVE_ORIGINS": f"{APP},http://localhost:3000"},
+        ) as served,
         httpx2.AsyncClient() as http,
     ):
+        url = served.url
         events = f"{url}/conversations/{handle.id}/events"
 
         def preflight(origin: str) -> Callable:
@@ -138,10 +118,11 @@ async def test_cors_answers_only_the_listed_origins(env: Env, server: EmbeddedSe
 
 
 async def test_a_sub_agent_s_stream_is_routable_with_its_slash_as_it_is_or_encoded(
-    env: Env, server: EmbeddedServer
+    env: Env, server: EmbeddedServer, tmp_path: Path
 ) -> None:
     parent, child = await delegating(env)
-    async with _serving(server) as url, httpx2.AsyncClient() as http:
+    async with serving(server.address, tmp_path / "serve.log") as served, httpx2.AsyncClient() as http:
+        url = served.url
         encoded_url = f"{url}/conversations/{quote(child.id, safe='')}/events"
         plain = await read_sse(http, f"{url}/conversations/{child.id}/events", stop_after=3)
         encoded = await read_sse(http, encoded_url, stop_after=3)

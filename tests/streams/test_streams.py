@@ -4,13 +4,8 @@ no text for a client that follows the dedupe rule (workflows/events.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import socket
-import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
@@ -30,9 +25,8 @@ from tests.support.fake_provider import (
     openai_stream,
 )
 from tests.support.history import event_types
-from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
-from tests.support.serving import read_sse
+from tests.support.serving import read_sse, serving
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, CallPolicy
@@ -196,16 +190,10 @@ async def test_a_call_made_after_a_continue_as_new_names_the_iteration_of_its_tu
     ]
 
 
-@pytest.fixture
-def worker(server: EmbeddedServer, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(server.address, f"streams-{uuid.uuid4().hex}", tmp_path / "effects.txt")
-    yield process
-    process.kill()
-
-
 async def test_resume_at_an_offset_gets_exactly_the_missing_events_across_continue_as_new_and_a_kill(
-    client: Client, worker: WorkerProcess
+    client: Client, worker_process: WorkerProcess
 ) -> None:
+    worker = worker_process
     worker.start()
     agent = scripted_agent(
         step("", ("add", {"a": 1, "b": 2})),
@@ -218,7 +206,7 @@ async def test_resume_at_an_offset_gets_exactly_the_missing_events_across_contin
         AgentWorkflow.run,
         conversation(agent),
         id=f"streams-{uuid.uuid4().hex[:8]}",
-        task_queue=worker._env["AGENT_TASK_QUEUE"],
+        task_queue=worker.task_queue,
     )
     before: list[tuple[int, Event]] = []
     async for offset, event in follow(client, handle.id):  # until the slow answer streams
@@ -281,32 +269,10 @@ async def test_a_retried_streamed_model_call_repeats_no_text(
 
 
 @pytest.fixture
-async def sse_url(server: EmbeddedServer) -> AsyncIterator[str]:
-    """``python starter.py serve --port N`` in a process of its own."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "starter.py", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=os.environ | {"TEMPORAL_ADDRESS": server.address},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx2.AsyncClient() as http:
-            for _ in range(300):
-                try:
-                    await http.get(f"{url}/")
-                    break
-                except httpx2.TransportError:
-                    await asyncio.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+async def sse_url(server: EmbeddedServer, tmp_path: Path) -> AsyncIterator[str]:
+    """``python starter.py serve --port N`` in a process of its own: its URL."""
+    async with serving(server.address, tmp_path / "serve.log") as served:
+        yield served.url
 
 
 async def test_sse_endpoint_resumes_after_last_event_id_and_ends_with_the_conversation(

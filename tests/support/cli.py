@@ -54,9 +54,11 @@ async def starter(
     return done.returncode, done.stdout, done.stderr
 
 
-async def temporal(server: EmbeddedServer, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``temporal ARGV`` against the test server, in a thread (a worker in this process answers it)."""
-    command = [temporal_cli(), *argv, "--address", server.address]
+async def temporal(server: EmbeddedServer | str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``temporal ARGV`` against the test server (or the server at an address), in a thread: a worker
+    in this process may have to answer it."""
+    address = server if isinstance(server, str) else server.address
+    command = [temporal_cli(), *argv, "--address", address]
     return await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
 
 

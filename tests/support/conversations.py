@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from stores.workspaces import folder_name
 from tests.support.workers import Env
@@ -41,6 +41,35 @@ async def wait_for_pending(
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"expected {count} pending approvals, have {len(pending)}")
         await asyncio.sleep(0.05)
+
+
+async def until_state(handle: WorkflowHandle, state: str, timeout: float = 10.0) -> None:
+    """Wait until the conversation's ``status`` query says ``state`` (whichever run answers it)."""
+    for _ in range(int(timeout / 0.025)):
+        if (await handle.query(AgentWorkflow.status)).state == state:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{handle.id} never reached {state}")
+
+
+async def until_queued(handle: WorkflowHandle, count: int) -> None:
+    """Wait until the conversation (whichever run) holds ``count`` queued messages."""
+    for _ in range(400):
+        if (await handle.query(AgentWorkflow.status)).queued_messages == count:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"never {count} queued messages")
+
+
+async def find_workflows(client: Client, query: str, count: int = 1, timeout: float = 15.0) -> list[str]:
+    """Workflow ids the visibility store finds for ``query``, sorted, once it finds ``count`` (it lags
+    a little)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        ids = sorted([wf.id async for wf in client.list_workflows(query)])
+        if len(ids) >= count or asyncio.get_running_loop().time() > deadline:
+            return ids
+        await asyncio.sleep(0.2)
 
 
 async def running_activity(handle: WorkflowHandle, name: str, attempt: int = 1) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 
 async def activity_calls(handle: WorkflowHandle) -> list[tuple[str, bool]]:
@@ -42,3 +42,25 @@ async def last_attempts(handle: WorkflowHandle) -> dict[str, int]:
 
 async def event_types(handle: WorkflowHandle) -> list[int]:
     return [event.event_type async for event in handle.fetch_history_events()]
+
+
+async def no_task_failures(handle: WorkflowHandle) -> None:
+    """Assert that no workflow task of the run failed (a replay that went wrong, a bad input)."""
+    failed = [
+        e
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    assert failed == [], f"{handle.id}: {failed[0].workflow_task_failed_event_attributes.failure.message}"
+
+
+async def run_histories(client: Client, workflow_id: str, first_run_id: str | None) -> list[WorkflowHistory]:
+    """Every run's history, first to last, following continue-as-new."""
+    histories, run_id = [], first_run_id
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.append(history)
+        last = history.events[-1]
+        if not last.HasField("workflow_execution_continued_as_new_event_attributes"):
+            return histories
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id

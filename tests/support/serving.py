@@ -7,10 +7,9 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests.support.net import free_port
 from tests.support.paths import ROOT, TESTS
 
 JS = TESTS / "js"
@@ -38,13 +38,17 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    address: str, log: Path, *options: str, env: Mapping[str, str] | None = None
+    address: str,
+    log: Path,
+    *options: str,
+    serve: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Served]:
-    """``starter.py [OPTIONS] serve --port N`` against ``address``, its stderr in ``log``; ``env``
-    adds to (or overrides) the test process's environment, for the serve process only."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """``starter.py [OPTIONS] serve --port N [SERVE]`` against ``address``, once it accepts
+    connections, its stderr in ``log``. ``env`` adds to (or overrides) the test process's environment
+    for the serve process only; the test process's own AGENT_SERVE_* settings are left out."""
+    port = free_port()
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("AGENT_SERVE_")}
     with log.open("w") as err:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -53,13 +57,15 @@ async def serving(
             "serve",
             "--port",
             str(port),
+            *serve,
             cwd=ROOT,
-            env=os.environ | {"TEMPORAL_ADDRESS": address, **(env or {})},
+            env=environ | {"TEMPORAL_ADDRESS": address, **(env or {})},
             stdout=asyncio.subprocess.DEVNULL,
             stderr=err,
         )
     try:
         for _ in range(300):
+            assert proc.returncode is None, log.read_text()
             try:
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
                 writer.close()
@@ -68,7 +74,8 @@ async def serving(
                 await asyncio.sleep(0.1)
         yield Served("127.0.0.1", port, log)
     finally:  # Ctrl-C: the server ends as a person ends it (and its coverage data is written)
-        proc.send_signal(signal.SIGINT)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
         try:
             await asyncio.wait_for(proc.wait(), timeout=30)
         except TimeoutError:

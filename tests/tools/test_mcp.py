@@ -27,8 +27,9 @@ from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types, last_attempts
+from tests.support.net import free_port
 from tests.support.paths import ROOT
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.config import CallPolicy, MCPServerConfig
@@ -47,17 +48,11 @@ def _time_server(**kwargs) -> MCPServerConfig:
     return MCPServerConfig(name="time", command="mcp-server-time", args=["--local-timezone", "UTC"], **kwargs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class HTTPServer:
     """tests/support/mcp_http_server.py in a process of its own, so a test can swap its tool list."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self._process: subprocess.Popen | None = None
 
@@ -337,14 +332,11 @@ async def test_the_token_never_enters_history(env: Env, http_server: HTTPServer)
 
 
 async def test_a_worker_refuses_inline_servers_unless_allowed(client: Client, tmp_path: Path) -> None:
-    queue = f"strict-{uuid.uuid4().hex[:8]}"
     # The clock agent's server with other arguments: a command the worker's agent files never name.
     server = _time_server().model_copy(update={"args": ["--local-timezone", "Europe/Paris"]})
     agent = scripted_agent(step("hi"), tools=[], mcp_servers=[server])
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path, allow_inline_mcp=False):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"strict-{uuid.uuid4().hex[:8]}", task_queue=queue
-        )
+    async with running_worker(client, tmp_path, allow_inline_mcp=False) as worker:
+        handle = await worker.start(conversation(agent))
         with pytest.raises(WorkflowFailureError) as info:
             await handle.result()
     assert (info.value.cause.type, info.value.cause.message) == (

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from durable_agents.encryption import (
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.compose import COMPOSE_FILE, load_yaml_subset
+from tests.support.net import free_port
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow
 
@@ -569,9 +569,7 @@ def test_serve_command_refuses_a_malformed_key_with_exit_code_2() -> None:
 
 
 def test_serve_command_decodes_with_the_key_from_the_environment_and_stops_on_sigterm() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {"AGENT_ENCRYPTION_KEY": f"new:{B64_B},old:{B64_A}", "AGENT_CODEC_TOKEN": TOKEN}
     process = codec_cli("serve", "--port", str(port), env=env)
     try:
@@ -604,7 +602,7 @@ def test_compose_codec_server_runs_codec_py_on_the_port_the_web_ui_calls() -> No
         name: {"AGENT_ENCRYPTION_KEY": f"k:{B64_A}", "AGENT_CODEC_TOKEN": TOKEN}[name]
         for name in service["environment"]
     }
-    port = _free_port()
+    port = free_port()
     args = [*command[2:3], "--host", "127.0.0.1", "--port", str(port)]
     process = codec_cli(*args, env=passed)
     try:
@@ -624,9 +622,3 @@ def test_compose_codec_server_runs_codec_py_on_the_port_the_web_ui_calls() -> No
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
     assert process.returncode == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -26,13 +25,15 @@ from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client
 
 from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
-from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.encryption import EncryptionCodec
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending
+from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
+from tests.support.workers import running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationHistory, MessageInput
 from workflows.messages import UserMessage
@@ -78,7 +79,6 @@ async def test_signals_updates_queries_and_memos_reach_the_server_encrypted(
     server: EmbeddedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await _client(server, monkeypatch, f"k1:{B64_A}")
-    queue = f"crypt-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(
         step("", ("write_file", {"path": "k.txt", "content": "k"})),
         step("first: {last_result}"),
@@ -87,14 +87,8 @@ async def test_signals_updates_queries_and_memos_reach_the_server_encrypted(
         tools=["write_file"],
         chat=True,
     )
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, SECRET_PROMPT),
-            id=f"crypt-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            memo={"ticket": SECRET_MEMO},
-        )
+    async with running_worker(client, tmp_path) as worker:
+        handle = await worker.start(conversation(agent, SECRET_PROMPT), memo={"ticket": SECRET_MEMO})
         await wait_for_pending(handle)
         await handle.signal(AgentWorkflow.post_message, MessageInput(text=SECRET_SIGNAL))  # a signal
         await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="nobody", by=SECRET_DECIDER))
@@ -145,15 +139,9 @@ async def test_the_payload_store_holds_encrypted_payloads(
     server: EmbeddedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await _client(server, monkeypatch, f"k1:{B64_A}")
-    queue = f"crypt-store-{uuid.uuid4().hex[:8]}"
     prompt = "Kestrel " * (PAYLOAD_THRESHOLD // 8 + 512)  # over the threshold
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(scripted_agent(step("read it")), prompt),
-            id=f"crypt-store-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path) as worker:
+        handle = await worker.start(conversation(scripted_agent(step("read it")), prompt))
         assert (await handle.result()).final_text == "read it"
 
     plain = await Client.connect(server.address)
@@ -222,7 +210,7 @@ async def test_a_worker_missing_a_key_loses_nothing_once_the_key_is_there(
             AgentWorkflow.run,
             conversation(agent, "charge 7"),
             id=f"crypt-keys-{uuid.uuid4().hex[:8]}",
-            task_queue=worker._env["AGENT_TASK_QUEUE"],
+            task_queue=worker.task_queue,
         )
         for _ in range(600):
             if failures := await _task_failures(plain, handle.id):
@@ -251,9 +239,7 @@ async def test_a_worker_missing_a_key_loses_nothing_once_the_key_is_there(
 @pytest.fixture
 def codec_server() -> Iterator[str]:
     """``codec.py serve`` as the README starts it, with a token; its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = os.environ | {"AGENT_ENCRYPTION_KEY": f"k1:{B64_A}", "AGENT_CODEC_TOKEN": "codec-token"}
     process = subprocess.Popen(
         [sys.executable, "codec.py", "serve", "--port", str(port)],
@@ -276,7 +262,6 @@ async def test_the_temporal_cli_reads_and_writes_through_the_codec_server(
     server: EmbeddedServer, codec_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await _client(server, monkeypatch, f"k1:{B64_A}")
-    queue = f"crypt-cli-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(
         step("", ("write_file", {"path": "k.txt", "content": "kestrel"})),
         step("{last_result}"),
@@ -284,21 +269,12 @@ async def test_the_temporal_cli_reads_and_writes_through_the_codec_server(
     )
     codec = ["--codec-endpoint", codec_server, "--codec-auth", "Bearer codec-token"]
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [temporal_cli(), *args, "--address", server.address]
-        return subprocess.run(command, capture_output=True, text=True, timeout=60)
-
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, SECRET_PROMPT),
-            id=f"crypt-cli-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path) as worker:
+        handle = await worker.start(conversation(agent, SECRET_PROMPT))
         await wait_for_pending(handle)
         decision = {"call_id": "call_1_0", "approve": True, "by": SECRET_DECIDER}
-        decided = await asyncio.to_thread(
-            cli, "workflow", "update", "execute", "--workflow-id", handle.id, "--name", "decide",
+        decided = await temporal(
+            server, "workflow", "update", "execute", "--workflow-id", handle.id, "--name", "decide",
             "--input", json.dumps(decision), "-o", "json", *codec,
         )  # fmt: skip
         assert decided.returncode == 0, decided.stderr
@@ -314,8 +290,8 @@ async def test_the_temporal_cli_reads_and_writes_through_the_codec_server(
     accepted = [meta for path, meta, _ in _payloads(history) if "UpdateAccepted" in path]
     assert [meta["encoding"] for meta in accepted] == [ENCRYPTED]
     # `workflow show` decrypts with the codec server, and shows ciphertext without it.
-    shown = await asyncio.to_thread(cli, "workflow", "show", "--workflow-id", handle.id, "-o", "json", *codec)
-    opaque = await asyncio.to_thread(cli, "workflow", "show", "--workflow-id", handle.id, "-o", "json")
+    shown = await temporal(server, "workflow", "show", "--workflow-id", handle.id, "-o", "json", *codec)
+    opaque = await temporal(server, "workflow", "show", "--workflow-id", handle.id, "-o", "json")
     assert (shown.returncode, opaque.returncode) == (0, 0), shown.stderr + opaque.stderr
     for output, encoding, readable in ((shown, b"json/plain", True), (opaque, ENCRYPTED, False)):
         payloads = list(_payloads(json.loads(output.stdout)))

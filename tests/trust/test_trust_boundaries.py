@@ -23,14 +23,13 @@ from durable_agents.codec_cli import make_codec_server
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.encryption import EncryptionCodec
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import refusal, starter, temporal, temporal_decide, temporal_revoke, temporal_signal
 from tests.support.conversations import child_workspace, delegating, wait_for_pending, workspace_of
 from tests.support.history import activity_types
 from tests.support.paths import ROOT
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec, ApprovalPolicy
 from workflows.messages import ModelSettings
@@ -165,9 +164,8 @@ async def test_decide_at_the_parent_answers_why_not_when_the_sub_agent_does_not_
         step("", ("ask_terse-scribe", {"task": "note"})), step("{last_result}"), tools=[],
         subagents=["terse-scribe"],
     )  # fmt: skip
-    queue = f"tq-{uuid.uuid4().hex[:10]}"
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path, agents={scribe.name: scribe}):
-        parent = await Env(client=client, task_queue=queue, workspace=tmp_path).start(conversation(top))
+    async with running_worker(client, tmp_path, agents={scribe.name: scribe}) as worker:
+        parent = await worker.start(conversation(top))
         await wait_for_pending(parent)
 
         # The parent's bound on a reason (the default) takes these 29 bytes; the scribe's (10) drops them.
@@ -495,13 +493,8 @@ async def test_the_readme_s_temporal_cli_decisions_work_with_encryption_on(
     }
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     try:
-        async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path):
-            handle = await client.start_workflow(
-                AgentWorkflow.run,
-                conversation(agent),
-                id=f"trust-{uuid.uuid4().hex[:8]}",
-                task_queue=task_queue,
-            )
+        async with running_worker(client, tmp_path, task_queue=task_queue) as worker:
+            handle = await worker.start(conversation(agent))
             await wait_for_pending(handle, 3)
             for i, command in enumerate(commands):  # each on a call of its own
                 line = command.replace("demo-1a2b3c4d", handle.id).replace("call_3_0", f"call_1_{i}")

@@ -12,7 +12,7 @@ import random
 import signal
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,10 +23,11 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
+from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import running_activity, wait_for_pending
-from tests.support.history import last_attempts
+from tests.support.history import last_attempts, no_task_failures
+from tests.support.net import free_port
 from tests.support.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow
@@ -39,34 +40,17 @@ POLLS = 1200
 """Polls, 50 ms apart, before a wait gives up (a minute, more on a loaded machine)."""
 
 
-@pytest.fixture
-def workers(server: EmbeddedServer, tmp_path: Path) -> Iterator[tuple[WorkerProcess, Path]]:
-    effects = tmp_path / "effects.txt"
-    process = WorkerProcess(server.address, f"faults-{uuid.uuid4().hex}", effects)
-    yield process, effects
-    process.kill()
-
-
 async def _start(client: Client, worker: WorkerProcess, agent, **kwargs) -> WorkflowHandle:
     return await client.start_workflow(
         AgentWorkflow.run,
         conversation(agent, **kwargs),
         id=f"fault-{uuid.uuid4().hex}",
-        task_queue=worker._env["AGENT_TASK_QUEUE"],
+        task_queue=worker.task_queue,
     )
 
 
-async def _no_task_failures(handle: WorkflowHandle) -> None:
-    failed = [
-        e
-        async for e in handle.fetch_history_events()
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-    ]
-    assert failed == []
-
-
-async def test_worker_killed_during_a_model_call(client: Client, workers) -> None:
-    worker, _ = workers
+async def test_worker_killed_during_a_model_call(client: Client, worker_process: WorkerProcess) -> None:
+    worker = worker_process
     worker.start()
     agent = scripted_agent(
         step("", ("add", {"a": 20, "b": 22})),
@@ -81,13 +65,15 @@ async def test_worker_killed_during_a_model_call(client: Client, workers) -> Non
 
     assert (await handle.result()).final_text == "The answer is 42."
     assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
-    await _no_task_failures(handle)
+    await no_task_failures(handle)
 
 
-async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: Client, workers) -> None:
+async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(
+    client: Client, worker_process: WorkerProcess
+) -> None:
     """Not at the heartbeat timeout (ten minutes here): the replacement finds the dead worker's lease
     (durable_agents/lost_calls.py) and fails the attempt it was running, and Temporal retries it."""
-    worker, _ = workers
+    worker = worker_process
     worker.start()
     agent = scripted_agent(
         ScriptStep(text="done", delay_seconds=4),
@@ -107,7 +93,7 @@ async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(client: 
     ]
     assert [(s.attempt, s.last_failure.application_failure_info.type) for s in started] == [(2, "WorkerLost")]
     assert started[0].last_failure.message.endswith("stopped while running this attempt")
-    await _no_task_failures(handle)
+    await no_task_failures(handle)
     # Nor did its next workflow task wait for the dead worker's sticky queue until it timed out.
     timed_out = [
         e
@@ -146,8 +132,8 @@ async def _scheduled(handle: WorkflowHandle) -> list[str]:
     ]
 
 
-async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None:
-    worker, _ = workers
+async def test_worker_killed_during_a_slow_tool(client: Client, worker_process: WorkerProcess) -> None:
+    worker = worker_process
     worker.start()
     agent = scripted_agent(
         step("", ("slow_step", {"seconds": 4})), step("{last_result}"), tools=["slow_step"]
@@ -160,11 +146,13 @@ async def test_worker_killed_during_a_slow_tool(client: Client, workers) -> None
 
     assert (await handle.result()).final_text == "slept 4s"
     assert await _scheduled(handle) == ["call_model", "run_tool", "call_model"]
-    await _no_task_failures(handle)
+    await no_task_failures(handle)
 
 
-async def test_worker_killed_while_waiting_for_approval(client: Client, workers) -> None:
-    worker, _ = workers
+async def test_worker_killed_while_waiting_for_approval(
+    client: Client, worker_process: WorkerProcess
+) -> None:
+    worker = worker_process
     worker.start()
     agent = scripted_agent(step("", ("write_file", {"path": "a.txt", "content": "a"})), step("{last_result}"))
     agent.tools.append("write_file")
@@ -178,11 +166,13 @@ async def test_worker_killed_while_waiting_for_approval(client: Client, workers)
 
     assert (record.state, record.by) == ("approved", "alice")
     assert (await handle.result()).final_text == "Wrote 1 bytes to a.txt."
-    await _no_task_failures(handle)
+    await no_task_failures(handle)
 
 
-async def test_effect_is_applied_once_when_the_worker_dies_after_it(client: Client, workers) -> None:
-    worker, effects = workers
+async def test_effect_is_applied_once_when_the_worker_dies_after_it(
+    client: Client, worker_process: WorkerProcess
+) -> None:
+    worker, effects = worker_process, worker_process.effects
     worker.start(FAULT_AFTER_EFFECT="20")
     agent = scripted_agent(step("", ("charge", {"amount": 30})), step("{last_result}"), tools=["charge"])
     handle = await _start(client, worker, agent)
@@ -225,8 +215,10 @@ async def _tool_runs(handle: WorkflowHandle) -> dict[str, list[int]]:
     return events
 
 
-async def test_soak_50_conversations_survive_repeated_worker_kills(client: Client, workers) -> None:
-    worker, effects = workers
+async def test_soak_50_conversations_survive_repeated_worker_kills(
+    client: Client, worker_process: WorkerProcess
+) -> None:
+    worker, effects = worker_process, worker_process.effects
     slow_paperwork = {"FAULT_AFTER_EFFECT": "1"}  # each charge stays in flight 1 s after its effect
     worker.start(**slow_paperwork)
     rng = random.Random(7)
@@ -272,7 +264,7 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(client: Clien
         assert [c.call_id for c in result.tool_calls] == ["call_1_0", "call_2_0"]
         assert await _tool_runs(handle) == {c: [scheduled, completed] for c in ("call_1_0", "call_2_0")}
         assert (await _scheduled(handle)).count("call_model") == 3
-        await _no_task_failures(handle)
+        await no_task_failures(handle)
         retried += (await last_attempts(handle))["run_tool"] > 1
     assert retried >= 1  # the kills did interrupt charges: the test exercised the duplicate risk
 
@@ -309,11 +301,7 @@ class DevServerProcess:
 
 @pytest.fixture
 async def dev_server(tmp_path: Path) -> AsyncIterator[DevServerProcess]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     process = DevServerProcess(tmp_path / "server.db", port)
     await process.start()
     yield process

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from activities.tools import default_registry
-from durable_agents.dev_server import EmbeddedServer
 from durable_agents.plugin import build_worker
 from durable_agents.starter_cli import send_message
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.fault_worker import charge, slow_step
+from tests.support.history import run_histories
 from tests.support.processes import WorkerProcess
 from workflows.activity_io import ToolInvocation
 from workflows.agent import AgentWorkflow
@@ -29,33 +28,6 @@ from workflows.config import ApprovalPolicy
 from workflows.records import Decision
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture
-def worker_process(server: EmbeddedServer, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(server.address, f"promise-{uuid.uuid4().hex[:8]}", tmp_path / "effects.txt")
-    yield process
-    process.kill()
-
-
-def _queue(worker: WorkerProcess) -> str:
-    return worker._env["AGENT_TASK_QUEUE"]
-
-
-def _effects(worker: WorkerProcess) -> Path:
-    return Path(worker._env["FAULT_EFFECTS"])
-
-
-async def _runs(client: Client, handle: WorkflowHandle) -> list[WorkflowHistory]:
-    """The history of every run of a closed conversation, first to last (following continue-as-new)."""
-    histories, run_id = [], handle.first_execution_run_id
-    while True:
-        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
-        histories.append(history)
-        last = history.events[-1]
-        if not last.HasField("workflow_execution_continued_as_new_event_attributes"):
-            return histories
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
 async def _scheduled(client: Client, histories: list[WorkflowHistory]) -> tuple[int, Counter[str]]:
@@ -111,7 +83,7 @@ async def test_follow_ups_are_answered_in_order_and_none_is_duplicated_across_ru
         AgentWorkflow.run,
         conversation(agent, "message 1"),
         id=f"promise-order-{uuid.uuid4().hex[:8]}",
-        task_queue=_queue(worker_process),
+        task_queue=worker_process.task_queue,
     )
     latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
     for n in range(2, 6):  # queued while the first is answered
@@ -126,14 +98,14 @@ async def test_follow_ups_are_answered_in_order_and_none_is_duplicated_across_ru
     expected = [(f"m{n}", f"reply to message {n}: charged {n} EUR") for n in range(1, 7)]
     assert [(r.message_id, r.text) for r in result.replies] == expected
     assert (sixth.message_id, sixth.text) == expected[-1]
-    histories = await _runs(client, handle)
+    histories = await run_histories(client, handle.id, handle.first_execution_run_id)
     # Runs roll over after each model call, except while a send_message update waits for its reply.
     assert len(histories) == result.runs > 2
     model_calls, tool_calls = await _scheduled(client, histories)
     assert model_calls == result.model_calls == 12
     assert tool_calls == {f"call_{2 * n - 1}_0": 1 for n in range(1, 7)}
     key = f"{handle.id}/{handle.first_execution_run_id}"
-    assert sorted(_effects(worker_process).read_text().splitlines()) == sorted(
+    assert sorted(worker_process.effects.read_text().splitlines()) == sorted(
         f"{key}/call_{2 * n - 1}_0 {n}" for n in range(1, 7)
     )
     assert _task_failures(histories) == []
@@ -158,7 +130,7 @@ async def test_a_rejected_or_timed_out_call_never_runs_whatever_crashes_and_repl
         AgentWorkflow.run,
         conversation(agent, "charge me"),
         id=f"promise-reject-{uuid.uuid4().hex[:8]}",
-        task_queue=_queue(worker_process),
+        task_queue=worker_process.task_queue,
     )
     await wait_for_pending(handle)
     await handle.execute_update(
@@ -171,11 +143,11 @@ async def test_a_rejected_or_timed_out_call_never_runs_whatever_crashes_and_repl
     worker_process.kill()
 
     # From here on a worker that caches nothing: every workflow task replays the whole run.
-    monkeypatch.setenv("FAULT_EFFECTS", str(_effects(worker_process)))
+    monkeypatch.setenv("FAULT_EFFECTS", str(worker_process.effects))
     registry = default_registry(charge, slow_step)
     async with build_worker(
         client,
-        task_queue=_queue(worker_process),
+        task_queue=worker_process.task_queue,
         registry=registry,
         workspace_root=tmp_path,
         max_cached_workflows=0,
@@ -196,9 +168,9 @@ async def test_a_rejected_or_timed_out_call_never_runs_whatever_crashes_and_repl
         ("call_1_0", "charge", "rejected", "bob"),
         ("call_3_0", "slow_step", "timed_out", "system"),
     ]
-    histories = await _runs(client, handle)
+    histories = await run_histories(client, handle.id, handle.first_execution_run_id)
     assert len(histories) >= 2
     _, tool_calls = await _scheduled(client, histories)
     assert tool_calls == {"call_1_1": 1}  # add ran; charge and slow_step were never scheduled
-    assert not _effects(worker_process).exists()  # nothing was ever charged
+    assert not worker_process.effects.exists()  # nothing was ever charged
     assert _task_failures(histories) == []  # every replay reached the same decisions

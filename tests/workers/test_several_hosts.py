@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowHandle
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import running_activity, wait_for_pending
+from tests.support.history import no_task_failures
 from tests.support.host_worker import big_text
 from tests.support.hosts import AUTO, TOOLS, Host
 from tests.support.paths import ROOT
@@ -62,11 +63,6 @@ async def _start(client: Client, task_queue: str, agent, prompt: str = "go", **k
 
 async def _events(handle: WorkflowHandle) -> list:
     return [e async for e in handle.fetch_history_events()]
-
-
-async def _no_task_failures(handle: WorkflowHandle) -> None:
-    failed = [e for e in await _events(handle) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-    assert failed == [], f"{handle.id}: {failed[0].workflow_task_failed_event_attributes.failure.message}"
 
 
 async def test_twenty_conversations_on_two_hosts_with_large_payloads_complete_and_read_back_elsewhere(
@@ -171,7 +167,7 @@ async def test_an_effect_happens_once_when_the_retry_runs_on_the_other_host(
         and e.activity_task_started_event_attributes.attempt == 2
     ]
     assert started.identity.startswith(f"{b.proc.pid}@")  # type: ignore[union-attr]
-    await _no_task_failures(handle)
+    await no_task_failures(handle)
 
 
 async def test_files_and_transcripts_follow_a_conversation_from_host_to_host(
@@ -226,7 +222,7 @@ async def test_files_and_transcripts_follow_a_conversation_from_host_to_host(
         # ~13 KB a turn on every host; a store gap would record the 60 KB prompt again.
         assert max(growth) < 20_000, f"{handle.id}: history grew by {growth} bytes per turn"
         assert max(growth) - min(growth) < 6_000, f"{handle.id}: history grew by {growth} bytes per turn"
-        await _no_task_failures(handle)
+        await no_task_failures(handle)
     await asyncio.gather(*(h.signal(AgentWorkflow.end) for h in handles))
 
 
@@ -265,7 +261,7 @@ async def test_a_postgresql_restart_during_a_burst_loses_and_repeats_nothing(
     charged = sorted(effects.read_text().splitlines())
     assert charged == sorted(f"{h.id}/{h.first_execution_run_id}/call_2_0 {n}" for n, h in enumerate(handles))
     for handle in handles:
-        await _no_task_failures(handle)
+        await no_task_failures(handle)
 
 
 async def _lease(url: str, host: Host) -> dict | None:
@@ -345,4 +341,4 @@ async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_wit
             e for e in await _events(handle) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
         ]
         assert timed_out == [], handle.id
-        await _no_task_failures(handle)
+        await no_task_failures(handle)

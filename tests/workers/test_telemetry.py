@@ -6,7 +6,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,12 +24,11 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.plugin import build_worker
 from durable_agents.telemetry import JsonFormatter
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.net import free_port
 from tests.support.paths import ROOT
-from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
+from tests.support.workers import Env, running_worker
 
 
 class _Lines(logging.Handler):
@@ -88,14 +86,8 @@ async def test_log_lines_carry_workflow_run_iteration_and_call_id(env: Env, json
     assert calls == [1, 2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_worker_serves_temporal_metrics_for_prometheus(server: EmbeddedServer) -> None:
-    port, queue = _free_port(), f"metrics-{uuid.uuid4().hex}"
+    port, queue = free_port(), f"metrics-{uuid.uuid4().hex}"
     env = os.environ | {"TEMPORAL_ADDRESS": server.address, "AGENT_TASK_QUEUE": queue}
     proc = subprocess.Popen(
         [sys.executable, "worker.py", "--metrics-port", str(port), "--log-format", "json"],
@@ -147,11 +139,8 @@ async def test_one_trace_per_conversation_spans_model_and_tool_calls(
         interceptors=[TracingInterceptor(provider.get_tracer("test"))],
     )
     agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
-    queue = f"traced-{uuid.uuid4().hex}"
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"traced-{uuid.uuid4().hex}", task_queue=queue
-        )
+    async with running_worker(client, tmp_path) as worker:
+        handle = await worker.start(conversation(agent))
         await handle.result()
     spans = exporter.get_finished_spans()
 

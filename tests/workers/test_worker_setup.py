@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +21,7 @@ from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting
+from tests.support.net import free_port
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow
 
@@ -66,7 +66,7 @@ async def test_the_worker_cli_reads_the_cache_size_from_the_environment(
 ) -> None:
     """``python worker.py`` with AGENT_MAX_CACHED_WORKFLOWS=1: three conversations parked for
     approval, and its sticky cache (from its own metrics) holds what the setting says."""
-    queue, port = f"cache-{uuid.uuid4().hex}", _free_port()
+    queue, port = f"cache-{uuid.uuid4().hex}", free_port()
     environment = {
         "TEMPORAL_ADDRESS": server.address,
         "AGENT_TASK_QUEUE": queue,
@@ -94,12 +94,6 @@ async def test_the_worker_cli_reads_the_cache_size_from_the_environment(
         process.wait(timeout=30)
     evictions = metrics.get("temporal_sticky_cache_total_forced_eviction", 0)  # absent until one happens
     assert (metrics["temporal_sticky_cache_size"], evictions) == (cached, evicted)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _metrics(port: int) -> dict[str, float]:

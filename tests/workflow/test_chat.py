@@ -14,29 +14,20 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.conversations import SQLiteConversationStore
-from tests.support.conversations import wait_for_pending
+from tests.support.conversations import until_queued, until_state, wait_for_pending
 from tests.support.history import activity_types, event_types
-from tests.support.workers import Env
+from tests.support.servers import HISTORY_LENGTH, start_dev_server
+from tests.support.workers import Env, running_worker
 from workflows.activity_io import ModelCallInput
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.messages import ToolResultMessage, UserMessage
 from workflows.records import ApprovalSignal, Decision
 from workflows.state import ConversationState
-
-
-async def _wait_for_state(handle, state: str, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if (await handle.query(AgentWorkflow.status)).state == state:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never reached state {state}")
 
 
 async def test_three_follow_up_messages_with_tool_calls_between(env: Env) -> None:
@@ -51,7 +42,7 @@ async def test_three_follow_up_messages_with_tool_calls_between(env: Env) -> Non
         chat=True,
     )
     handle = await env.start(conversation(agent, "1 + 2?"))
-    await _wait_for_state(handle, "idle")
+    await until_state(handle, "idle")
 
     second = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="3 * 4?"))
     third = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="10 - 4?"))
@@ -123,7 +114,7 @@ async def test_iteration_limit_applies_per_message_and_model_calls_per_conversat
     loop = [step(f"step {i}", ("add", {"a": i, "b": 0})) for i in range(1, 20)]
     agent = scripted_agent(*loop, chat=True, max_iterations=2, on_limit="stop", max_model_calls=5)
     handle = await env.start(conversation(agent, "go"))
-    await _wait_for_state(handle, "idle")
+    await until_state(handle, "idle")
     second = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="again"))
     third = await handle.execute_update(AgentWorkflow.send_message, MessageInput(text="and again"))
     await handle.signal(AgentWorkflow.end)
@@ -147,18 +138,7 @@ A run waiting for its approval has some 25; each message posted meanwhile adds 4
 async def suggesting_server() -> AsyncIterator[Client]:
     """A dev server of its own that suggests continue-as-new early, so a run waiting for a person
     rolls over on Temporal's own suggestion within the test."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=data_converter(),
-        ip="127.0.0.1",
-        ui=False,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_existing_path=temporal_cli(),
-        dev_server_extra_args=[
-            *dev_server_flags(),
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
-        ],
-    )
+    env = await start_dev_server((HISTORY_LENGTH, SUGGEST_AT))
     yield env.client
     await env.shutdown()
 
@@ -185,13 +165,8 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
         *[step("and {user}") for _ in range(8)],
         tools=["write_file"],
     )
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, "first"),
-            id=f"rollover-{uuid.uuid4().hex}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(agent, "first"))
         first_run = handle.first_execution_run_id
         [requested] = await wait_for_pending(handle)
         # Messages posted while the first run waits for a person grow its history until
@@ -202,7 +177,7 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
             assert len(sent) < 8, "Temporal never suggested continuing as new"
             sent.append(f"message {len(sent) + 2}")
             await latest.signal(AgentWorkflow.post_message, MessageInput(text=sent[-1]))
-            await _until_queued(latest, len(sent))
+            await until_queued(latest, len(sent))
         second_run = (await latest.describe()).run_id
 
         carried = await _carried_state(client, handle.id, first_run)
@@ -232,15 +207,6 @@ async def test_continue_as_new_carries_pending_approval_and_queued_message(
     assert history.messages == result.messages
 
 
-async def _until_queued(handle: WorkflowHandle, count: int) -> None:
-    """Wait until the conversation (whichever run) holds ``count`` queued messages."""
-    for _ in range(400):
-        if (await handle.query(AgentWorkflow.status)).queued_messages == count:
-            return
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"never {count} queued messages")
-
-
 async def test_truncates_an_oversized_tool_output(env: Env) -> None:
     class Big:
         @staticmethod
@@ -250,18 +216,10 @@ async def test_truncates_an_oversized_tool_output(env: Env) -> None:
             return "x" * 50_000
 
     agent = scripted_agent(step("", ("big", {})), step("ok"), tools=["big"])
-    async with build_worker(
-        env.client,
-        task_queue="big-" + env.task_queue,
-        registry=default_registry(Big.big),
-        workspace_root=env.workspace,
-    ):
-        handle = await env.client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent),
-            id=f"big-{uuid.uuid4().hex}",
-            task_queue="big-" + env.task_queue,
-        )
+    async with running_worker(
+        env.client, env.workspace, task_queue="big-" + env.task_queue, registry=default_registry(Big.big)
+    ) as worker:
+        handle = await worker.start(conversation(agent))
         result = await handle.result()
     content = next(m for m in result.messages if isinstance(m, ToolResultMessage)).content
     assert content == "x" * 20_000 + "\n[output truncated: 50000 characters, the first 20000 shown]"
@@ -318,20 +276,15 @@ async def test_a_lost_conversation_store_is_refilled_from_the_workflow(env: Env,
         tools=["write_file"],
     )
     queue = "gap-" + env.task_queue
-    async with build_worker(
-        env.client,
-        task_queue=queue,
-        store=SQLiteConversationStore(tmp_path / "a.db"),
-        workspace_root=tmp_path,
-    ):
-        handle = await env.client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"gap-{uuid.uuid4().hex}", task_queue=queue
-        )
+    async with running_worker(
+        env.client, tmp_path, task_queue=queue, store=SQLiteConversationStore(tmp_path / "a.db")
+    ) as worker:
+        handle = await worker.start(conversation(agent))
         await wait_for_pending(handle)  # nothing in flight: the first worker may go
     # The store loses the conversation (restored from an old backup, say) before the next step.
     refilled = SQLiteConversationStore(tmp_path / "a.db")
     sqlite3.connect(tmp_path / "a.db").execute("DELETE FROM messages").connection.commit()
-    async with build_worker(env.client, task_queue=queue, store=refilled, workspace_root=tmp_path):
+    async with running_worker(env.client, tmp_path, task_queue=queue, store=refilled):
         await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0"))
         result = await handle.result()
 

@@ -19,21 +19,18 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.assembly import AgentActivities
 from activities.hooks import default_hooks, hook
 from activities.tools import default_registry
-from durable_agents.connection import SEARCH_ATTRIBUTES
-from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
-from durable_agents.dev_server import dev_server_flags, temporal_cli
-from durable_agents.plugin import build_worker
+from durable_agents.converter import PAYLOAD_THRESHOLD
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending
-from tests.support.history import activity_types
-from tests.support.workers import Env
+from tests.support.conversations import until_queued, until_state, wait_for_pending
+from tests.support.history import activity_types, run_histories
+from tests.support.servers import HISTORY_LENGTH, HISTORY_SIZE, start_dev_server
+from tests.support.workers import Env, running_worker
 from workflows.activity_io import HookContext, HookDecision, HookInvocation, ModelCallInput
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
@@ -50,48 +47,25 @@ SUGGEST_AFTER_BYTES = 30_000
 """History size from which one of them suggests it (default 4 MiB); a model call adds ~3.5 KB here."""
 
 
-async def _server(setting: str, value: int) -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        data_converter=data_converter(),
-        ip="127.0.0.1",
-        ui=False,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_existing_path=temporal_cli(),
-        dev_server_extra_args=[*dev_server_flags(), "--dynamic-config-value", f"{setting}={value}"],
-    )
-
-
 @pytest.fixture(
     params=[
-        ("limit.historyCount.suggestContinueAsNew", SUGGEST_AFTER_EVENTS),
-        ("limit.historySize.suggestContinueAsNew", SUGGEST_AFTER_BYTES),
+        (HISTORY_LENGTH, SUGGEST_AFTER_EVENTS),
+        (HISTORY_SIZE, SUGGEST_AFTER_BYTES),
     ],
     ids=["history-length", "history-size"],
 )
 async def suggesting(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
     """A dev server of its own that suggests continue-as-new early (by length, or by size)."""
-    env = await _server(*request.param)
+    env = await start_dev_server(request.param)
     yield env.client
     await env.shutdown()
 
 
 @pytest.fixture
 async def suggesting_by_length() -> AsyncIterator[Client]:
-    env = await _server("limit.historyCount.suggestContinueAsNew", SUGGEST_AFTER_EVENTS)
+    env = await start_dev_server((HISTORY_LENGTH, SUGGEST_AFTER_EVENTS))
     yield env.client
     await env.shutdown()
-
-
-async def _runs(client: Client, workflow_id: str, first_run_id: str | None) -> list[WorkflowHistory]:
-    """Every run's history, first to last, following continue-as-new."""
-    histories, run_id = [], first_run_id
-    while True:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        histories.append(history)
-        last = history.events[-1]
-        if not last.HasField("workflow_execution_continued_as_new_event_attributes"):
-            return histories
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
 async def _carried(client: Client, history: WorkflowHistory) -> ConversationState:
@@ -128,16 +102,14 @@ async def test_continues_as_new_between_steps_when_temporal_suggests_it(
         step("done: {last_result}"),
         max_iterations=12,
     )  # continue_as_new_after unset: only Temporal's suggestion rolls it over
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent), id=f"suggest-{uuid.uuid4().hex[:8]}", task_queue=queue
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(agent))
         result = await handle.result()
         history = await client.get_workflow_handle_for(AgentWorkflow.run, handle.id).query(
             AgentWorkflow.history
         )
 
-    runs = await _runs(client, handle.id, handle.first_execution_run_id)
+    runs = await run_histories(client, handle.id, handle.first_execution_run_id)
     assert len(runs) == result.runs >= 2
     assert result.final_text == "done: 110"
     assert [c.content for c in result.tool_calls] == [str(i + 100) for i in range(1, 11)]
@@ -155,12 +127,10 @@ async def test_continues_as_new_between_steps_when_temporal_suggests_it(
 async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_path: Path) -> None:
     client, queue = suggesting_by_length, f"idle-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(step("hello {user}"), step("again {user}"), chat=True)
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run, conversation(agent, "one"), id=f"idle-{uuid.uuid4().hex[:8]}", task_queue=queue
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(agent, "one"))
         latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
-        await _until_state(latest, "idle")
+        await until_state(latest, "idle")
         # Decisions for calls nobody asked about are dropped, but each grows the idle run's history
         # until Temporal suggests a new run.
         sent = 0
@@ -170,13 +140,13 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
             sent += 1
             await asyncio.sleep(0.05)
         await _new_run(latest, handle.first_execution_run_id)
-        await _until_state(latest, "idle")
+        await until_state(latest, "idle")
         status = await latest.query(AgentWorkflow.status)
         reply = await latest.execute_update(AgentWorkflow.send_message, MessageInput(text="two"))
         await latest.signal(AgentWorkflow.end)
         result = await latest.result()
 
-    runs = await _runs(client, handle.id, handle.first_execution_run_id)
+    runs = await run_histories(client, handle.id, handle.first_execution_run_id)
     carried = await _carried(client, runs[0])
     assert carried.turn is None and carried.queue == []  # it rolled over with nothing to do
     assert [r.text for r in carried.replies] == ["hello one"]
@@ -185,22 +155,6 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
     assert (reply.message_id, reply.text) == ("m2", "again two")
     assert [r.text for r in result.replies] == ["hello one", "again two"]
     assert (result.runs, result.closed_by) == (2, "end_signal")
-
-
-async def _until_state(handle: WorkflowHandle, state: str) -> None:
-    for _ in range(400):
-        if (await handle.query(AgentWorkflow.status)).state == state:
-            return
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"never {state}")
-
-
-async def _until_queued(handle: WorkflowHandle, count: int) -> None:
-    for _ in range(400):
-        if (await handle.query(AgentWorkflow.status)).queued_messages == count:
-            return
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"never {count} queued messages")
 
 
 def _timers(history: WorkflowHistory) -> list[tuple[HistoryEvent, HistoryEvent]]:
@@ -228,13 +182,8 @@ async def test_continues_as_new_while_waiting_for_a_person_carrying_everything(
         hooks=HookConfig(pre_tool_use=["protect_dotfiles"]),
         approval=ApprovalPolicy(tool_deadlines={"write_file": 3600.0}),
     )
-    async with build_worker(client, task_queue=queue, workspace_root=tmp_path):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, "first"),
-            id=f"waiting-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, task_queue=queue) as worker:
+        handle = await worker.start(conversation(agent, "first"))
         first_run = handle.first_execution_run_id
         [requested] = await wait_for_pending(handle)
         # Messages posted while the run waits for a person queue up and grow its history until
@@ -245,7 +194,7 @@ async def test_continues_as_new_while_waiting_for_a_person_carrying_everything(
             assert len(sent) < 8, "Temporal never suggested continuing as new"
             sent.append(f"message {len(sent) + 2}")
             await latest.signal(AgentWorkflow.post_message, MessageInput(text=sent[-1]))
-            await _until_queued(latest, len(sent))
+            await until_queued(latest, len(sent))
         await _new_run(latest, first_run)
         assert await wait_for_pending(latest) == [requested]
         decided = await latest.execute_update(
@@ -254,7 +203,7 @@ async def test_continues_as_new_while_waiting_for_a_person_carrying_everything(
         await latest.signal(AgentWorkflow.end)
         result = await latest.result()
 
-    runs = await _runs(client, handle.id, first_run)
+    runs = await run_histories(client, handle.id, first_run)
     carried = await _carried(client, runs[0])
     assert carried.approvals == [requested]  # pending, with its deadline
     assert requested.state == "pending" and requested.deadline == requested.requested_at + timedelta(hours=1)
@@ -296,12 +245,12 @@ async def test_each_model_call_carries_only_the_messages_recorded_since_the_prev
     )
     handle = await env.start(conversation(agent, "start"))
     latest = env.client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
-    await _until_state(latest, "idle")
+    await until_state(latest, "idle")
     await latest.execute_update(AgentWorkflow.send_message, MessageInput(text="more"))
     await latest.signal(AgentWorkflow.end)
     result = await latest.result()
 
-    runs = await _runs(env.client, handle.id, handle.first_execution_run_id)
+    runs = await run_histories(env.client, handle.id, handle.first_execution_run_id)
     inputs: list[ModelCallInput] = []
     for run in runs:
         for event in run.events:
@@ -384,17 +333,9 @@ def guard(tool: str, arguments: dict, ctx: HookContext) -> HookDecision | None:
 
 
 async def test_a_hook_that_raises_blocks_the_message(client: Client, tmp_path: Path) -> None:
-    queue = f"hooks-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(step("never said"), hooks=HookConfig(user_prompt_submit=["moderation_down"]))
-    async with build_worker(
-        client, task_queue=queue, hooks=default_hooks(moderation_down), workspace_root=tmp_path
-    ):
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, "hello"),
-            id=f"hooks-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-        )
+    async with running_worker(client, tmp_path, hooks=default_hooks(moderation_down)) as worker:
+        handle = await worker.start(conversation(agent, "hello"))
         result = await handle.result()
     reason = "hook moderation_down failed: ConnectionError: moderation service unreachable"
     assert (result.final_text, result.stop_reason) == (

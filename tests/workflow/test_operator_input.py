@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import random
-import subprocess
 import uuid
 from typing import Any
 
@@ -18,16 +17,16 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     WorkflowFailureError,
-    WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending, workspace_of
-from tests.support.history import event_types
+from tests.support.history import event_types, no_task_failures
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
@@ -40,37 +39,30 @@ def _writer(**kwargs: Any):
     return scripted_agent(step("Writing.", WRITE), step("{last_result}"), tools=["write_file"], **kwargs)
 
 
-async def _cli(server: EmbeddedServer, *argv: str) -> subprocess.CompletedProcess[str]:
-    command = [temporal_cli(), *argv, "--address", server.address]
-    return await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
-
-
-async def _no_failed_tasks(handle: WorkflowHandle) -> None:
-    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in await event_types(handle)
-
-
 async def test_signals_without_input_are_dropped_and_the_conversation_goes_on(
     env: Env, server: EmbeddedServer
 ) -> None:
     handle = await env.start(conversation(_writer()))
     await wait_for_pending(handle)
     for name in ("approve", "reject", "post_message"):
-        done = await _cli(server, "workflow", "signal", "--workflow-id", handle.id, "--name", name)
+        done = await temporal(server, "workflow", "signal", "--workflow-id", handle.id, "--name", name)
         assert done.returncode == 0, done.stderr
     for name, body in (("approve", "null"), ("reject", '"call_1_0"'), ("post_message", '{"text": 5}')):
-        done = await _cli(server, "workflow", "signal", "-w", handle.id, "--name", name, "--input", body)
+        done = await temporal(server, "workflow", "signal", "-w", handle.id, "--name", name, "--input", body)
         assert done.returncode == 0, done.stderr
 
     status = await handle.query(AgentWorkflow.status)
     assert (status.state, status.pending_approvals, status.queued_messages) == ("awaiting_approval", 1, 0)
     approve = json.dumps({"call_id": "call_1_0", "by": "alice"})
-    done = await _cli(server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", approve)
+    done = await temporal(
+        server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", approve
+    )
     assert done.returncode == 0, done.stderr
 
     result = await handle.result()
     assert result.final_text == "Wrote 2 bytes to out.txt."
     assert (result.approvals[0].state, result.approvals[0].by) == ("approved", "alice")
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +85,7 @@ async def test_the_decide_update_refuses_bad_input_with_one_line(
     argv = ["workflow", "update", "execute", "-w", handle.id, "--name", "decide"]
     for body in inputs:
         argv += ["--input", body]
-    done = await _cli(server, *argv)
+    done = await temporal(server, *argv)
     assert done.returncode == 1
     assert reason in done.stderr
     [line] = [line for line in done.stderr.splitlines() if reason in line]
@@ -102,12 +94,12 @@ async def test_the_decide_update_refuses_bad_input_with_one_line(
     record = await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True))
     assert record.state == "approved"
     assert (await handle.result()).final_text == "Wrote 2 bytes to out.txt."
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)
 
 
 async def test_a_start_without_input_fails_the_conversation_at_once(env: Env, server: EmbeddedServer) -> None:
     workflow_id = f"no-input-{uuid.uuid4().hex[:8]}"
-    done = await _cli(
+    done = await temporal(
         server,
         "workflow",
         "start",
@@ -128,7 +120,7 @@ async def test_a_start_without_input_fails_the_conversation_at_once(env: Env, se
     assert cause.message == (
         'the start input takes one JSON object such as {"prompt": "...", "agent": "demo"}; got no input'
     )
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +136,7 @@ async def test_a_bad_start_input_fails_the_conversation_naming_what_is_wrong(
     env: Env, server: EmbeddedServer, body: str, message: str
 ) -> None:
     workflow_id = f"bad-input-{uuid.uuid4().hex[:8]}"
-    done = await _cli(
+    done = await temporal(
         server, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", env.task_queue,
         "-w", workflow_id, "--input", body,
     )  # fmt: skip
@@ -154,7 +146,7 @@ async def test_a_bad_start_input_fails_the_conversation_naming_what_is_wrong(
         await handle.result()
     assert info.value.cause.message.startswith(message)
     assert "\n" not in info.value.cause.message
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)
 
 
 async def test_an_approval_sent_before_the_call_exists_approves_nothing(env: Env) -> None:
@@ -194,12 +186,16 @@ async def test_a_decision_binds_to_the_arguments_digest_the_person_saw(
         " look at its arguments again (pending_approvals)"
     )
     wrong = json.dumps({"call_id": "call_1_0", "by": "mallory", "arguments_digest": "f" * 12})
-    done = await _cli(server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", wrong)
+    done = await temporal(
+        server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", wrong
+    )
     assert done.returncode == 0, done.stderr
     assert [r.state for r in await handle.query(AgentWorkflow.pending_approvals)] == ["pending"]
 
     right = json.dumps({"call_id": "call_1_0", "by": "alice", "arguments_digest": digest})
-    done = await _cli(server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", right)
+    done = await temporal(
+        server, "workflow", "signal", "-w", handle.id, "--name", "approve", "--input", right
+    )
     assert done.returncode == 0, done.stderr
     result = await handle.result()
     assert (result.approvals[0].state, result.approvals[0].by) == ("approved", "alice")
@@ -294,15 +290,15 @@ async def test_fuzzed_signals_updates_and_queries_never_fail_a_workflow_task(env
     result = await handle.result()
     assert result.final_text == "Wrote 2 bytes to out.txt."
     assert [r.message_id for r in result.replies] == ["m1"]
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)
 
 
 async def test_end_with_any_input_still_ends_a_chat(env: Env, server: EmbeddedServer) -> None:
     handle = await env.start(conversation(scripted_agent(step("hello"), chat=True)))
     while not await handle.query(AgentWorkflow.replies):
         await asyncio.sleep(0.05)
-    done = await _cli(server, "workflow", "signal", "-w", handle.id, "--name", "end", "--input", '"now"')
+    done = await temporal(server, "workflow", "signal", "-w", handle.id, "--name", "end", "--input", '"now"')
     assert done.returncode == 0, done.stderr
     result = await handle.result()
     assert (result.closed_by, result.final_text) == ("end_signal", "hello")
-    await _no_failed_tasks(handle)
+    await no_task_failures(handle)

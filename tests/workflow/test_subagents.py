@@ -6,11 +6,9 @@ worker; the parent lists the child's approval, forwards decisions to it, and ans
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,14 +18,13 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from activities.agent_files import AgentFileError, load_agents
 from activities.tools import default_registry
-from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.cli import starter
-from tests.support.conversations import child_workspace, delegating, wait_for_pending
+from tests.support.cli import starter, temporal
+from tests.support.conversations import child_workspace, delegating, find_workflows, wait_for_pending
 from tests.support.paths import ROOT
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.config import AgentSpec
 from workflows.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
@@ -37,11 +34,6 @@ from workflows.records import Decision
 NOTE = {"path": "note.txt", "content": "buy milk\n"}
 
 
-def _temporal(server: EmbeddedServer, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [temporal_cli(), *args, "--address", server.address]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
-
-
 async def _approval_events(client: Client, workflow_id: str) -> list[tuple]:
     """The approval events of a conversation's stream: (type, call id, tool, state, by, via)."""
     return [
@@ -49,16 +41,6 @@ async def _approval_events(client: Client, workflow_id: str) -> list[tuple]:
         async for _, e in follow(client, workflow_id)
         if isinstance(e, ApprovalRequested | ApprovalDecided)
     ]
-
-
-async def _find(client: Client, query: str, count: int, timeout: float = 15.0) -> list[str]:
-    """Workflow ids the visibility store finds for ``query``, once it finds ``count`` (it lags a little)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        ids = sorted([wf.id async for wf in client.list_workflows(query)])
-        if len(ids) >= count or asyncio.get_running_loop().time() > deadline:
-            return ids
-        await asyncio.sleep(0.2)
 
 
 @pytest.mark.parametrize("how", ["signal", "update"])
@@ -78,18 +60,18 @@ async def test_a_sub_agents_approval_is_listed_and_decided_at_its_parent(
         "awaiting approval: write_file (call_1_0/call_1_0)",
     )
     waiting = f'AgentStatus = "awaiting_approval" AND WorkflowId STARTS_WITH "{parent.id}"'
-    assert await _find(env.client, waiting, 2) == [parent.id, child.id]
-    assert await _find(env.client, f'AgentParent = "{parent.id}"', 1) == [child.id]
+    assert await find_workflows(env.client, waiting, 2) == [parent.id, child.id]
+    assert await find_workflows(env.client, f'AgentParent = "{parent.id}"', 1) == [child.id]
 
     decision = {"call_id": "call_1_0/call_1_0", "by": "alice", "reason": "ok"}
     if how == "signal":
         args = ("workflow", "signal", "--workflow-id", parent.id, "--name", "approve")
-        done = await asyncio.to_thread(_temporal, server, *args, "--input", json.dumps(decision))
+        done = await temporal(server, *args, "--input", json.dumps(decision))
         assert done.returncode == 0, done.stderr
     else:
         args = ("workflow", "update", "execute", "--workflow-id", parent.id, "--name", "decide")
-        done = await asyncio.to_thread(
-            _temporal, server, *args, "--input", json.dumps({**decision, "approve": True}), "--output", "json"
+        done = await temporal(
+            server, *args, "--input", json.dumps({**decision, "approve": True}), "--output", "json"
         )
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)["result"]
@@ -156,7 +138,9 @@ async def test_the_operator_cli_lists_a_sub_agents_approval_once_under_its_paren
 ) -> None:
     parent, child = await delegating(env)
     await wait_for_pending(child)
-    await _find(env.client, f'AgentStatus = "awaiting_approval" AND WorkflowId STARTS_WITH "{parent.id}"', 2)
+    await find_workflows(
+        env.client, f'AgentStatus = "awaiting_approval" AND WorkflowId STARTS_WITH "{parent.id}"', 2
+    )
 
     code, out, _ = await starter(server, "pending")
     assert code == 0
@@ -221,9 +205,8 @@ def _scripted(name: str, *steps: ScriptStep, **kwargs) -> AgentSpec:
 
 @pytest.fixture
 async def agents_env(client: Client, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
-    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
-    async with build_worker(client, task_queue=task_queue, workspace_root=tmp_path, agents=request.param):
-        yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
+    async with running_worker(client, tmp_path, agents=request.param) as worker:
+        yield worker
 
 
 SPENDER = _scripted("spender", ScriptStep(text="spent", input_tokens=100_000, output_tokens=0))

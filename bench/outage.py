@@ -16,7 +16,7 @@ failed workflow task).
 Kill: two hosts with PostgreSQL leases (``durable_agents/lost_calls.py``); host A runs 10 model calls
 of 5 s (their heartbeat timeout ten minutes), host B starts, A is killed with SIGKILL. Printed: the
 time from the kill to the first and the last call started again on B, and the workflow tasks that
-timed out. Figures, not assertions: tests/test_store_outages.py and tests/test_several_hosts.py
+timed out. Figures, not assertions: tests/stores/test_store_outages.py and tests/workers/test_several_hosts.py
 hold the behaviour.
 """
 

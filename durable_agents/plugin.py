@@ -6,7 +6,7 @@
 
 On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
 encryption codec); every worker of that client then also runs ``AgentWorkflow`` (outside the
-sandbox: ``tests/test_determinism.py`` keeps it deterministic) and its activities, and closes the
+sandbox: ``tests/workflow/test_determinism.py`` keeps it deterministic) and its activities, and closes the
 activities' resources (MCP servers, provider clients) when the worker stops. ``build_worker`` is
 the worker this project runs itself (``worker.py``, the demo, the tests and the benchmarks).
 """

@@ -1,7 +1,7 @@
 """The import graph keeps its layers: entry points are imported by nothing; workflow code imports
 only workflow code (deterministic, tests/workflow/test_determinism.py); the stores import only workflow
 types, the activities the stores, the library the activities; nothing imports the benchmarks or
-the tests, and the benchmarks never import the tests."""
+the tests, and the benchmarks never import the tests; tests share code only through tests/support/."""
 
 from __future__ import annotations
 
@@ -58,3 +58,24 @@ def test_each_layer_imports_only_the_layers_beneath(package: str, may_import: se
         for path in (ROOT / package).rglob("*.py")
     }
     assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_tests_share_code_only_through_tests_support() -> None:
+    """No test module imports another test module or a conftest.py: what tests share lives in
+    tests/support/ (fixtures in conftest.py files, which pytest finds by itself)."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in imports_of(path) if name.startswith("tests.") and name.split(".")[1] != "support"
+        )
+        for path in (ROOT / "tests").rglob("*.py")
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_test_modules_live_in_the_folder_of_the_part_they_test() -> None:
+    """One scheme: tests/<part>/test_*.py, each module name once (README cites tests by it)."""
+    modules = sorted((ROOT / "tests").rglob("test_*.py"))
+    misplaced = [p for p in modules if p.parent.parent != ROOT / "tests" or p.parent.name == "support"]
+    assert [str(p.relative_to(ROOT)) for p in misplaced] == []
+    names = [p.name for p in modules]
+    assert sorted({name for name in names if names.count(name) > 1}) == []

@@ -6,7 +6,7 @@
 
 Outage:
 Everything runs locally: an embedded Temporal dev server, a throwaway PostgreSQL server
-(``durable_agents.testing.postgres``), and three ``tests.host_worker`` processes, each with its own
+(``durable_agents.testing.postgres``), and three ``tests.support.host_worker`` processes, each with its own
 data folder and only the database in common. Each conversation charges a card through ``ctx.once``,
 works 3 s (the outage begins meanwhile), then writes a file and answers. Printed: the time from the
 database answering again to the first and the last conversation done, how many conversations said
@@ -16,7 +16,7 @@ failed workflow task).
 Kill: two hosts with PostgreSQL leases (``durable_agents/lost_calls.py``); host A runs 10 model calls
 of 5 s (their heartbeat timeout ten minutes), host B starts, A is killed with SIGKILL. Printed: the
 time from the kill to the first and the last call started again on B, and the workflow tasks that
-timed out. Figures, not assertions: tests/test_store_outages.py and tests/test_several_hosts.py
+timed out. Figures, not assertions: tests/stores/test_store_outages.py and tests/workers/test_several_hosts.py
 hold the behaviour.
 """
 
@@ -61,7 +61,7 @@ def _agent(n: int):
 
 
 class Hosts:
-    """Worker processes (``tests.host_worker``), each in its own folder, sharing only the database."""
+    """Worker processes (``tests.support.host_worker``), each in its own folder, sharing only the database."""
 
     def __init__(self, tmp: Path, server_address: str, url: str, **env: str) -> None:
         self.tmp = tmp
@@ -84,7 +84,7 @@ class Hosts:
         folder = self.tmp / f"host-{name}"
         folder.mkdir(exist_ok=True)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.host_worker"],
+            [sys.executable, "-m", "tests.support.host_worker"],
             cwd=folder,
             env=self._env | {"AGENT_DATA_DIR": str(folder / "data")},
             stdout=subprocess.PIPE,

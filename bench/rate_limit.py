@@ -3,7 +3,7 @@
 
     .venv/bin/python -m bench.rate_limit [--conversations 20] [--limit 3]
 
-``tests/test_queues.py`` checks that the workers' limit reaches Temporal (its effective rate limit
+``tests/workflow/test_queues.py`` checks that the workers' limit reaches Temporal (its effective rate limit
 for the queue); this measures what gets through, which a test must not assert (a loaded machine
 slows it). Everything runs locally: an embedded dev server (its log goes to server.log in a temp
 dir), the fake model of ``bench/fake_model.py`` in a thread (3 model calls per conversation), and

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.stores [--conversations 40] [--database-url postgresql://...]
 
 Without ``--database-url`` it starts a throwaway PostgreSQL server on loopback (initdb + pg_ctl, as
-the tests do: ``tests/postgres.py``). Everything else runs in this process: an embedded Temporal dev
+the tests do: ``tests/conftest.py``). Everything else runs in this process: an embedded Temporal dev
 server (SQLite in a temp dir) and one worker per store kind, each on its own task queue.
 
 1. The store's work per model call, as the model activity does it: read the transcript so far

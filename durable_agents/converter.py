@@ -49,7 +49,7 @@ says what failed and why (a provider's error body can be many KB)."""
 class _CompactJSON(PydanticJSONPlainPayloadConverter):
     """Pydantic JSON without the fields that are null, and, for our own models (workflows/), without
     the fields at their defaults: read back, each takes its default again. That keeps out about 40%
-    of a conversation's history bytes; tests/test_recorded_defaults.py pins every default, since a
+    of a conversation's history bytes; tests/workflow/test_recorded_defaults.py pins every default, since a
     changed one would change what old histories replay. Nulls inside free-form values (tool
     arguments, results) are kept; a message always says its ``kind``."""
 

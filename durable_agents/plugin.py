@@ -7,7 +7,7 @@
 On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
 encryption codec) and ``WireNames`` (a conversation of the previous release is sent the names it
 knows, durable_agents/wire.py); every worker of that client then also runs ``AgentWorkflow``
-(outside the sandbox: ``tests/test_determinism.py`` keeps it deterministic) and its activities,
+(outside the sandbox: ``tests/workflow/test_determinism.py`` keeps it deterministic) and its activities,
 each under its namespaced name and its old one (workflows/wire.py; an old one yields to an
 activity of the worker's own of that name), and closes the activities' resources (MCP servers,
 provider clients) when the worker stops. ``build_worker`` is the worker this project runs itself

@@ -5,7 +5,7 @@ Only the file tools' workspaces ever moved. The stores did not: the conversation
 (``<data dir>/conversations.db``, ``AGENT_STORE``), the idempotency store (``idempotency.db``) and
 the payload store (``payloads.db``) have had these files, tables and keys in every release (tables
 gained since are made beside the old ones), and a conversation's carried state only ever gained
-fields with defaults (``tests/test_upgrade.py`` holds both).
+fields with defaults (``tests/deploys/test_upgrade.py`` holds both).
 """
 
 from __future__ import annotations

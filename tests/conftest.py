@@ -2,34 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
+import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolRegistry, default_registry
-from durable_agents import starter_cli as starter
 from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
-from durable_agents.plugin import build_worker
 from durable_agents.testing import time_skipping_server
 from stores.postgres import PostgresPayloadDriver, database
-from stores.workspaces import folder_name
-from tests.fake_provider import FakeProvider
-from tests.postgres import Postgres, postgres  # noqa: F401  (the session's PostgreSQL server fixture)
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, ConversationResult
+from tests.support.fake_provider import FakeProvider
+from tests.support.postgres import PASSWORD, Postgres, find_binaries
+from tests.support.processes import WorkerProcess
+from tests.support.workers import Env, running_worker
 from workflows.config import AgentSpec
-from workflows.records import ApprovalRecord
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -71,30 +65,6 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@dataclass
-class Env:
-    client: Client
-    task_queue: str
-    workspace: Path
-
-    async def start(self, conversation: ConversationInput, workflow_id: str | None = None) -> WorkflowHandle:
-        return await self.client.start_workflow(
-            AgentWorkflow.run,
-            conversation,
-            id=workflow_id or f"test-{uuid.uuid4().hex[:10]}",
-            task_queue=self.task_queue,
-        )
-
-    async def run(self, conversation: ConversationInput) -> ConversationResult:
-        return await (await self.start(conversation)).result()
-
-
-def workspace_of(root: Path, handle: WorkflowHandle) -> Path:
-    """The conversation's workspace folder under ``root``: keyed by workflow id and first run id."""
-    assert handle.first_execution_run_id, "needs the handle start_workflow returned"
-    return root / folder_name(f"{handle.id}/{handle.first_execution_run_id}")
-
-
 @pytest.fixture
 def registry() -> ToolRegistry:
     """Tests may override this fixture to give the worker other tools."""
@@ -107,8 +77,30 @@ def worker_agents() -> dict[str, AgentSpec] | None:
     return None
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """The session's real PostgreSQL server (``durable_agents.testing.postgres``), started once, stopped
+    at the end. Without the binaries the tests that need it skip, except in CI (``CI=true``), where
+    they fail: CI installs the package (``.ci/run``)."""
+    binaries = find_binaries()
+    if binaries is None:
+        reason = "PostgreSQL server binaries (initdb, pg_ctl) are missing: apt-get install postgresql"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = Postgres(binaries, password=PASSWORD)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        with contextlib.suppress(RuntimeError):  # never started, or already stopped
+            server.stop("immediate")
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-async def database_url(postgres: Postgres) -> str:  # noqa: F811
+async def database_url(postgres: Postgres) -> str:
     """A fresh database on the session's PostgreSQL server, for one test module."""
     return await postgres.new_database()
 
@@ -141,6 +133,15 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
+def worker_process(server: EmbeddedServer, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker process (``tests.support.fault_worker``, not started yet) on a fresh task queue, its
+    effects in ``tmp_path``; killed after the test."""
+    process = WorkerProcess(server.address, f"process-{uuid.uuid4().hex[:10]}", tmp_path / "effects.txt")
+    yield process
+    process.kill()
+
+
+@pytest.fixture
 async def env(
     client: Client,
     registry: ToolRegistry,
@@ -161,68 +162,8 @@ async def env(
         request.getfixturevalue("fake")
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
-    async with build_worker(
-        client, task_queue=task_queue, registry=registry, agents=worker_agents, workspace_root=tmp_path
-    ):
+    async with running_worker(client, tmp_path, registry=registry, agents=worker_agents) as worker:
         before = set(os.environ)
-        yield Env(client=client, task_queue=task_queue, workspace=tmp_path)
+        yield worker
         if added := sorted(set(os.environ) - before - {"PYTEST_CURRENT_TEST"}):
             pytest.fail(f"environment variables added while the worker ran: {added}; give them in `environ`")
-
-
-async def starter_cli(env: Env, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``starter.py ARGV`` against the session's server and ``env``'s task queue: (code, stdout, stderr)."""
-    code = await starter.run(["--task-queue", env.task_queue, *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-async def activity_calls(handle: WorkflowHandle) -> list[tuple[str, bool]]:
-    """(activity name, ran locally) in the order they were scheduled: server-scheduled ones by their
-    ActivityTaskScheduled event, local ones by their marker."""
-    calls = []
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            calls.append((event.activity_task_scheduled_event_attributes.activity_type.name, False))
-        elif event.marker_recorded_event_attributes.marker_name == "core_local_activity":
-            [data] = event.marker_recorded_event_attributes.details["data"].payloads
-            calls.append((json.loads(data.data)["activity_type"], True))
-    return calls
-
-
-async def activity_types(handle: WorkflowHandle) -> list[str]:
-    """Activity names in the order they were scheduled (local ones too), from history."""
-    return [name for name, _ in await activity_calls(handle)]
-
-
-async def last_attempts(handle: WorkflowHandle) -> dict[str, int]:
-    """Each activity type's highest attempt (a started event records the attempt that ended)."""
-    names: dict[int, str] = {}
-    attempts: dict[str, int] = {}
-    async for e in handle.fetch_history_events():
-        if e.HasField("activity_task_scheduled_event_attributes"):
-            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
-        elif e.HasField("activity_task_started_event_attributes"):
-            started = e.activity_task_started_event_attributes
-            name = names[started.scheduled_event_id]
-            attempts[name] = max(attempts.get(name, 0), started.attempt)
-    return attempts
-
-
-async def event_types(handle: WorkflowHandle) -> list[int]:
-    return [event.event_type async for event in handle.fetch_history_events()]
-
-
-async def wait_for_pending(
-    handle: WorkflowHandle, count: int = 1, timeout: float = 10.0
-) -> list[ApprovalRecord]:
-    """Poll the ``pending_approvals`` query until ``count`` approvals wait."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        pending = await handle.query(AgentWorkflow.pending_approvals)
-        if len(pending) >= count:
-            return pending
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"expected {count} pending approvals, have {len(pending)}")
-        await asyncio.sleep(0.05)

@@ -129,8 +129,8 @@ S = TypeVar("S", ApprovalSignal, Decision, Revocation)
     name="AgentWorkflow",
     # Outside the sandbox: it would import this module afresh for every conversation it loads (11 ms
     # of worker CPU and ~200 KiB per conversation, measured), and every module this one uses passes
-    # through it anyway. Determinism is held by tests instead: tests/test_determinism.py refuses
-    # clocks, randomness and I/O in workflows/, tests/test_replay.py replays recorded histories.
+    # through it anyway. Determinism is held by tests instead: tests/workflow/test_determinism.py refuses
+    # clocks, randomness and I/O in workflows/, tests/workflow/test_replay.py replays recorded histories.
     sandboxed=False,
     # Inputs are checked by the handlers themselves; a validation error anywhere else in
     # workflow code fails the conversation too, instead of retrying its task forever.

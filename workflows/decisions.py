@@ -23,7 +23,7 @@ does with the call (``then``: ``RunTool`` or ``Refuse``) and whether it allows t
 unchanged) become a kind here, at the boundary (``parse``), and nowhere else.
 
 Adding a kind: its type below, in ``PERSON_KINDS`` or ``NOBODY_KINDS``, in ``parse`` and
-``decided``, and its row in tests/test_decisions.py; a person's kind also goes into ``DecisionKind``
+``decided``, and its row in tests/approvals/test_decisions.py; a person's kind also goes into ``DecisionKind``
 (workflows/config.py), and a payload or record field it needs into workflows/records.py (its
 default pinned in tests/data/recorded_defaults.json). ``DECISION_KINDS``, what an agent allows by
 default, stays as it is: records leave it out as their default, so a kind added there would be

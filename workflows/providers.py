@@ -12,11 +12,11 @@ To add a provider:
 Everything else follows from this line: the ``Provider`` type that agent files and inline agents
 are checked against, the check of ``fallback`` entries, and the worker's adapters
 (``activities.providers.provider_class`` imports one by name, on its first call);
-tests/test_provider_names.py checks that they all agree. If the adapter reads a key or a base URL
+tests/providers/test_provider_names.py checks that they all agree. If the adapter reads a key or a base URL
 from the environment, docker-compose.yml's worker service should pass those variables through.
 
 A provider's name is recorded in the histories of the conversations that use it: never rename or
-remove one that may still run. Workflow code never imports an adapter (tests/test_layers.py): it
+remove one that may still run. Workflow code never imports an adapter (tests/project/test_layers.py): it
 names them here, as strings.
 """
 

@@ -1,6 +1,6 @@
 """A throwaway real PostgreSQL server for tests and benchmarks: initdb + pg_ctl (Debian's
 ``postgresql``) in a temp folder the ``postgres`` user can reach (initdb refuses to run as root),
-on a free loopback port, with a password of its own. tests/postgres.py makes it the session's fixture."""
+on a free loopback port, with a password of its own. tests/conftest.py makes it the session's fixture."""
 
 from __future__ import annotations
 

@@ -1,0 +1,227 @@
+"""The README and the docs pages hold together: the README stays short and starts with the two
+commands for a fresh machine, links every page, and runs its first agent as written; every test,
+link, path, module, command, option and variable the pages name exists."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from durable_agents import AgentWorkflow, ConversationInput, Decision, start_conversation
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.starter_cli import parser as starter_parser
+from tests.support.conversations import wait_for_pending
+from tests.support.docs import DOCS, README, ROOT, block_after, code_blocks, commands, docs_page, pages, prose
+from tests.support.paths import TESTS
+
+
+def test_the_readme_is_at_most_300_lines() -> None:
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_the_readme_starts_with_the_two_commands_for_a_fresh_machine_and_ci_runs_its_test_command() -> None:
+    first_screen = README.read_text().splitlines()[:25]
+    assert [line.split("#")[0].strip() for line in first_screen if line.startswith("make ")] == [
+        "make demo",
+        "make test",
+    ]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert [line for line in ci if line.strip().endswith("make test")] == ["CI=true make test"]
+
+
+def _test_modules() -> dict[str, Path]:
+    """Test modules by name, wherever under tests/ they live."""
+    return {path.stem: path for path in TESTS.rglob("test_*.py")}
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    modules = _test_modules()
+    every_test = {
+        name
+        for path in modules.values()
+        for name in re.findall(r"^\s*(?:async )?def (test_\w+)\(", path.read_text(), re.M)
+    }
+    named = {page: re.findall(r"`(test_\w+)::(test_\w+)`", text) for page, text in pages().items()}
+    assert sum(map(len, named.values())) > 30
+    missing = [
+        f"{page}: {module}::{name}"
+        for page, tests in named.items()
+        for module, name in tests
+        if module not in modules or not re.search(rf"def {name}\(", modules[module].read_text())
+    ]
+    # A module named alone (`test_cancellation` (all)) or a test named alone after its module.
+    alone = [
+        f"{page}: {name}"
+        for page, text in pages().items()
+        for name in re.findall(r"`(test_\w+)`", text)
+        if name not in modules and name not in every_test
+    ]
+    assert missing + alone == []
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)[)#]", README.read_text()))
+    assert sorted(linked) == sorted(path.name for path in DOCS.glob("*.md"))
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, formatting and punctuation left out,
+    spaces as hyphens, a repeated heading numbered."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", prose(text), re.M):
+        words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+        anchor = re.sub(r"[^\w\- ]", "", words).replace(" ", "-")
+        count = seen.get(anchor, 0)
+        seen[anchor] = count + 1
+        anchors.add(anchor if count == 0 else f"{anchor}-{count}")
+    return anchors
+
+
+def test_every_relative_link_resolves_to_a_file_and_its_anchor() -> None:
+    broken = []
+    for page, text in pages().items():
+        here = (ROOT / page).parent
+        for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"`[^`\n]*`", "", prose(text))):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            path = (here / file).resolve() if file else ROOT / page
+            if not path.exists():
+                broken.append(f"{page}: {target}")
+            elif anchor and anchor not in _anchors(path.read_text()):
+                broken.append(f"{page}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """A path from the top (`stores/errors.py`) exists there; a file named alone (`sse.py`), somewhere."""
+    tops = "|".join(
+        ["workflows", "stores", "activities", "durable_agents", "bench", "tests", "agents", "config", "docs"]
+    )
+    files = {path.name for path in ROOT.rglob("*.py") if ".git" not in path.parts}
+    missing = [
+        f"{page}: {path}"
+        for page, text in pages().items()
+        for path in re.findall(rf"`((?:{tops})/[\w./-]+|\w+\.py)`", text)
+        if not ((ROOT / path).exists() if "/" in path else path in files)
+    ]
+    assert missing == []
+
+
+def test_the_layout_names_every_module_and_only_modules_that_exist() -> None:
+    modules = {
+        str(path.relative_to(ROOT))
+        for package in ("workflows", "stores", "activities", "durable_agents", "bench", "tests/support")
+        for path in (ROOT / package).rglob("*.py")
+    }
+    named = set(re.findall(r"^- `([\w/]+\.py)`: ", docs_page("layout"), re.M))
+    assert (sorted(modules - named), sorted(named - modules)) == ([], [])
+
+
+def _options(help_text: str) -> set[str]:
+    """The long options an argparse ``--help`` lists under "options"."""
+    return set(re.findall(r"^ {2}(?:-\w, )?(--[a-z][a-z-]*)", help_text, re.M)) - {"--help"}
+
+
+def _help(*argv: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *argv, "--help"], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60
+    )
+    return done.stdout
+
+
+def test_the_cli_reference_names_every_command_option_and_variable() -> None:
+    cli = docs_page("cli")
+    sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", cli, re.M | re.S))
+    missing = []
+    starter = starter_parser()
+    (commands_action,) = [a for a in starter._actions if a.choices and isinstance(a.choices, dict)]
+    missing += [f"starter.py {o}" for o in _options(starter.format_help()) if o not in sections["starter.py"]]
+    for name, sub in commands_action.choices.items():
+        rows = [row for row in sections["starter.py"].splitlines() if re.match(rf"\| `{name}[ `]", row)]
+        if not rows:
+            missing.append(f"starter.py {name}")
+        missing += [f"starter.py {name} {o}" for o in _options(sub.format_help()) if o not in "".join(rows)]
+    for entry, argv in [
+        ("worker.py", ["worker.py"]),
+        ("codec.py", ["codec.py", "serve"]),
+        ("demo.py", ["demo.py"]),
+    ]:
+        missing += [f"{entry} {o}" for o in _options(_help(*argv)) if o not in sections[entry]]
+    for command in ("new-key", "serve"):
+        if f"`codec.py {command}" not in sections["codec.py"]:
+            missing.append(f"codec.py {command}")
+    variables = set(re.findall(r"``(AGENT_[A-Z_]+)", (ROOT / "durable_agents" / "settings.py").read_text()))
+    listed = set(re.findall(r"^\| `(AGENT_\w+)` \|", sections["Environment variables"], re.M))
+    assert (missing, sorted(variables - listed), sorted(listed - variables)) == ([], [], [])
+
+
+def test_the_temporal_cli_lines_name_signals_updates_and_queries_as_on_the_wire() -> None:
+    old = []
+    for page, text in pages().items():
+        for command in (c for block in code_blocks(text, "sh") for c in commands(block)):
+            if command.startswith("temporal workflow"):
+                for name in re.findall(r"--(?:update-)?name (\S+)", command):
+                    if not name.startswith(("durable_agents.", "__temporal_")):
+                        old.append(f"{page}: {name}")
+    assert old == []
+
+
+async def test_the_readmes_first_agent_runs_as_written(server: EmbeddedServer, tmp_path: Path) -> None:
+    """The agent file and the worker of "A first agent of your own", the model made a scripted one
+    that asks for the refund: the refund waits for a person, then runs once, through ``ctx.once``."""
+    readme = README.read_text()
+    agent = block_after(readme, "## A first agent of your own", "toml")
+    worker = block_after(readme, "## A first agent of your own", "python")
+    assert agent.startswith("# my_agents/refunds.toml\n") and worker.startswith("# my_worker.py\n")
+    agents = tmp_path / "my_agents"
+    agents.mkdir()
+    scripted = re.sub(
+        r'provider = "openai".*\nmodel = "gpt-4o-mini"\n',
+        'provider = "scripted"\nmodel = "script"\n',
+        agent,
+    )
+    assert scripted != agent
+    steps = (
+        '\n[[model.script]]\ntool_calls = [{ name = "refund", '
+        'arguments = { order_id = "1234", amount = 20 } }]\n'
+        '\n[[model.script]]\ntext = "{last_result}"\n'
+    )
+    (agents / "refunds.toml").write_text(scripted + steps)
+    task_queue = f"tq-first-{uuid.uuid4().hex[:8]}"
+    code = (
+        worker.replace('"localhost:7233"', repr(server.address))
+        .replace('task_queue="agents"', f"task_queue={task_queue!r}")
+        .replace('Path("my_agents")', f"Path({str(agents)!r})")
+    )
+    scope: dict[str, Any] = {"__name__": "my_worker"}
+    exec(compile(code, "my_worker.py", "exec"), scope)
+    running = asyncio.create_task(scope["main"]())
+    try:
+        handle = await start_conversation(
+            server.client,
+            ConversationInput(prompt="Please refund 20 EUR on order 1234", agent="refunds"),
+            id=f"first-agent-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        [pending] = await wait_for_pending(handle, timeout=30)
+        assert (pending.tool, pending.arguments) == ("refund", {"order_id": "1234", "amount": 20})
+        await handle.execute_update(
+            AgentWorkflow.decide, Decision(call_id=pending.call_id, approve=True, by="you")
+        )
+        result = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        running.cancel()  # the worker shuts down, as on Ctrl-C
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(running, 30)
+    assert result.final_text == "refunded 20.00 EUR on order 1234"
+    assert [(c.name, c.content) for c in result.tool_calls] == [
+        ("refund", "refunded 20.00 EUR on order 1234")
+    ]

@@ -1,0 +1,171 @@
+"""The models table (config/models.toml, activities/models.py): each model's context window and prices
+from one file; the older ``AGENT_PRICES`` still replaces the prices; a bad file is one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activities.agent_files import AgentFileError
+from activities.agent_resolution import AgentResolver
+from activities.hooks import HookRegistry
+from activities.mcp_activity import LazyMCPPool
+from activities.models import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MODELS,
+    ModelEntry,
+    ModelTable,
+    load_models,
+    read_models,
+)
+from activities.tools import default_registry
+from durable_agents.settings import Settings
+from stores.errors import StoreIdentity
+from tests.support.paths import ROOT
+from workflows.activity_io import AgentRef
+from workflows.config import AgentSpec, Price
+from workflows.messages import ModelSettings
+
+
+def test_the_projects_table_loads_each_model_with_its_values() -> None:
+    assert DEFAULT_MODELS == ROOT / "config" / "models.toml"
+    assert dict(load_models().entries) == {
+        "gpt-4o-mini": ModelEntry(context_window=128_000, input=0.15, output=0.60),
+        "gpt-4o": ModelEntry(context_window=128_000, input=2.50, output=10.00),
+        "claude-haiku-4-5": ModelEntry(context_window=200_000, input=1.00, output=5.00),
+        "claude-sonnet-4-5": ModelEntry(context_window=200_000, input=3.00, output=15.00),
+        "scripted-demo": ModelEntry(input=1.00, output=2.00),
+    }
+    table = load_models()
+    assert table.price("claude-sonnet-4-5") == Price(input=3.00, output=15.00)
+    assert table.context_window("anthropic", "claude-sonnet-4-5") == 200_000
+    assert table.context_window("openai", "gpt-4o-mini") == 128_000
+
+
+def test_a_model_the_table_lacks_has_no_price_and_the_default_window() -> None:
+    table = load_models()
+    assert table.price("my-local-model") is None
+    assert table.context_window("openai", "my-local-model") == DEFAULT_CONTEXT_WINDOW == 32_000
+    # The scripted model takes in anything, listed or not; it may have a price.
+    assert table.context_window("scripted", "scripted-demo") is None
+    assert table.context_window("scripted", "gpt-4o") is None
+    assert table.price("scripted-demo") == Price(input=1.00, output=2.00)
+    # A line with a price and no window: the default window; a window and no price: no price.
+    partial = ModelTable({"p": ModelEntry(input=1, output=1), "w": ModelEntry(context_window=9)})
+    assert (partial.context_window("openai", "p"), partial.price("w")) == (32_000, None)
+
+
+async def test_the_resolved_agent_carries_the_tables_price_and_window() -> None:
+    async def identity() -> str:
+        return "test-stores"
+
+    table = ModelTable(
+        {"main": ModelEntry(context_window=50_000, input=1, output=2), "spare": ModelEntry(input=3, output=4)}
+    )
+    resolver = AgentResolver(
+        {}, table, default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
+    )
+    settings = ModelSettings(provider="openai", model="main", fallback=["anthropic:spare", "openai:other"])
+    agent = await resolver.resolve_agent(AgentRef(spec=AgentSpec(name="a", model=settings)))
+    assert (agent.price, agent.fallback_prices, agent.context_window) == (
+        Price(input=1, output=2),
+        {"anthropic:spare": Price(input=3, output=4)},
+        50_000,
+    )
+    other = await resolver.resolve_agent(AgentRef(spec=AgentSpec(name="a", model=settings), model="x"))
+    assert (other.price, other.context_window) == (None, DEFAULT_CONTEXT_WINDOW)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            '["gpt-x"]\ninput = "cheap"\noutput = 1\n',
+            "field 'gpt-x.input': Input should be a valid number, unable to parse string as a number",
+        ),
+        (
+            '["gpt-x"]\ncontext_window = 0\n',
+            "field 'gpt-x.context_window': Input should be greater than or equal to 1",
+        ),
+        (
+            '["gpt-x"]\ninput = 1\n',
+            "field 'gpt-x': Value error, give both prices, 'input' and 'output', or neither",
+        ),
+        ('["gpt-x"]\ncontext = 1000\n', "field 'gpt-x.context': Extra inputs are not permitted"),
+        ("gpt-x = 3\n", "field 'gpt-x': Input should be a valid dictionary or instance of ModelEntry"),
+        (
+            '["gpt-x"]\ninput = "a"\noutput = 1\n["gpt-y"]\noutput = -1\ninput = 0\n',
+            "field 'gpt-x.input': Input should be a valid number, unable to parse string as a number; "
+            "field 'gpt-y.output': Input should be greater than or equal to 0",
+        ),
+        (
+            '["gpt-x"\ninput = 1\n',
+            "cannot read the models table: "
+            "Expected ']' at the end of a table declaration (at line 1, column 9)",
+        ),
+    ],
+)
+def test_a_bad_file_is_one_line_naming_the_file_model_and_field(
+    tmp_path: Path, text: str, error: str
+) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+    with pytest.raises(AgentFileError) as info:
+        load_models(path)
+    assert str(info.value) == f"{path}: {error}"
+    with pytest.raises(AgentFileError) as info:
+        load_models(prices_file=path)  # the same through AGENT_PRICES
+    assert str(info.value) == f"{path}: {error}"
+
+
+def test_a_named_file_that_is_missing_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    with pytest.raises(AgentFileError) as info:
+        load_models(missing)
+    assert (
+        str(info.value)
+        == f"{missing}: cannot read the models table: [Errno 2] No such file or directory: '{missing}'"
+    )
+
+
+def test_a_table_of_ones_own_replaces_the_projects(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text('["local"]\ncontext_window = 8_192\n["gpt-4o"]\ninput = 1\noutput = 1\n')
+    table = load_models(path)
+    assert dict(table.entries) == {
+        "local": ModelEntry(context_window=8_192),
+        "gpt-4o": ModelEntry(input=1, output=1),
+    }
+    assert (table.context_window("openai", "gpt-4o"), table.price("gpt-4o-mini")) == (32_000, None)
+
+
+def test_an_old_price_file_in_agent_prices_replaces_only_the_prices(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('["gpt-4o"]\ninput = 2.00\noutput = 8.00\n["mine"]\ninput = 0.1\noutput = 0.2\n')
+    table = load_models(prices_file=prices)
+    assert table.price("gpt-4o") == Price(input=2.00, output=8.00)
+    assert table.price("mine") == Price(input=0.1, output=0.2)
+    assert table.price("gpt-4o-mini") is None  # not in the price file: no price, as before
+    assert table.context_window("openai", "gpt-4o-mini") == 128_000  # the windows stay the table's
+    assert table.context_window("openai", "mine") == DEFAULT_CONTEXT_WINDOW
+    # A file in the models table's format is taken too, with its windows.
+    prices.write_text('["gpt-4o"]\ncontext_window = 64_000\ninput = 2.00\noutput = 8.00\n')
+    table = load_models(prices_file=prices)
+    assert (table.context_window("openai", "gpt-4o"), table.context_window("openai", "gpt-4o-mini")) == (
+        64_000,
+        128_000,
+    )
+
+
+def test_the_settings_name_the_files() -> None:
+    settings = Settings.from_env({"AGENT_MODELS": "/etc/models.toml", "AGENT_PRICES": "/etc/prices.toml"})
+    assert (settings.models_file, settings.prices_file) == (
+        Path("/etc/models.toml"),
+        Path("/etc/prices.toml"),
+    )
+    assert (Settings.from_env({}).models_file, Settings.from_env({}).prices_file) == (None, None)
+
+
+def test_read_models_reads_the_projects_file() -> None:
+    assert read_models(DEFAULT_MODELS) == load_models()

@@ -1,0 +1,364 @@
+"""The standard protocols, from the same server and stream as our own format, read by the real
+client libraries from npm run by node: AG-UI (``@ag-ui/client``) and the Vercel AI SDK's UI
+message stream (the ``ai`` package, as ``useChat`` reads it). The conversations stream (the demo
+agent with ``stream = true``): text and tool-call arguments come as the model writes them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
+from activities.hooks import default_hooks
+from activities.tools import ToolRegistry
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.protocols import AgUi, UiMessages
+from tests.support.docs import docs_page
+from tests.support.serving import Served, node, npm_clients, serving
+from tests.support.workers import Env
+from workflows.agent import AgentWorkflow
+from workflows.config import AgentSpec
+from workflows.events import Event, ModelCallFinished, ModelCallInterrupted, ModelCallStarted, ToolCallDelta
+from workflows.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+
+pytestmark = pytest.mark.timeout(300)
+QUESTION = "what is (12 + 30) * 2?"
+WRITTEN = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
+
+
+@pytest.fixture
+def worker_agents(registry: ToolRegistry) -> dict[str, AgentSpec]:
+    """The shipped agents, and ``demo-streamed``: the demo with its answers streamed, each over a
+    second as a model types, not in one burst (a burst of more than ``net.unix.max_dgram_qlen``
+    datagrams, 10 by default, outruns a busy reader: the channel then drops the rest, and
+    ``model_call_finished`` brings it, out of the streamed order this test asserts)."""
+    shipped = load_agents(DEFAULT_AGENTS_DIR, registry, default_hooks())
+    demo = shipped["demo"]
+    typed = [step.model_copy(update={"delay_seconds": 1.0}) for step in demo.model.script]
+    model = demo.model.model_copy(update={"stream": True, "script": typed})
+    return shipped | {"demo-streamed": demo.model_copy(update={"name": "demo-streamed", "model": model})}
+
+
+@pytest.fixture
+async def served(server: EmbeddedServer, env: Env, tmp_path: Path) -> AsyncIterator[Served]:
+    """The server, starting conversations on the test worker's task queue."""
+    async with serving(server.address, tmp_path / "serve.log", "--task-queue", env.task_queue) as found:
+        yield found
+    assert "Traceback" not in found.log.read_text()
+
+
+STREAMED = ("TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "text-delta", "tool-input-delta")
+"""The chunks a streamed text or argument text comes in, as many as the model's pieces."""
+
+
+def _runs(types: list[str]) -> list[str]:
+    """The types in order, each run of one streamed kind (``STREAMED``) as one."""
+    return [t for i, t in enumerate(types) if not (t in STREAMED and i and types[i - 1] == t)]
+
+
+def _ag_ui_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The transcript as AG-UI messages (without their ids), the system prompt aside."""
+    found: list[dict[str, Any]] = []
+    for m in messages:
+        match m:
+            case UserMessage(text=text):
+                found.append({"role": "user", "content": text})
+            case AssistantMessage(text=text, tool_calls=calls):
+                message: dict[str, Any] = {"role": "assistant", "content": text}
+                if calls:
+                    message["toolCalls"] = [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                        }
+                        for c in calls
+                    ]
+                found.append(message)
+            case ToolResultMessage(call_id=call_id, content=content):
+                found.append({"role": "tool", "toolCallId": call_id, "content": content})
+    return found
+
+
+def _results_in_call_order(messages: list[dict]) -> list[dict]:
+    """The results of parallel tool calls arrive as the calls finish; the transcript keeps them in
+    the order of the calls."""
+    ordered: list[dict] = []
+    for message in messages:
+        run = len(ordered)
+        while run and ordered[run - 1].get("role") == "tool" and message.get("role") == "tool":
+            run -= 1
+        if message.get("role") == "tool" and run < len(ordered):
+            tail = sorted([*ordered[run:], message], key=lambda m: m["toolCallId"])
+            ordered[run:] = tail
+        else:
+            ordered.append(message)
+    return ordered
+
+
+async def test_ag_ui_client_runs_a_conversation_through_a_tool_call_and_an_approval(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    thread = f"agui-{uuid.uuid4().hex[:8]}"
+
+    url = f"{served.url}/agents/demo-streamed/ag-ui"
+
+    out = json.loads(await node(clients, "ag_ui_run.mjs", url, thread, QUESTION))
+
+    assert out["interrupts"] == [{"id": "call_3_0", "reason": "tool_approval", "toolCallId": "call_3_0"}]
+    events = [e for e in out["events"] if e != "STATE_SNAPSHOT"]
+    text = ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]  # streamed; it ends with the model call
+    call = ["TOOL_CALL_START", "TOOL_CALL_ARGS"]  # started by its first delta; ends with the model call
+    assert _runs(events) == [
+        "RUN_STARTED",
+        *text, *call, *call, "TEXT_MESSAGE_END", "TOOL_CALL_END", "TOOL_CALL_END",  # add, list_files
+        "TOOL_CALL_RESULT", "TOOL_CALL_RESULT",
+        *text, *call, "TEXT_MESSAGE_END", "TOOL_CALL_END", "TOOL_CALL_RESULT",  # multiply
+        *text, *call, "TEXT_MESSAGE_END", "TOOL_CALL_END",  # write_file waits: an interrupt
+        "CUSTOM:approval_requested", "RUN_FINISHED",
+        "RUN_STARTED", "CUSTOM:approval_decided", "TOOL_CALL_RESULT",  # resumed with the approval
+        *text, "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]  # fmt: skip
+    assert events.count("TOOL_CALL_ARGS") > events.count("TOOL_CALL_START")  # arguments in pieces
+    assert "STATE_SNAPSHOT" in out["events"] and set(out["state"]) == {"state", "detail"}
+    history = await env.client.get_workflow_handle(thread).query(AgentWorkflow.history)
+    received = [{k: v for k, v in m.items() if k != "id"} for m in out["messages"]]
+    assert _results_in_call_order(received) == _ag_ui_messages(history.messages)
+    assert out["result"]["text"] == history.messages[-1].text
+    assert [(a.call_id, a.state, a.by) for a in history.approvals] == [("call_3_0", "approved", "ag-ui")]
+
+
+def _ui_parts(messages: list[Message]) -> list[dict[str, Any]]:
+    """The assistant's side of the transcript as UI message parts: text, and each tool call with its
+    result (a tool the client does not define is a ``dynamic-tool``)."""
+    results = {m.call_id: m for m in messages if isinstance(m, ToolResultMessage)}
+    parts: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            if m.text:
+                parts.append({"type": "text", "text": m.text, "state": "done"})
+            for call in m.tool_calls:
+                parts.append(
+                    {
+                        "type": "dynamic-tool",
+                        "toolName": call.name,
+                        "toolCallId": call.id,
+                        "state": "output-available",
+                        "input": call.arguments,
+                        "output": results[call.id].content,
+                    }
+                )
+    return parts
+
+
+async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    chat = f"chat-{uuid.uuid4().hex[:8]}"
+    api, decisions = f"{served.url}/agents/demo-streamed/chat", f"{served.url}/conversations/{chat}/decisions"
+
+    out = json.loads(await node(clients, "ui_chat.mjs", api, chat, QUESTION, decisions))
+    message = out["message"]
+
+    history = await env.client.get_workflow_handle(chat).query(AgentWorkflow.history)
+    assert message["role"] == "assistant"
+    shown = [p for p in message["parts"] if p["type"] in ("text", "dynamic-tool")]
+    assert shown == _ui_parts(history.messages)
+    assert [p["type"] for p in message["parts"]].count("step-start") == 4  # one per model call
+    [approval] = [p for p in message["parts"] if p["type"] == "data-approval"]
+    decided = (approval["id"], approval["data"]["state"], approval["data"]["by"])
+    assert decided == ("call_3_0", "approved", "ui")
+    chunks = [c for c in out["chunks"] if c != "data-state"]
+    text = ["text-start", "text-delta"]  # streamed; it ends with the model call
+    call = ["tool-input-start", "tool-input-delta"]  # started by its first delta
+    assert _runs(chunks) == [
+        "start",
+        "start-step", *text, *call, *call,  # add, list_files
+        "text-end", "tool-input-available", "tool-input-available", "finish-step",
+        "tool-output-available", "tool-output-available",
+        "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # multiply
+        "tool-output-available",
+        "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # write_file
+        "data-approval", "data-approval", "tool-output-available",  # asked, approved, written
+        "start-step", *text, "text-end", "finish-step",
+        "finish",
+    ]  # fmt: skip
+    assert chunks.count("tool-input-delta") > chunks.count("tool-input-start")  # arguments in pieces
+
+
+PAGE = "conversations-and-streams"
+"""The docs page whose frontend examples run here."""
+
+
+def _docs_examples() -> dict[str, str]:
+    """The ``// example: NAME`` code blocks of docs/conversations-and-streams.md, by name."""
+    blocks = re.findall(r"```js\n// example: (\w[\w-]*)[^\n]*\n(.*?)```", docs_page(PAGE), re.DOTALL)
+    return dict(blocks)
+
+
+async def test_the_docs_examples_run(env: Env, served: Served) -> None:
+    clients = npm_clients()
+    examples = _docs_examples()
+    assert sorted(examples) == ["ag-ui", "eventsource", "usechat"]
+    ids = {"support-4711": f"docs-{uuid.uuid4().hex[:8]}", "support-4712": f"docs-{uuid.uuid4().hex[:8]}"}
+
+    def runnable(code: str) -> str:
+        for old, new in [("http://127.0.0.1:8765", served.url), *ids.items()]:
+            code = code.replace(old, new)
+        return code
+
+    answer = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
+    outputs = {}
+    for name, prelude in [
+        ("ag-ui", ""),
+        ("eventsource", 'import { EventSource } from "eventsource";\n'),
+        ("usechat", ""),
+    ]:
+        (clients / f"docs-{name}.mjs").write_text(prelude + runnable(examples[name]))
+        outputs[name] = await node(clients, f"docs-{name}.mjs")
+    curl = re.search(
+        r"^curl -N http://127.0.0.1:8765/conversations/support-4711/events$", docs_page(PAGE), re.MULTILINE
+    )
+    assert curl is not None
+    reading = await asyncio.create_subprocess_exec(
+        *runnable(curl.group(0)).split(), stdout=asyncio.subprocess.PIPE
+    )
+    assert reading.stdout is not None
+    events = []
+    async for line in reading.stdout:  # until the reply: the chat stays open
+        if line.startswith(b"event: "):
+            events.append(line[7:].decode().strip())
+            if events[-1] == "reply":
+                break
+    reading.kill()
+    await reading.wait()
+
+    assert outputs["ag-ui"] == f"waits: approve write_file({json.dumps(WRITTEN)})?\nreply: {answer}\n"
+    assert outputs["eventsource"] == f"reply: {answer}\n"
+    assert outputs["usechat"] == f"reply: {answer}\n"
+    assert events[0] == "state" and events.count("approval_decided") == 1
+
+
+def _call_delta(start: int, text: str, *, attempt: int = 1, call_id: str = "call_a") -> ToolCallDelta:
+    return ToolCallDelta(
+        model_call=1, attempt=attempt, index=0, call_id=call_id, name="add", start=start, text=text
+    )
+
+
+def _finished(call_id: str = "call_a") -> ModelCallFinished:
+    call = ToolCall(id=call_id, name="add", arguments={"a": 1, "b": 2})
+    return ModelCallFinished(model_call=1, text="", tool_calls=[call], finish_reason="tool_calls")
+
+
+def _translated(events: list[Event]) -> tuple[list[dict], list[dict]]:
+    ag_ui, ui = AgUi("t", "r"), UiMessages("m")
+    return [c for e in events for c in ag_ui.translate(e)], [c for e in events for c in ui.translate(e)]
+
+
+def test_a_streamed_tool_call_starts_on_its_first_delta_and_gets_each_piece_of_its_arguments_once() -> None:
+    ag_ui, ui = _translated(
+        [
+            ModelCallStarted(model_call=1, model="m", iteration=1),
+            _call_delta(0, ""),  # the id and name come first
+            _call_delta(0, '{"a": 1'),
+            _call_delta(0, '{"a": 1'),  # sent again from the start (a reader came): nothing new
+            _call_delta(7, ', "b": 2}'),
+            _finished(),
+            _call_delta(16, " "),  # late: the call is over
+        ]
+    )
+    assert ag_ui == [
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "call_a",
+            "toolCallName": "add",
+            "parentMessageId": "t-m-1",
+        },
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_a", "delta": '{"a": 1'},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_a", "delta": ', "b": 2}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_a"},
+    ]
+    assert ui == [
+        {"type": "start-step"},
+        {"type": "tool-input-start", "toolCallId": "call_a", "toolName": "add", "dynamic": True},
+        {"type": "tool-input-delta", "toolCallId": "call_a", "inputTextDelta": '{"a": 1'},
+        {"type": "tool-input-delta", "toolCallId": "call_a", "inputTextDelta": ', "b": 2}'},
+        {
+            "type": "tool-input-available",
+            "toolCallId": "call_a",
+            "toolName": "add",
+            "input": {"a": 1, "b": 2},
+            "dynamic": True,
+        },
+        {"type": "finish-step"},
+    ]
+
+
+def test_a_tool_call_gets_at_the_end_what_its_deltas_lacked_and_whole_if_its_start_never_came() -> None:
+    lacking, _ = _translated([_call_delta(0, '{"a": 1'), _finished()])
+    assert [c.get("delta") for c in lacking if c["type"] == "TOOL_CALL_ARGS"] == ['{"a": 1', ', "b": 2}']
+    compact, _ = _translated([_call_delta(0, '{"a":1,"b":2}'), _finished()])  # the model's spacing
+    assert [c["type"] for c in compact] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    missed, ui = _translated([_call_delta(7, ', "b": 2}'), _finished()])  # its start never reached the run
+    assert missed == [
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "call_a",
+            "toolCallName": "add",
+            "parentMessageId": "t-m-1",
+        },
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_a", "delta": '{"a": 1, "b": 2}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_a"},
+    ]
+    assert [c["type"] for c in ui] == [
+        "tool-input-start", "tool-input-delta", "tool-input-available", "finish-step"
+    ]  # fmt: skip
+
+
+def test_a_tool_call_a_retry_replaced_ends_as_replaced_and_an_interrupted_ones_ends() -> None:
+    broke = ModelCallInterrupted(model_call=1, reason="attempt_failed", attempt=1, detail="oops")
+    ag_ui, ui = _translated(
+        [
+            _call_delta(0, '{"a"'),
+            broke,
+            _call_delta(0, '{"a": 1', attempt=2, call_id="call_b"),
+            _finished("call_b"),
+        ]
+    )
+    assert [(c["type"], c.get("toolCallId") or c.get("name")) for c in ag_ui] == [
+        ("TOOL_CALL_START", "call_a"),
+        ("TOOL_CALL_ARGS", "call_a"),
+        ("CUSTOM", "model_call_interrupted"),
+        ("TOOL_CALL_END", "call_a"),
+        ("CUSTOM", "tool_call_replaced"),
+        ("TOOL_CALL_START", "call_b"),
+        ("TOOL_CALL_ARGS", "call_b"),
+        ("TOOL_CALL_ARGS", "call_b"),
+        ("TOOL_CALL_END", "call_b"),
+    ]
+    [replaced] = [c for c in ui if c["type"] == "tool-input-error"]
+    assert replaced == {
+        "type": "tool-input-error",
+        "toolCallId": "call_a",
+        "toolName": "add",
+        "input": '{"a"',
+        "errorText": "not called: a retry of the model call replaced it",
+        "dynamic": True,
+    }
+
+    over = ModelCallInterrupted(model_call=1, reason="interrupted", detail="a newer message arrived")
+    ag_ui, ui = _translated([_call_delta(0, '{"a"'), over, _call_delta(4, ": 1")])
+    assert [c["type"] for c in ag_ui] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "CUSTOM"]
+    assert [c["type"] for c in ui] == [
+        "start-step", "tool-input-start", "tool-input-delta", "tool-input-error",
+        "data-model-call-interrupted", "finish-step",
+    ]  # fmt: skip

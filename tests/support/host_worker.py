@@ -1,0 +1,89 @@
+"""A worker process as on a host of its own: its own data folder (the working directory), and only
+``AGENT_DATABASE_URL`` in common with the other hosts. The fault worker's tools, plus one with a large output.
+
+cd HOSTDIR && TEMPORAL_ADDRESS=... AGENT_TASK_QUEUE=... AGENT_DATABASE_URL=... FAULT_EFFECTS=... \
+    PYTHONPATH=REPO python -m tests.support.host_worker
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.tools import ToolContext, default_registry, tool
+from durable_agents.converter import data_converter
+from durable_agents.plugin import build_worker
+from durable_agents.settings import Settings
+from tests.support.fault_worker import charge, slow_step
+from workflows.config import CallPolicy
+
+
+@tool
+def emit(chars: int, seed: int) -> str:
+    """Return a long text (a large tool output).
+
+    Args:
+        chars: Length of the text.
+        seed: Makes each text different.
+    """
+    return big_text(chars, seed)
+
+
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=3))
+async def charge_and_report(amount: float, chars: int, ctx: ToolContext) -> str:
+    """Charge a card once, work for FAULT_AFTER_EFFECT seconds, then return a long report.
+
+    Args:
+        amount: Euros.
+        chars: Length of the report.
+    """
+    receipt = await charge.function(amount, ctx)
+    return f"{receipt}\n{big_text(chars, int(amount))}"
+
+
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=3, heartbeat_seconds=3))
+async def charge_then_wait(amount: float, ctx: ToolContext) -> str:
+    """Charge a card once; the charge returns when the file FAULT_EFFECTS.go exists.
+
+    Args:
+        amount: Euros.
+    """
+
+    async def pay() -> str:
+        with Path(os.environ["FAULT_EFFECTS"]).open("a") as effects:
+            effects.write(f"{ctx.idempotency_key} {amount:g}\n")
+        while not Path(os.environ["FAULT_EFFECTS"] + ".go").exists():
+            await asyncio.sleep(0.05)
+        return f"charged {amount:g} EUR"
+
+    return await ctx.once("charge", pay)
+
+
+def big_text(chars: int, seed: int) -> str:
+    unit = f"[{seed}:{chars}]"
+    return (unit * (chars // len(unit) + 1))[:chars]
+
+
+async def main() -> None:
+    settings = Settings.from_env()
+    stores = settings.stores
+    await stores.open()
+    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=data_converter(settings))
+    worker = build_worker(
+        client,
+        task_queue=os.environ["AGENT_TASK_QUEUE"],
+        registry=default_registry(slow_step, charge, emit, charge_and_report, charge_then_wait),
+        stores=stores,
+    )
+    async with worker:
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.exit(0)

@@ -1,0 +1,148 @@
+"""``AgentPlugin`` in a worker of the user's own (docs/composition.md), beside an unrelated workflow."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.plugin import AgentPlugin
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.conversations import wait_for_pending
+from tests.support.greeting import Greeting, Reviewed, call_model, greet
+from tests.support.history import activity_types
+from workflows.activity_refs import (
+    CALL_MODEL,
+    LIST_MCP_TOOLS,
+    RESOLVE_AGENT,
+    RUN_HOOK,
+    RUN_TOOL,
+    VERIFY_DECISION,
+)
+from workflows.agent import AgentWorkflow
+from workflows.records import ApprovalSignal
+
+
+async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    # As docs/composition.md shows: the plugin on the client, then a Worker like any other.
+    plugin = AgentPlugin(workspace_root=tmp_path)
+    client = await Client.connect(server.address, plugins=[plugin])
+    task_queue = f"tq-plugin-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[Greeting],
+        activities=[greet],
+        max_cached_workflows=1000,
+    )
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("5"), tools=["add"])
+    async with worker:
+        conversation_handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"plugin-{uuid.uuid4().hex}", task_queue=task_queue
+        )
+        greeting = await client.execute_workflow(
+            Greeting.run, "Ada", id=f"greeting-{uuid.uuid4().hex}", task_queue=task_queue
+        )
+        result = await conversation_handle.result()
+
+    assert greeting == "hello, Ada"
+    assert (result.final_text, [c.content for c in result.tool_calls]) == ("5", ["5"])
+    assert await activity_types(conversation_handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
+    # The plugin tuned what the worker left at the SDK's defaults, and kept the user's own: the
+    # cache size asked for (it once took a 1,000, the SDK's default too, for "not set": 200).
+    active = worker.config(active_config=True)
+    assert (active["max_cached_workflows"], active["sticky_queue_schedule_to_start_timeout"]) == (
+        1000,
+        timedelta(seconds=5),
+    )
+    assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow"]
+
+
+async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    client = await Client.connect(server.address)  # the SDK's default converter
+    with pytest.raises(ValueError) as refused:
+        Worker(
+            client,
+            task_queue="tq-refused",
+            workflows=[Greeting],
+            plugins=[AgentPlugin(workspace_root=tmp_path)],
+        )
+    assert str(refused.value) == (
+        "AgentPlugin: the worker's client does not use our data converter; connect it with"
+        " Client.connect(..., plugins=[AgentPlugin(...)]) (a worker cannot change its client's)"
+    )
+
+
+def test_activity_names_are_namespaced_and_the_worker_registers_each_under_it_and_its_old_one(
+    tmp_path: Path,
+) -> None:
+    # The names are in every history ever recorded: a rename would strand running conversations.
+    # So the old ones stay registered (workflows/wire.py): runs from before the namespace use them.
+    refs = [RESOLVE_AGENT, LIST_MCP_TOOLS, CALL_MODEL, RUN_TOOL, RUN_HOOK, VERIFY_DECISION]
+    old = ["resolve_agent", "list_mcp_tools", "call_model", "run_tool", "run_hook", "verify_decision"]
+    assert [r.name for r in refs] == [f"durable_agents.{name}" for name in old]
+    assert [r.old_name for r in refs] == old
+    registered = AgentPlugin(workspace_root=tmp_path).activities  # what SimplePlugin hands to workers
+    names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
+    assert sorted(names) == sorted([r.name for r in refs] + old)
+
+
+async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plugin(
+    server: EmbeddedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The user's worker has an activity ``call_model`` and a workflow with a signal ``approve``:
+    once the names of our own too (a worker refused two activities named ``call_model``). Ours is
+    ``durable_agents.call_model`` now; its old name, kept for conversations from before, yields."""
+    client = await Client.connect(server.address, plugins=[AgentPlugin(workspace_root=tmp_path)])
+    task_queue = f"tq-own-names-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=task_queue, workflows=[Reviewed], activities=[call_model])
+    write = ("write_file", {"path": "a.txt", "content": "a"})
+    agent = scripted_agent(step("", write), step("{last_result}"), tools=["write_file"])
+    async with worker:
+        reviewed = await client.start_workflow(
+            Reviewed.run, "hi", id=f"reviewed-{uuid.uuid4().hex}", task_queue=task_queue
+        )
+        conversation_handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"own-names-{uuid.uuid4().hex}", task_queue=task_queue
+        )
+        [pending] = await wait_for_pending(conversation_handle)
+        await reviewed.signal(Reviewed.approve)
+        await conversation_handle.signal(
+            AgentWorkflow.approve, ApprovalSignal(call_id=pending.call_id, by="alice")
+        )
+        assert await reviewed.result() == "the user's model says: hi"
+        result = await conversation_handle.result()
+
+    assert result.final_text == "Wrote 1 bytes to a.txt."
+    assert await activity_types(conversation_handle) == [
+        "durable_agents.resolve_agent",
+        "durable_agents.call_model",
+        "durable_agents.verify_decision",
+        "durable_agents.run_tool",
+        "durable_agents.call_model",
+    ]
+    active = worker.config(active_config=True)
+    assert [w.__name__ for w in active["workflows"]] == ["Reviewed", "AgentWorkflow"]
+    registered = active["activities"]
+    names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
+    # The user's call_model; ours, namespaced; and our other old names, for conversations from before.
+    assert [names.count(n) for n in ("call_model", "durable_agents.call_model", "run_tool")] == [1, 1, 1]
+    assert [r.message for r in caplog.records if r.name == "durable_agents.plugin"] == [
+        "this worker's own activities call_model keep their names: conversations started before our"
+        " activities were named durable_agents.* cannot run theirs on it"
+    ]

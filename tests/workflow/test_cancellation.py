@@ -1,0 +1,101 @@
+"""Cancelling a conversation ends it as cancelled with everything it completed, whatever it was doing."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.client import WorkflowHandle
+
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.conversations import wait_for_pending
+from tests.support.history import event_types
+from tests.support.workers import Env
+from workflows.agent import AgentWorkflow
+from workflows.config import ApprovalPolicy
+from workflows.messages import ScriptStep, ToolResultMessage
+
+
+async def _wait_for_event(handle: WorkflowHandle, event: int, count: int = 1) -> None:
+    while (await event_types(handle)).count(event) < count:
+        await asyncio.sleep(0.05)
+
+
+async def _wait_until_running(handle: WorkflowHandle, activity: str, completed_before: int) -> None:
+    """Until ``activity`` runs on a worker, after ``completed_before`` other activities completed."""
+    await _wait_for_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, completed_before)
+    while True:
+        pending = (await handle.describe()).raw_description.pending_activities
+        if any(
+            p.activity_type.name == activity
+            and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            for p in pending
+        ):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_cancelling_during_a_model_call_aborts_the_call_and_keeps_the_transcript(env: Env) -> None:
+    agent = scripted_agent(
+        step("Adding.", ("add", {"a": 2, "b": 3})), ScriptStep(text="late", delay_seconds=60)
+    )
+    handle = await env.start(conversation(agent, prompt="add 2 and 3"))
+    await _wait_until_running(handle, "durable_agents.call_model", completed_before=2)  # call_model, add
+    await handle.cancel(reason="changed my mind")
+    result = await handle.result()
+
+    assert (result.closed_by, result.stop_reason) == ("cancelled", "cancelled")
+    assert result.detail == "cancelled: changed my mind"
+    assert result.final_text == "Adding."
+    assert [(c.name, c.content) for c in result.tool_calls] == [("add", "5")]
+    assert result.model_calls == 1
+    events = await event_types(handle)
+    # The model call heard the cancellation and stopped: cancelled, not completed nor timed out.
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED) == 1
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) == 2
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+    assert events[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    status = await handle.query(AgentWorkflow.status)
+    assert (status.state, status.detail) == ("cancelled", "cancelled: changed my mind")
+
+
+async def test_cancelling_while_an_approval_waits_keeps_completed_calls_and_marks_the_rest(env: Env) -> None:
+    agent = scripted_agent(
+        step("Computing.", ("multiply", {"a": 6, "b": 7}), ("add", {"a": 1, "b": 2})),
+        step("never"),
+        approval=ApprovalPolicy(require=["multiply"]),
+    )
+    handle = await env.start(conversation(agent))
+    await wait_for_pending(handle)
+    await _wait_for_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 2)  # call_model and add
+    await handle.cancel()
+    result = await handle.result()
+
+    assert (result.closed_by, result.stop_reason) == ("cancelled", "cancelled")
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("call_1_0", "multiply", "Tool call 'multiply' was cancelled with the conversation.", True),
+        ("call_1_1", "add", "3", False),
+    ]
+    [approval] = result.approvals
+    assert (approval.state, approval.by, approval.via) == ("cancelled", "system", "cancellation")
+    assert approval.reason == "conversation cancelled: no reason given"
+    # The transcript stays well formed: every call the model asked for has its result.
+    assert [m.call_id for m in result.messages if isinstance(m, ToolResultMessage)] == [
+        "call_1_0",
+        "call_1_1",
+    ]
+    assert await handle.query(AgentWorkflow.pending_approvals) == []
+
+
+async def test_cancelling_a_chat_answers_every_queued_message(env: Env) -> None:
+    agent = scripted_agent(ScriptStep(text="slow", delay_seconds=60), chat=True)
+    handle = await env.start(conversation(agent))
+    await _wait_until_running(handle, "durable_agents.call_model", completed_before=0)
+    await handle.signal(AgentWorkflow.post_message, {"text": "and another thing"})
+    await handle.cancel()
+    result = await handle.result()
+
+    assert [(r.message_id, r.stop_reason, r.text) for r in result.replies] == [
+        ("m1", "cancelled", "[no answer: the conversation was cancelled]"),
+        ("m2", "cancelled", "The conversation was cancelled before this message was answered."),
+    ]

@@ -1,0 +1,118 @@
+"""Checked-in histories of real runs must replay on today's workflow code (determinism guard)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.support.paths import TESTS
+from workflows import wire
+from workflows.agent import AgentWorkflow
+
+HISTORIES = sorted((TESTS / "histories").glob("*.json"))
+
+
+def test_histories_are_checked_in() -> None:
+    assert [p.stem for p in HISTORIES] == [
+        "approval",
+        "approval_bound",
+        "approval_decisions",
+        "cancelled",
+        "chat_continued",
+        "compaction",
+        "compaction_continued",
+        "continue_as_new",
+        "continued_approval",
+        "demo",
+        "follow_ups",
+        "fork",
+        "interrupted",
+        "interrupted_streamed",
+        "lean_start",
+        "limit_final_answer",
+        "mcp_time",
+        "model_fallback",
+        "namespaced_decisions",
+        "namespaced_subagent",
+        "namespaced_subagent_child",
+        "streamed",
+        "subagent",
+        "subagent_budgets",
+        "subagent_budgets_child",
+        "subagent_child",
+        "subagent_decided",
+        "subagent_decided_child",
+        "tool_errors",
+        "typed_answer",
+        "update_with_start",
+    ]
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_history_replays_without_nondeterminism(path: Path) -> None:
+    # The id it was recorded under (record_histories.py): a sub-agent's workflow id derives from it.
+    history = WorkflowHistory.from_json(f"record-{path.stem}", path.read_text())
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    assert result.replay_failure is None
+
+
+def _names(history: WorkflowHistory) -> tuple[set[str], set[str]]:
+    """The names its activities, signals, updates and signals to other conversations went by, and
+    the patches its run recorded."""
+    names, patches = set(), set()
+    for e in history.events:
+        names.update(_named(e))
+        marker = e.marker_recorded_event_attributes
+        if marker.marker_name == "core_patch":
+            patches.add(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+        elif marker.marker_name == "core_local_activity":
+            names.add(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
+    return names, patches
+
+
+def _named(e: HistoryEvent) -> list[str]:
+    return [
+        name
+        for name in (
+            e.activity_task_scheduled_event_attributes.activity_type.name,
+            e.workflow_execution_signaled_event_attributes.signal_name,
+            e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name,
+            e.signal_external_workflow_execution_initiated_event_attributes.signal_name,
+        )
+        if name
+    ]
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+def test_each_history_goes_by_the_old_names_or_the_namespaced_ones_throughout(path: Path) -> None:
+    """Recorded before workflows/wire.py: old names and no marker; after it: the marker and only
+    namespaced names (the stream's SDK-named updates aside)."""
+    names, patches = _names(WorkflowHistory.from_json("h", path.read_text()))
+    ours = {name for name in names if not name.startswith("__temporal")}
+    if path.stem.startswith("namespaced_"):
+        assert wire.PATCH in patches
+        assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
+    else:
+        assert wire.PATCH not in patches
+        assert ours and ours <= set(wire.OLD_NAMES.values()), ours
+
+
+async def test_a_history_from_before_the_namespace_fails_if_its_run_took_the_new_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What keeps old histories replaying is the run's choice (``wire.choose``): Temporal checks the
+    activity types a replay schedules against the history's."""
+    monkeypatch.setattr(wire, "choose", lambda: True)
+    path = TESTS / "histories" / "approval_decisions.json"
+    history = WorkflowHistory.from_json(f"record-{path.stem}", path.read_text())
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert "TMPRL1100" in str(result.replay_failure)
+    assert "durable_agents." in str(result.replay_failure)

@@ -1,0 +1,137 @@
+"""The replay guard (tests/workflow/test_replay.py) sees every path a conversation can be on: an unguarded
+change to any one of them, made in a scratch copy of the workflow code, fails the replay of the
+checked-in history of that path, and of no other (so no other history would have caught it)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+import workflows.agent
+from tests.support.paths import TESTS
+
+HISTORIES = sorted((TESTS / "histories").glob("*.json"))
+NONDETERMINISM = "TMPRL1100"
+
+
+@dataclass(frozen=True)
+class Change:
+    """``anchor`` in ``module`` (it must occur once) gets ``added`` right before it."""
+
+    module: str
+    anchor: str
+    added: str
+    caught_by: set[str]
+    """The histories whose replay must fail."""
+
+
+SLEEP = "await workflow.sleep(1)"
+CHANGES = {
+    "a continued run": Change(
+        "workflows.agent",
+        "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
+        f"            if input.state is not None:\n                {SLEEP}\n",
+        {"chat_continued", "compaction_continued", "continued_approval"},
+    ),
+    "a pending approval carried across": Change(
+        "workflows.agent",
+        "        remaining = None\n        if record.deadline is not None:\n",
+        f"        if any(a.call_id == record.call_id for a in self._s.approvals):\n            {SLEEP}\n",
+        {"continued_approval"},
+    ),
+    "a chat continued while waiting": Change(
+        "workflows.agent",
+        '        self._board.set("idle", "waiting for the next message")\n',
+        f"        if self._s.runs > 1:\n            {SLEEP}\n",
+        {"chat_continued"},
+    ),
+    "a sub-agent started with budgets": Change(
+        "workflows.agent",
+        "        resolved.tools = offered(resolved.tools, input.subagent)\n",
+        f"        if input.subagent and input.subagent.token_budget is not None:\n            {SLEEP}\n",
+        {"subagent_budgets_child"},
+    ),
+    "compaction after a continue-as-new": Change(
+        "workflows.model_calls",
+        "        replaces = cut - view_start(s.messages)\n",
+        f"        if s.runs > 1:\n            {SLEEP}\n",
+        {"compaction_continued"},
+    ),
+    "an interrupted streamed call": Change(
+        "workflows.agent",
+        '                        self._finish_turn("interrupted")\n                elif self._s.queue:\n',
+        f"                        if agent.spec.model.stream:\n                            {SLEEP}\n",
+        {"interrupted_streamed"},
+    ),
+    "a fork": Change(
+        "workflows.agent",
+        "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
+        f"            if input.history:\n                {SLEEP}\n",
+        {"fork"},
+    ),
+}
+
+
+def _load(name: str, source: str, folder: Path) -> ModuleType:
+    """``source`` as a module of its own (a scratch copy: the real module stays as it is)."""
+    path = folder / f"{name.replace('.', '_')}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"scratch_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def changed_workflow(change: Change, folder: Path) -> type:
+    """``AgentWorkflow`` from a scratch copy of the workflow code with ``change`` made."""
+    real = importlib.import_module(change.module)
+    source = Path(real.__file__ or "").read_text()
+    assert source.count(change.anchor) == 1, f"the anchor is not once in {change.module}: {change.anchor!r}"
+    changed = _load(change.module, source.replace(change.anchor, change.added + change.anchor), folder)
+    if change.module == "workflows.agent":
+        return changed.AgentWorkflow
+    agent = _load("workflows.agent", Path(workflows.agent.__file__ or "").read_text(), folder)
+    for name, value in vars(agent).items():  # the agent module uses the changed module's classes
+        if getattr(value, "__module__", None) == change.module and hasattr(changed, name):
+            setattr(agent, name, getattr(changed, name))
+    return agent.AgentWorkflow
+
+
+async def failing_histories(workflow_class: type) -> dict[str, str]:
+    """The checked-in histories whose replay on ``workflow_class`` fails, with the failure."""
+    histories = {p.stem: WorkflowHistory.from_json(f"record-{p.stem}", p.read_text()) for p in HISTORIES}
+
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in histories.values():
+            yield history
+
+    replayer = Replayer(workflows=[workflow_class], data_converter=pydantic_data_converter)
+    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+    names = {history.run_id: name for name, history in histories.items()}
+    return {names[run_id]: str(failure) for run_id, failure in results.replay_failures.items()}
+
+
+async def test_the_unchanged_workflow_code_replays_every_history(tmp_path: Path) -> None:
+    change = CHANGES["a fork"]
+    unchanged = Change(change.module, change.anchor, "", set())
+    assert await failing_histories(changed_workflow(unchanged, tmp_path)) == {}
+
+
+@pytest.mark.parametrize("path", CHANGES)
+async def test_an_unguarded_change_on_each_path_fails_the_replay_of_its_history(
+    path: str, tmp_path: Path
+) -> None:
+    change = CHANGES[path]
+    failures = await failing_histories(changed_workflow(change, tmp_path))
+
+    assert set(failures) == change.caught_by
+    assert all(NONDETERMINISM in failure for failure in failures.values()), failures

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -16,6 +16,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -29,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
+    AGENT_STATUS,
     AgentOverrides,
     ConversationHistory,
     ConversationInput,
@@ -44,6 +46,9 @@ from workflows.transcript import cut_error
 T = TypeVar("T")
 
 _ACCEPTED, _COMPLETED = WorkflowUpdateStage.ACCEPTED, WorkflowUpdateStage.COMPLETED
+
+LIST_WINDOW = timedelta(hours=1)
+"""The first span ``newest_conversations`` looks back over (doubled until it holds enough)."""
 
 QUERY_TIMEOUT = timedelta(seconds=10)
 """How long a query waits for the conversation's worker to answer."""
@@ -197,10 +202,12 @@ def _start_options(
     }
 
 
-async def ask(client: Client, handle: WorkflowHandle, query: Any, task_queue: str) -> Any:
+async def ask(
+    client: Client, handle: WorkflowHandle, query: Any, task_queue: str, timeout: timedelta = QUERY_TIMEOUT
+) -> Any:
     """The answer of the conversation's worker to ``query``. ``NoWorkerError`` at once when no worker
     polls ``task_queue`` (Temporal would wait ~30 s, then say only "Timeout expired"), or when none
-    answers within ``QUERY_TIMEOUT`` (a worker that polled it minutes ago may be gone)."""
+    answers within ``timeout`` (a worker that polled it minutes ago may be gone)."""
     described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -211,11 +218,11 @@ async def ask(client: Client, handle: WorkflowHandle, query: Any, task_queue: st
     if not described.pollers:
         raise NoWorkerError(f"no worker is polling task queue {task_queue}")
     try:
-        return await handle.query(query, rpc_timeout=QUERY_TIMEOUT)
+        return await handle.query(query, rpc_timeout=timeout)
     except RPCError as e:
         if e.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
             raise
-        seconds = int(QUERY_TIMEOUT.total_seconds())
+        seconds = int(timeout.total_seconds())
         raise NoWorkerError(f"no worker polling task queue {task_queue} answered within {seconds} s") from e
 
 
@@ -296,3 +303,43 @@ def ui_link(workflow_id: str, namespace: str = "default", ui_url: str = DEFAULT_
     """The Web UI page of a workflow (``ui_url``: ``Settings.ui_url``); the id is quoted, as the UI's
     own links do (``a/b`` is ``a%2Fb``)."""
     return f"{ui_url}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+
+
+async def newest_conversations(
+    client: Client, limit: int, before: datetime | None = None
+) -> list[WorkflowExecution]:
+    """The ``limit`` conversations started last (before ``before``, for the next page), newest
+    first; a conversation that continued as new shows once, as its current run.
+
+    Temporal's SQL visibility has no ORDER BY and lists the open ones first, then the others by
+    close time: so count back over a doubling span of start times until it holds ``limit`` of them
+    (or all there are), and sort what it holds.
+    """
+    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+    if before is not None:
+        query += f" AND StartTime < '{before.isoformat()}'"
+    total = (await client.count_workflows(query)).count
+    now, window = before or datetime.now(UTC), LIST_WINDOW
+    scoped = query
+    while total > limit:
+        scoped = f"{query} AND StartTime >= '{(now - window).isoformat()}'"
+        if (await client.count_workflows(scoped)).count >= limit:
+            break
+        window *= 2
+    found = [wf async for wf in client.list_workflows(scoped)]
+    return sorted(found, key=lambda wf: wf.start_time, reverse=True)[:limit]
+
+
+def agent_state(wf: WorkflowExecution) -> str:
+    """What a conversation is doing, or how it ended.
+
+    The AgentStatus search attribute while it runs or once it completed (awaiting_approval, idle,
+    cancelled...); otherwise Temporal's status (failed, terminated, timed_out), which the
+    workflow may not have had the chance to record.
+    """
+    recorded = wf.typed_search_attributes.get(AGENT_STATUS)
+    if recorded and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+        return recorded
+    if wf.status is None:
+        return "unknown"
+    return "cancelled" if wf.status == WorkflowExecutionStatus.CANCELED else wf.status.name.lower()

@@ -16,7 +16,8 @@ Every conversation id is routable, a sub-agent's (``parent/call_2_0``) too, as i
 (``parent%2Fcall_2_0``). Who may read is ``Access``'s: a bearer token (``AGENT_SERVE_TOKEN``, in an
 ``Authorization`` header or, for a browser's ``EventSource``, which cannot set one, ``?token=``),
 required before ``serve`` binds anything but a loopback address, and the browser origins allowed to
-read from other pages (``AGENT_SERVE_ORIGINS``, CORS).
+read from other pages (``AGENT_SERVE_ORIGINS``, CORS). The operator console (``console/``) is mounted
+at ``/console/``: its pages need a login with the same token, its actions a CSRF token as well.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
@@ -41,8 +42,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.delta_channel import DeltaListener
 from durable_agents import runs
+from durable_agents.console import routes as console_routes
 from durable_agents.fanout import Entry, Hub, Subscription
-from durable_agents.settings import DEFAULT_TASK_QUEUE
+from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from durable_agents.streaming import EventStreamResponse, QuietDrops
 from workflows.events import Event, ModelCallFinished, StreamedText, TextDelta, TextReplaced
 
@@ -53,10 +55,17 @@ DEFAULT_PORT = 8765
 
 
 def app(
-    client: Client, hub: Hub | None = None, task_queue: str = DEFAULT_TASK_QUEUE, access: Access | None = None
+    client: Client,
+    hub: Hub | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    access: Access | None = None,
+    console: ConsoleOptions | None = None,
 ) -> ASGIApp:
-    """The streams' and the runs' routes behind ``access`` (default: no token, no other origin)."""
+    """The streams' and the runs' routes behind ``access`` (default: no token, no other origin), and
+    the console at ``/console/`` behind its own login (the same token)."""
     hub = hub or Hub(client)
+    access = access or Access()
+    console = console or ConsoleOptions()
 
     async def events(request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
@@ -80,8 +89,29 @@ def app(
     routes = [
         Route("/conversations/{workflow_id:path}/events", events),
         *runs.routes(client, hub, task_queue),
+        Route("/", lambda _: RedirectResponse(f"{console_routes.BASE}/", status_code=307)),
+        console_routes.mount(
+            client,
+            events,
+            token=access.token,
+            approver_key=console.approver_key,
+            ui_url=console.ui_url,
+            decide_timeout=console.decide_timeout,
+        ),
     ]
-    return _Guard(Starlette(routes=routes, lifespan=lifespan), access or Access())
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), access)
+
+
+@dataclass(frozen=True)
+class ConsoleOptions:
+    """What the console takes from the settings besides the token."""
+
+    approver_key: str = field(default="", repr=False)
+    """``AGENT_APPROVER_KEY``: signs the decisions of a person who gave no key of their own at login."""
+    ui_url: str = DEFAULT_UI_URL
+    """``AGENT_UI_URL``: the Temporal Web UI the conversation pages link to."""
+    decide_timeout: float = 10.0
+    """``AGENT_DECIDE_TIMEOUT``: how long a decision on a sub-agent's call waits for it to take."""
 
 
 async def _missing(client: Client, workflow_id: str) -> Response | None:
@@ -146,6 +176,7 @@ async def serve(
     task_queue: str = DEFAULT_TASK_QUEUE,
     access: Access | None = None,
     deltas: DeltaListener | None = None,
+    console: ConsoleOptions | None = None,
 ) -> None:
     """Serve until interrupted; open streams are closed at once when it stops. Conversations that
     a run starts (``runs.py``) start on ``task_queue``; ``deltas`` is this process's reader of the
@@ -154,7 +185,7 @@ async def serve(
     check_exposure(host, access)
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
-        app(client, Hub(client, deltas=deltas), task_queue=task_queue, access=access),
+        app(client, Hub(client, deltas=deltas), task_queue=task_queue, access=access, console=console),
         host=host,
         port=port,
         log_level="warning",
@@ -222,8 +253,8 @@ class _Guard:
         self._inner, self._access = inner, access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._inner(scope, receive, send)
+        if scope["type"] != "http" or console_routes.is_console(scope["path"]) or scope["path"] == "/":
+            await self._inner(scope, receive, send)  # the console checks its own login and CSRF
             return
         origin = (_header(scope, b"origin") or b"").decode("latin-1")
         cors = self._cors(origin)

@@ -44,9 +44,11 @@ from activities.delta_channel import DeltaListener
 from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import (
     NoWorkerError,
+    agent_state,
     ask,
     conversation_history,
     fork_conversation,
+    newest_conversations,
     resent_while_rolling_over,
     send_or_start,
     start_conversation,
@@ -65,7 +67,7 @@ from durable_agents.display import (
 from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
-from durable_agents.sse import DEFAULT_PORT, Access, check_exposure, serve
+from durable_agents.sse import DEFAULT_PORT, Access, ConsoleOptions, check_exposure, serve
 from durable_agents.versioning import cannot_replay, releases_in
 from stores.conversations import PayloadMissingError
 from stores.errors import StoreDown
@@ -73,7 +75,6 @@ from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
-    AGENT_STATUS,
     AgentOverrides,
     ConversationInput,
     ConversationResult,
@@ -93,9 +94,6 @@ from workflows.records import ApprovalRecord, Decision, Reply, Revocation
 from workflows.signatures import SignedDecision
 
 M = TypeVar("M")
-
-LIST_WINDOW = timedelta(hours=1)
-"""The first span `list` looks back over for the newest conversations (doubled until it holds enough)."""
 
 
 class CommandError(Exception):
@@ -268,7 +266,7 @@ async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
     """Refuse when the conversation has closed: Temporal would accept a cancel and do nothing."""
     described = await handle.describe()
     if described.status != WorkflowExecutionStatus.RUNNING:
-        raise CommandError(f"{handle.id} is already closed ({_agent_state(described)}); {consequence}")
+        raise CommandError(f"{handle.id} is already closed ({agent_state(described)}); {consequence}")
 
 
 async def chat(client: Client, args: argparse.Namespace) -> None:
@@ -286,7 +284,7 @@ async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener 
         described = await handle.describe()
         if described.status != WorkflowExecutionStatus.RUNNING:
             raise CommandError(
-                f"{handle.id} has closed ({_agent_state(described)}): nothing more comes on its stream;"
+                f"{handle.id} has closed ({agent_state(described)}): nothing more comes on its stream;"
                 " start a new chat with --agent NAME"
             )
         # What waits already, then what happens from now on.
@@ -456,7 +454,7 @@ async def _closed_status(
     try:
         done = await handle.result()
     except WorkflowFailureError as e:  # failed, terminated or timed out: no result to read
-        state = _agent_state(described)
+        state = agent_state(described)
         return ConversationStatus(
             state="cancelled" if state == "cancelled" else "failed",
             agent=agent,
@@ -682,9 +680,11 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
     token = "token required" if access.token else "no token"
     origins = ", ".join(access.origins) or "none"
-    print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)", flush=True)
+    print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)")
+    print(f"The operator console: http://{args.host}:{args.port}/console/", flush=True)
+    console = ConsoleOptions(settings.approver_key, settings.ui_url, settings.decide_timeout)
     async with listening(client, settings.database_url, settings.delta_dir) as deltas:
-        await serve(client, args.host, args.port, args.task_queue, access, deltas)
+        await serve(client, args.host, args.port, args.task_queue, access, deltas, console)
 
 
 def _duration(delta: timedelta) -> str:
@@ -701,51 +701,16 @@ async def list_conversations(client: Client, args: argparse.Namespace) -> None:
     rows = [
         (
             wf.id,
-            _agent_state(wf),
+            agent_state(wf),
             wf.typed_search_attributes.get(AGENT_NAME) or "-",
             f"{wf.start_time:%Y-%m-%d %H:%M:%S}Z",
         )
-        for wf in await _newest(client, args.limit)
+        for wf in await newest_conversations(client, args.limit)
     ]
     if not rows:
         print("No conversations yet.")
         return
     _print_table(("WORKFLOW ID", "STATUS", "AGENT", "STARTED"), rows)
-
-
-async def _newest(client: Client, limit: int) -> list[WorkflowExecution]:
-    """The ``limit`` conversations started last, newest first.
-
-    Temporal's SQL visibility has no ORDER BY and lists the open ones first, then the others by
-    close time: so count back over a doubling span of start times until it holds ``limit`` of them
-    (or all there are), and sort what it holds.
-    """
-    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
-    total = (await client.count_workflows(query)).count
-    now, window = datetime.now(UTC), LIST_WINDOW
-    scoped = query
-    while total > limit:
-        scoped = f"{query} AND StartTime >= '{(now - window).isoformat()}'"
-        if (await client.count_workflows(scoped)).count >= limit:
-            break
-        window *= 2
-    found = [wf async for wf in client.list_workflows(scoped)]
-    return sorted(found, key=lambda wf: wf.start_time, reverse=True)[:limit]
-
-
-def _agent_state(wf: WorkflowExecution) -> str:
-    """What a conversation is doing, or how it ended.
-
-    The AgentStatus search attribute while it runs or once it completed (awaiting_approval, idle,
-    cancelled...); otherwise Temporal's status (failed, terminated, timed_out), which the
-    workflow may not have had the chance to record.
-    """
-    recorded = wf.typed_search_attributes.get(AGENT_STATUS)
-    if recorded and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
-        return recorded
-    if wf.status is None:
-        return "unknown"
-    return "cancelled" if wf.status == WorkflowExecutionStatus.CANCELED else wf.status.name.lower()
 
 
 def _failure_message(error: WorkflowFailureError) -> str:
@@ -954,7 +919,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--from", dest="from_offset", type=_offset, default=0, help="the event offset to start at")
     w.set_defaults(func=watch)
 
-    sv = sub.add_parser("serve", help="serve conversations' event streams as Server-Sent Events")
+    sv = sub.add_parser(
+        "serve", help="serve conversations' event streams as Server-Sent Events, and the operator console"
+    )
     sv.add_argument("--port", type=int, default=DEFAULT_PORT)
     sv.add_argument("--host", default="127.0.0.1")
     sv.set_defaults(func=serve_events)

@@ -1,0 +1,148 @@
+"""What a person at the console does to a conversation, through the same updates, signals and
+client functions as ``starter.py``: decide a call (``decide``, signed as ``starter.py approve``
+signs), revoke a tool, send a message, end, cancel, fork. Each either took, or raises ``Refused``
+with the reason on one line, for the page to show where the person acted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
+from temporalio.service import RPCError
+
+from activities.approver_keys import sign
+from durable_agents.console.sessions import Session
+from durable_agents.conversations import fork_conversation
+from workflows.agent import AgentWorkflow
+from workflows.api import MessageInput
+from workflows.inputs import first_error
+from workflows.records import ApprovalRecord, Decision, Revocation, ToolAllowance
+from workflows.signatures import SignedDecision
+
+
+class Refused(Exception):
+    """The action did not take: why, on one line."""
+
+
+def edited_arguments(text: str) -> dict[str, Any] | None:
+    """The JSON object a person edited the arguments into; None for none given."""
+    if not text.strip():
+        return None
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Refused(f"the arguments are not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
+    if not isinstance(arguments, dict):
+        raise Refused('the arguments must be a JSON object, such as {"path": "notes.txt"}')
+    return arguments
+
+
+async def decide(
+    client: Client,
+    workflow_id: str,
+    session: Session,
+    *,
+    call_id: str,
+    digest: str,
+    approve: bool,
+    reason: str = "",
+    arguments: dict[str, Any] | None = None,
+    remember: bool = False,
+    wait_seconds: float = 10.0,
+) -> ApprovalRecord:
+    """The ``decide`` update, as the logged-in person, bound to the ``digest`` they saw; signed with
+    their approver key when they have one. The worker checks edited arguments against the tool's
+    schema (the update's validator: a refusal leaves no trace in history)."""
+    try:
+        decision = Decision(
+            call_id=call_id,
+            approve=approve,
+            by=session.name,
+            reason=reason,
+            arguments_digest=digest,
+            arguments=arguments,
+            remember=remember or None,
+            wait_seconds=wait_seconds,
+        )
+    except ValidationError as e:
+        raise Refused(f"invalid decision: {first_error(e)}") from e
+    if session.secret is not None:
+        signed = SignedDecision.of(workflow_id, digest, decision)
+        decision = decision.model_copy(update={"signature": sign(session.secret, signed)})
+    return await _update(client.get_workflow_handle(workflow_id), AgentWorkflow.decide, decision)
+
+
+async def revoke(client: Client, workflow_id: str, session: Session, tool: str) -> ToolAllowance:
+    try:
+        revocation = Revocation(tool=tool, by=session.name)
+    except ValidationError as e:
+        raise Refused(f"invalid revocation: {first_error(e)}") from e
+    return await _update(client.get_workflow_handle(workflow_id), AgentWorkflow.revoke, revocation)
+
+
+async def send_message(client: Client, workflow_id: str, text: str) -> None:
+    """Queue a message; returns once the conversation accepted it (its reply comes on the stream)."""
+    try:
+        message = MessageInput(text=text)
+    except ValidationError as e:
+        raise Refused(f"invalid message: {first_error(e)}") from e
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        await handle.start_update(
+            AgentWorkflow.send_message, message, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        )
+    except WorkflowUpdateFailedError as e:
+        raise Refused(_reason(e)) from e
+    except RPCError as e:
+        raise Refused(e.message) from e
+
+
+async def end(client: Client, workflow_id: str) -> None:
+    """Close a chat after its current turn (the ``end`` signal)."""
+    await _rpc(client.get_workflow_handle(workflow_id).signal(AgentWorkflow.end))
+
+
+async def cancel(client: Client, workflow_id: str) -> None:
+    """Cancel: the conversation ends with what it has so far."""
+    await _rpc(client.get_workflow_handle(workflow_id).cancel())
+
+
+async def fork(client: Client, workflow_id: str, at: int) -> str:
+    """A new conversation from the first ``at`` messages: its workflow id."""
+    try:
+        return (await fork_conversation(client, workflow_id, at)).id
+    except ValueError as e:
+        raise Refused(str(e)) from e
+    except RPCError as e:
+        raise Refused(e.message) from e
+
+
+async def _update(handle: WorkflowHandle, update: Any, arg: Any) -> Any:
+    try:
+        return await handle.execute_update(update, arg)
+    except WorkflowUpdateFailedError as e:
+        raise Refused(_reason(e)) from e
+    except RPCError as e:
+        raise Refused(e.message) from e
+
+
+async def _rpc(call: Any) -> None:
+    try:
+        await call
+    except RPCError as e:
+        raise Refused(e.message) from e
+
+
+def _reason(error: WorkflowUpdateFailedError) -> str:
+    """The worker's reason: the innermost cause (the SDK wraps what pydantic found wrong)."""
+    cause: BaseException = error.cause
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(getattr(cause, "message", cause)).strip().splitlines()[0]

@@ -1,0 +1,241 @@
+"""What the console's pages show, read from Temporal: the calls waiting for a person across
+conversations (as ``starter.py pending`` finds them), the conversations newest first, and one
+conversation whole. No page reads anything a client of the public API could not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from durable_agents.conversations import (
+    NoWorkerError,
+    agent_state,
+    ask,
+    conversation_history,
+    newest_conversations,
+)
+from workflows.agent import AgentWorkflow
+from workflows.api import AGENT_NAME, AGENT_PARENT, ConversationResult, ConversationStatus
+from workflows.messages import Message
+from workflows.records import ApprovalRecord, ConversationHistory
+
+CONTEXT_MESSAGES = 3
+"""How many of a conversation's last messages an inbox item shows for context."""
+TENANT = "AgentTenant"
+"""The tenant's search attribute (issue 35); shown where a conversation has it."""
+COST = "AgentCost"
+"""A cost search attribute, shown in the list where a conversation has it."""
+MAX_TREE_DEPTH = 4
+INBOX_QUERY_TIMEOUT = timedelta(seconds=4)
+"""How long the inbox waits for each conversation's worker: one whose worker is gone is a warning
+after this, not a page that hangs."""
+
+
+@dataclass
+class Waiting:
+    """One tool call waiting for a person, as the inbox shows it."""
+
+    workflow_id: str
+    agent: str
+    record: ApprovalRecord
+    context: list[Message]
+
+    @property
+    def arguments(self) -> str:
+        return json.dumps(self.record.arguments, indent=2, ensure_ascii=False, sort_keys=True)
+
+    @property
+    def judge(self) -> dict[str, Any] | None:
+        """The automatic judge's opinion on the call, when the record carries one (issue 36)."""
+        opinion = getattr(self.record, "judge", None)
+        if opinion is None:
+            return None
+        return opinion.model_dump(mode="json") if hasattr(opinion, "model_dump") else {"opinion": opinion}
+
+
+@dataclass
+class Inbox:
+    items: list[Waiting] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Conversations whose worker did not answer: named, not the whole inbox lost."""
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted({item.agent for item in self.items})
+
+    @property
+    def tools(self) -> list[str]:
+        return sorted({item.record.tool for item in self.items})
+
+    def filtered(self, agent: str, tool: str, order: str) -> list[Waiting]:
+        """Those of ``agent`` and ``tool`` (empty: any), newest first, or closest to the deadline."""
+        kept = [i for i in self.items if agent in ("", i.agent) and tool in ("", i.record.tool)]
+        if order == "deadline":
+            return sorted(kept, key=lambda i: (i.record.deadline is None, i.record.deadline or datetime.max))
+        return sorted(kept, key=lambda i: i.record.requested_at, reverse=True)
+
+
+async def inbox(client: Client) -> Inbox:
+    """Every tool call waiting for a person. A sub-agent's calls show once, under the conversation
+    that delegated to it (which forwards decisions), as ``starter.py pending`` shows them."""
+    query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
+    listed = [wf async for wf in client.list_workflows(query)]
+    parents = {wf.id for wf in listed}
+    waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
+    answers = await asyncio.gather(*(_waiting_in(client, wf) for wf in waiting))
+    found = Inbox()
+    for wf, answer in zip(waiting, answers, strict=True):
+        if isinstance(answer, str):
+            found.warnings.append(f"{wf.id}: no answer: {answer}")
+        else:
+            found.items.extend(answer)
+    return found
+
+
+async def _waiting_in(client: Client, wf: WorkflowExecution) -> list[Waiting] | str:
+    handle = client.get_workflow_handle(wf.id)
+    try:
+        records, history = await asyncio.gather(
+            ask(client, handle, AgentWorkflow.pending_approvals, wf.task_queue, INBOX_QUERY_TIMEOUT),
+            ask(client, handle, AgentWorkflow.history, wf.task_queue, INBOX_QUERY_TIMEOUT),
+        )
+    except NoWorkerError as e:
+        return str(e)
+    except (RPCError, WorkflowQueryFailedError) as e:
+        return e.message
+    agent = wf.typed_search_attributes.get(AGENT_NAME) or ""
+    context = [m for m in history.messages if m.kind != "system"][-CONTEXT_MESSAGES:]
+    return [Waiting(wf.id, agent, record, context) for record in records]
+
+
+@dataclass
+class Row:
+    """A conversation in the list."""
+
+    workflow_id: str
+    status: str
+    agent: str
+    tenant: str
+    started: datetime
+    cost: str
+
+
+async def conversations(client: Client, limit: int, before: datetime | None) -> list[Row]:
+    """A page of conversations, newest first (``before``: the start time the last page ended at)."""
+    return [
+        Row(
+            wf.id,
+            agent_state(wf),
+            wf.typed_search_attributes.get(AGENT_NAME) or "",
+            _attribute(wf, TENANT),
+            wf.start_time,
+            _attribute(wf, COST),
+        )
+        for wf in await newest_conversations(client, limit, before)
+    ]
+
+
+def _attribute(wf: WorkflowExecution, name: str) -> str:
+    """A search attribute the namespace may or may not have, as text; blank without it."""
+    values = wf.search_attributes.get(name) or []
+    if not values:
+        return ""
+    value = values[0]
+    return f"${value:.4f}" if isinstance(value, float) else str(value)
+
+
+@dataclass
+class Node:
+    """A conversation in a sub-agent tree."""
+
+    workflow_id: str
+    status: str
+    agent: str
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    """One conversation, whole: what its page shows."""
+
+    workflow_id: str
+    run_id: str
+    task_queue: str
+    status: str
+    agent: str
+    tenant: str
+    started: datetime
+    running: bool
+    parent: str | None
+    history: ConversationHistory | None
+    facts: ConversationStatus | ConversationResult | None
+    problem: str = ""
+    """Why the history or status could not be read (no worker answered...)."""
+    subagents: list[Node] = field(default_factory=list)
+    pending: list[ApprovalRecord] = field(default_factory=list)
+
+    @property
+    def approvals(self) -> dict[str, ApprovalRecord]:
+        return {r.call_id: r for r in self.history.approvals} if self.history else {}
+
+    @property
+    def tool_calls(self) -> dict[str, Any]:
+        return {t.call_id: t for t in self.history.tool_calls} if self.history else {}
+
+
+async def conversation(client: Client, workflow_id: str) -> Conversation:
+    """The conversation's history, status, pending calls and sub-agents. ``RPCError`` NOT_FOUND for
+    an id Temporal does not know."""
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+    described = await handle.describe()
+    running = described.status == WorkflowExecutionStatus.RUNNING
+    found = Conversation(
+        workflow_id=workflow_id,
+        run_id=described.run_id,
+        task_queue=described.task_queue,
+        status=agent_state(described),
+        agent=described.typed_search_attributes.get(AGENT_NAME) or "",
+        tenant=_attribute(described, TENANT),
+        started=described.start_time,
+        running=running,
+        parent=described.typed_search_attributes.get(AGENT_PARENT),
+        history=None,
+        facts=None,
+    )
+    try:
+        found.history = await conversation_history(client, handle)
+        if running:
+            found.facts = await ask(client, handle, AgentWorkflow.status, described.task_queue)
+            found.pending = await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+        elif described.status == WorkflowExecutionStatus.COMPLETED:
+            found.facts = await handle.result()
+    except (NoWorkerError, RPCError, WorkflowQueryFailedError) as e:
+        found.problem = str(getattr(e, "message", e))
+    found.subagents = await _children(client, workflow_id, MAX_TREE_DEPTH)
+    return found
+
+
+async def _children(client: Client, workflow_id: str, depth: int) -> list[Node]:
+    """The sub-agents a conversation delegated to, and theirs, ``depth`` levels down."""
+    if depth == 0:
+        return []
+    escaped = workflow_id.replace("\\", "\\\\").replace("'", "\\'")
+    query = f"AgentParent = '{escaped}' AND ExecutionStatus != 'ContinuedAsNew'"
+    nodes = [
+        Node(wf.id, agent_state(wf), wf.typed_search_attributes.get(AGENT_NAME) or "")
+        async for wf in client.list_workflows(query)
+    ]
+    for node in nodes:
+        node.children = await _children(client, node.workflow_id, depth - 1)
+    return sorted(nodes, key=lambda n: n.workflow_id)

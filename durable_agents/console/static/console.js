@@ -1,0 +1,89 @@
+// The console's little plain JavaScript: deadlines counting down, the inbox kept fresh while nobody
+// edits it, edited arguments checked as JSON while typed, and a conversation page following its
+// event stream (text as it streams; the rest of the page fetched again when something happened).
+"use strict";
+
+function countdowns() {
+  const now = Date.now();
+  for (const el of document.querySelectorAll("time.countdown")) {
+    const left = Math.round((Date.parse(el.getAttribute("datetime")) - now) / 1000);
+    if (left <= 0) { el.textContent = "passed"; el.classList.add("passed"); continue; }
+    const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+    el.textContent = "in " + (h ? h + "h " : "") + (h || m ? String(m).padStart(h ? 2 : 1, "0") + "m " : "") + String(s).padStart(2, "0") + "s";
+    el.classList.toggle("soon", left < 300);
+  }
+}
+
+function checkJson(area) {
+  const outcome = document.getElementById(area.getAttribute("aria-describedby"));
+  let problem = "";
+  try {
+    const value = JSON.parse(area.value);
+    if (value === null || typeof value !== "object" || Array.isArray(value)) problem = "the arguments must be a JSON object";
+  } catch (e) {
+    problem = "not JSON: " + e.message;
+  }
+  area.setAttribute("aria-invalid", problem ? "true" : "false");
+  if (outcome) {
+    outcome.textContent = problem;
+    outcome.className = problem ? "outcome refused" : "outcome";
+  }
+}
+
+document.addEventListener("input", (event) => {
+  const area = event.target;
+  if (area.matches && area.matches("textarea.json")) { area.dataset.dirty = "1"; checkJson(area); }
+});
+
+function inboxRefresh() {
+  const inbox = document.getElementById("inbox");
+  const filters = document.querySelector("form.filters");
+  if (!inbox || !filters || !window.htmx) return;
+  const busy = inbox.contains(document.activeElement) || inbox.querySelector("[data-dirty]") || inbox.querySelector("input[name=reason]:not([value=''])");
+  if (!busy) htmx.trigger(filters, "change");
+}
+
+function follow() {
+  const live = document.getElementById("live");
+  if (!live || live.hasAttribute("data-closed") || !window.EventSource) return;
+  const streaming = document.getElementById("streaming"), streamed = document.getElementById("streamed");
+  let timer = null;
+  const refresh = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const body = document.getElementById("body");
+      if (body && !body.contains(document.activeElement)) htmx.trigger(body, "refresh");
+    }, 250);
+  };
+  const source = new EventSource(live.dataset.events);
+  source.addEventListener("text_delta", (e) => {
+    streaming.hidden = false;
+    streamed.textContent += JSON.parse(e.data).text;
+  });
+  source.addEventListener("text_replaced", () => { streamed.textContent = ""; });
+  source.addEventListener("state", (e) => {
+    const status = document.getElementById("status");
+    if (status) status.textContent = JSON.parse(e.data).state;
+  });
+  for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "reply", "summary"]) {
+    source.addEventListener(type, refresh);
+  }
+  source.addEventListener("model_call_finished", () => { refresh(); });
+  document.body.addEventListener("htmx:afterSwap", (e) => {
+    if (e.target.id === "body") { streamed.textContent = ""; streaming.hidden = true; }
+  });
+  source.addEventListener("end", (e) => {
+    source.close();
+    const status = document.getElementById("status");
+    if (status) status.textContent = JSON.parse(e.data).outcome;
+    refresh();
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  countdowns();
+  setInterval(countdowns, 1000);
+  setInterval(inboxRefresh, 10000);
+  document.body.addEventListener("htmx:afterSwap", countdowns);
+  follow();
+});

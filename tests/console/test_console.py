@@ -1,0 +1,184 @@
+"""The operator console in a real browser (chromium through Playwright) against the real
+``starter.py serve`` process: calls decided from the inbox (edited, refused by the schema, rejected,
+a sub-agent's), the conversation page live, and what keeps it safe (login, CSRF, escaping)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from urllib.parse import quote
+
+import httpx2
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.browser import browser, log_in
+from tests.support.conversations import delegating, wait_for_pending
+from tests.support.paths import ROOT
+from tests.support.serving import Served, serving
+from tests.support.workers import Env
+from workflows.config import ApprovalPolicy
+
+TOKEN = "console-s3cret"
+IMAGES = ROOT / "docs" / "images"
+
+
+@pytest.fixture(scope="module")
+async def served(server: EmbeddedServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    log = tmp_path_factory.mktemp("console") / "serve.log"
+    async with serving(server.address, log, env={"AGENT_SERVE_TOKEN": TOKEN}) as found:
+        yield found
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.fixture(scope="module")
+async def chromium() -> AsyncIterator[Browser]:
+    async with browser() as launched:
+        yield launched
+
+
+@pytest.fixture
+async def page(chromium: Browser, served: Served) -> AsyncIterator[Page]:
+    """A fresh browser context, logged in as alice, 1280 px wide."""
+    context = await chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await log_in(page, served.url, "alice", TOKEN)
+    yield page
+    await context.close()
+
+
+def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0):
+    agent = scripted_agent(
+        step("", ("multiply", {"a": 6, "b": 6})),
+        step(then),
+        tools=["multiply"],
+        approval=ApprovalPolicy(require=["multiply"]),
+    )
+    agent.model.stream = True
+    agent.model.script[1].delay_seconds = delay
+    return conversation(agent, "What is six times seven?")
+
+
+def _call(page: Page, workflow_id: str, call_id: str = "call_1_0"):
+    return page.locator(f"article.call[data-call='{call_id}']").filter(
+        has=page.locator(f"a[href='/console/c/{quote(workflow_id, safe='')}']")
+    )
+
+
+async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_runs_and_the_answer_streams(
+    env: Env, page: Page, served: Served
+) -> None:
+    handle = await env.start(_multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5))
+    [waiting] = await wait_for_pending(handle)
+    await page.reload()
+    call = _call(page, handle.id)
+    await expect(call).to_be_visible()
+    await expect(call.locator(".digest")).to_have_text(waiting.arguments_digest)
+    IMAGES.mkdir(exist_ok=True)
+    await page.screenshot(path=IMAGES / "console-inbox.png", full_page=True)
+    await page.set_viewport_size({"width": 375, "height": 800})
+    await page.screenshot(path=IMAGES / "console-inbox-phone.png", full_page=True)
+    await page.set_viewport_size({"width": 1280, "height": 900})
+
+    arguments = call.locator("textarea[name=arguments]")
+    await arguments.fill('{"a": "six", "b": 7}')
+    await call.locator("button[value=approve]").click()
+    await expect(call.locator(".outcome")).to_contain_text(
+        "Refused: edited arguments for multiply do not fit"
+    )
+    assert (await handle.query("durable_agents.pending_approvals"))[0]["state"] == "pending"
+
+    await arguments.fill('{"a": 6, "b": 7}')
+    await call.locator("button[value=approve]").click()
+    decided = page.locator("article.call.decided[data-call='call_1_0']")
+    await expect(decided).to_contain_text("approved by alice")
+    await expect(decided).to_contain_text('"a": 6')
+
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await expect(page.locator("#streamed")).not_to_be_empty(timeout=15000)
+    await expect(page.locator(".m-assistant .text").last).to_have_text(
+        "Six times seven is forty-two, as the tool says.", timeout=15000
+    )
+    await expect(page.locator(".m-tool_result pre")).to_have_text(
+        '[alice edited the arguments before the call ran; it ran with {"a": 6, "b": 7}] 42'
+    )
+    await expect(page.locator(".toolcall .approval")).to_contain_text("approved by alice")
+    await expect(page.locator(".toolcall pre.edited")).to_contain_text('"a": 6')
+    await page.screenshot(path=IMAGES / "console-conversation.png", full_page=True)
+    assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
+
+
+async def test_a_rejection_s_feedback_reaches_the_model(env: Env, page: Page) -> None:
+    handle = await env.start(_multiplying(then="Understood."))
+    await wait_for_pending(handle)
+    await page.reload()
+    call = _call(page, handle.id)
+    await call.locator("input[name=reason]").fill("use the cheaper tool")
+    await call.locator("button[value=reject]").click()
+    await expect(page.locator("article.call.decided[data-call='call_1_0']")).to_contain_text(
+        "rejected by alice"
+    )
+    result = await handle.result()
+    assert result.tool_calls[0].content == "Tool call 'multiply' was rejected by alice: use the cheaper tool"
+
+
+async def test_a_sub_agent_s_call_is_decided_from_the_inbox(env: Env, page: Page) -> None:
+    parent, child = await delegating(env)
+    await page.reload()
+    call = _call(page, parent.id, "call_1_0/call_1_0")
+    await expect(call).to_be_visible()
+    await call.locator("button[value=approve]").click()
+    await expect(page.locator("article.call.decided[data-call='call_1_0/call_1_0']")).to_contain_text(
+        "approved by alice"
+    )
+    result = await child.result()
+    assert result.approvals[0].by == "alice"
+
+
+async def test_without_the_token_nothing_is_shown(env: Env, chromium: Browser, served: Served) -> None:
+    handle = await env.start(_multiplying())
+    await wait_for_pending(handle)
+    context = await chromium.new_context()
+    page = await context.new_page()
+    for path in ("/console/", "/console/conversations", f"/console/c/{quote(handle.id, safe='')}"):
+        await page.goto(f"{served.url}{path}")
+        assert page.url == f"{served.url}/console/login"
+        assert handle.id not in await page.content()
+    await page.fill("#name", "mallory")
+    await page.fill("#token", "guess")
+    await page.click("form.login button[type=submit]")
+    await expect(page.locator(".refused")).to_have_text(
+        "wrong token: give the AGENT_SERVE_TOKEN this console was started with"
+    )
+    async with httpx2.AsyncClient() as http:
+        body = await http.get(f"{served.url}/console/c/{quote(handle.id, safe='')}/body")
+        events = await http.get(f"{served.url}/console/c/{quote(handle.id, safe='')}/events")
+    assert (body.status_code, events.status_code) == (303, 303)
+    await context.close()
+    await handle.cancel()
+
+
+async def test_what_a_model_or_a_tool_wrote_is_shown_as_text(env: Env, page: Page, served: Served) -> None:
+    script = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+    agent = scripted_agent(step("", (script, {})), step(script))
+    handle = await env.start(conversation(agent, script))
+    await handle.result()
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await expect(page.locator(".m-tool_result pre")).to_contain_text(f"Unknown tool '{script}'")
+    await expect(page.locator(".m-assistant .text").last).to_have_text(script)
+    await expect(page.locator(".m-user .text")).to_have_text(script)
+    assert await page.evaluate("window.pwned") is None
+
+
+async def test_an_action_without_the_csrf_token_is_refused(env: Env, page: Page, served: Served) -> None:
+    handle = await env.start(_multiplying())
+    [waiting] = await wait_for_pending(handle)
+    url = f"{served.url}/console/c/{quote(handle.id, safe='')}/decide"
+    form = {"call_id": "call_1_0", "digest": waiting.arguments_digest, "action": "approve"}
+    without = await page.request.post(url, form=form)
+    wrong = await page.request.post(url, form={**form, "csrf": "guess"})
+    assert (without.status, wrong.status) == (403, 403)
+    assert await without.text() == "refused: the form's CSRF token is missing or wrong; load the page again\n"
+    assert len(await handle.query("durable_agents.pending_approvals")) == 1
+    await handle.cancel()

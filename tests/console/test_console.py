@@ -4,7 +4,9 @@ a sub-agent's), the conversation page live, and what keeps it safe (login, CSRF,
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx2
@@ -21,7 +23,9 @@ from tests.support.workers import Env
 from workflows.config import ApprovalPolicy
 
 TOKEN = "console-s3cret"
-IMAGES = ROOT / "docs" / "images"
+SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
+"""Where the screenshots go: ``CONSOLE_SCREENSHOTS=docs/images`` retakes the docs' (else a temporary
+folder, so that a test run leaves the repository as it was)."""
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +71,19 @@ def _call(page: Page, workflow_id: str, call_id: str = "call_1_0"):
 
 
 async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_runs_and_the_answer_streams(
-    env: Env, page: Page, served: Served
+    env: Env, page: Page, served: Served, tmp_path: Path
 ) -> None:
+    images = ROOT / SCREENSHOTS if SCREENSHOTS else tmp_path
     handle = await env.start(_multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5))
     [waiting] = await wait_for_pending(handle)
     await page.reload()
     call = _call(page, handle.id)
     await expect(call).to_be_visible()
     await expect(call.locator(".digest")).to_have_text(waiting.arguments_digest)
-    IMAGES.mkdir(exist_ok=True)
-    await page.screenshot(path=IMAGES / "console-inbox.png", full_page=True)
+    images.mkdir(exist_ok=True)
+    await page.screenshot(path=images / "console-inbox.png", full_page=True)
     await page.set_viewport_size({"width": 375, "height": 800})
-    await page.screenshot(path=IMAGES / "console-inbox-phone.png", full_page=True)
+    await page.screenshot(path=images / "console-inbox-phone.png", full_page=True)
     await page.set_viewport_size({"width": 1280, "height": 900})
 
     arguments = call.locator("textarea[name=arguments]")
@@ -105,7 +110,7 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     )
     await expect(page.locator(".toolcall .approval")).to_contain_text("approved by alice")
     await expect(page.locator(".toolcall pre.edited")).to_contain_text('"a": 6')
-    await page.screenshot(path=IMAGES / "console-conversation.png", full_page=True)
+    await page.screenshot(path=images / "console-conversation.png", full_page=True)
     assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
 
 

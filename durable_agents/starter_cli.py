@@ -454,7 +454,10 @@ async def status(client: Client, args: argparse.Namespace) -> None:
         found = await _closed_status(handle, described)
     known = described.typed_search_attributes
     found = found.model_copy(update={"tenant": known.get(AGENT_TENANT), "user": known.get(AGENT_USER)})
-    print(found.model_dump_json(indent=2))
+    # A conversation without a tenant or user shows neither (as before they existed).
+    print(
+        found.model_dump_json(indent=2, exclude={k for k in ("tenant", "user") if getattr(found, k) is None})
+    )
 
 
 async def _closed_status(

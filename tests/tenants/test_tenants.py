@@ -14,7 +14,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.budgets import BudgetsFile
 from durable_agents.conversations import send_or_start, start_conversation
 from durable_agents.settings import Settings
-from stores.ledger import Limit, SQLiteLedger
+from stores.ledger import Ledger, Limit, SQLiteLedger
+from stores.postgres import Database, PostgresLedger
 from tests.support.fake_provider import FakeProvider, Reply, error_reply, openai_completion
 from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
@@ -129,10 +130,16 @@ async def test_a_refused_chat_stays_open_for_later_messages(env: Env, fake: Fake
     await handle.signal(AgentWorkflow.end)
 
 
-async def test_a_reservation_is_replaced_by_the_calls_next_attempt_or_lapses(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Ledger:
+    if request.param == "sqlite":
+        return SQLiteLedger(tmp_path / "ledger.db")
+    return PostgresLedger(Database(request.getfixturevalue("database_url")))
+
+
+async def test_a_reservation_is_replaced_by_the_calls_next_attempt_or_lapses(ledger: Ledger) -> None:
     """A worker killed mid-call leaves its reservation: the call's next attempt (on any worker)
     replaces it, and one no attempt comes back for lapses at its expiry."""
-    ledger = SQLiteLedger(tmp_path / "ledger.db")
     limit = [Limit("tenant", "acme", "day", "tokens", 100.0)]
     now = time.time()
 
@@ -150,7 +157,7 @@ async def test_a_reservation_is_replaced_by_the_calls_next_attempt_or_lapses(tmp
     assert await reserve("wf/run/2/1", now + 12) is None
     await ledger.settle("wf/run/2/1", 30, 10, 0.0)
     assert await ledger.pending(now + 12) == 0
-    [row] = await ledger.usage(period="day", now=now + 12)
+    [row] = await ledger.usage(period="day", now=now + 12, tenant="acme")
     assert (row.calls, row.tokens) == (1, 40)
 
 

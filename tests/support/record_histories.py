@@ -257,7 +257,7 @@ SHAPES: dict[str, ConversationInput] = {
     # A conversation of a tenant and user (workflows/tenancy.py): its model calls reserved in the
     # ledger against the tenant's 60 tokens a day (TENANT_BUDGETS), the third refused before it runs:
     # the turn ends with budget_exhausted.
-    "tenant_budget": ConversationInput(
+    "namespaced_tenant_budget": ConversationInput(
         prompt="go", tenant="recorded", user="recorder",
         agent_spec=scripted_agent(
             *[step("", ("add", {"a": i, "b": 1})) for i in range(5)], step("done"), max_iterations=10
@@ -268,7 +268,7 @@ SHAPES: dict[str, ConversationInput] = {
     ),
 }  # fmt: skip
 TENANT_BUDGETS = "[tenants.recorded]\ntokens_per_day = 60\n"
-"""The budgets file "tenant_budget" is recorded with (a ledger of its own, in a temporary folder)."""
+"""The budgets "namespaced_tenant_budget" is recorded with (its ledger in a temporary folder)."""
 RECORDED_RUN: dict[str, int] = {"continued_approval": 2, "chat_continued": 2, "compaction_continued": 3}
 """Shapes recorded as a later run (1 is the first) than the first."""
 SUGGEST_CONTINUE_AS_NEW_AT = 40
@@ -326,7 +326,7 @@ DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
 
 async def record(names: list[str]) -> None:
     """Record the shapes on the embedded server; ROLLED_OVER_WAITING ones on one of their own."""
-    if "tenant_budget" in names:  # read by the worker as it starts: a fresh ledger, these budgets
+    if "namespaced_tenant_budget" in names:  # read by the worker as it starts: a fresh ledger, these budgets
         folder = Path(tempfile.mkdtemp())
         (folder / "budgets.toml").write_text(TENANT_BUDGETS)
         os.environ["AGENT_BUDGETS"] = str(folder / "budgets.toml")

@@ -40,6 +40,7 @@ server: setup
 	$(VENV)/bin/temporal server start-dev --db-filename $(AGENT_DATA_DIR)/temporal.db --ui-port 8233 \
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
 		--search-attribute AgentParent=Keyword --search-attribute AgentForkOf=Keyword \
+		--search-attribute AgentTenant=Keyword --search-attribute AgentUser=Keyword \
 		$$($(PY) -c 'from durable_agents.dev_server import dev_server_flags; print(" ".join(dev_server_flags()))')
 
 lint: setup

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Literal
 
 from activities.agent_resolution import AgentResolver
 from activities.approver_keys import ApproverKeys
+from activities.budgets import BudgetsFile
 from activities.delta_channel import DeltaSender
 from activities.hooks import HookActivities, HookRegistry, default_hooks
 from activities.mcp_activity import LazyMCPPool, MCPActivities
+from activities.metering import Meter
 from activities.model_activity import ModelActivities
 from activities.models import ModelTable, load_models
 from activities.providers import ModelProvider
@@ -62,11 +64,13 @@ class AgentActivities:
         stores: StoreSettings,
         approver_keys: Mapping[str, bytes] | None = None,
         deltas: DeltaSender | None = None,
+        budgets: BudgetsFile | None = None,
     ) -> None:
         """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there.
         ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared).
         ``deltas``: the fast channel streamed model calls send their deltas on (None: batches).
-        ``models``: the models table, prices and context windows (default: config/models.toml)."""
+        ``models``: the models table, prices and context windows (default: config/models.toml).
+        ``budgets``: the budgets file model calls are metered by, in the stores' ledger (None: none)."""
         hooks = hooks or default_hooks()
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
@@ -76,7 +80,8 @@ class AgentActivities:
         )
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)
-        self._models = ModelActivities(store, providers, registry, identity, deltas)
+        meter = Meter(stores.ledger, budgets) if budgets is not None else None
+        self._models = ModelActivities(store, providers, registry, identity, deltas, meter)
         resolver = AgentResolver(
             agents, models if models is not None else load_models(), registry, hooks, self._mcp, identity
         )

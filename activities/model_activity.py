@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.delta_channel import DeltaSender
 from activities.heartbeat import heartbeating
+from activities.metering import Meter
 from activities.providers import PROVIDERS, ModelProvider, provider_class
 from activities.text_deltas import StreamedParts, text_deltas
 from activities.tools import ToolRegistry
@@ -34,13 +35,15 @@ class ModelActivities:
         registry: ToolRegistry | None = None,
         identity: StoreIdentity | None = None,
         deltas: DeltaSender | None = None,
+        meter: Meter | None = None,
     ) -> None:
         """``providers`` replace the adapters by name; they belong to the caller, who closes them.
         ``registry`` defines the tools a call names (``ModelCallInput.registry_tools``); ``identity``
         is the store identity calls are checked against (default: the store's); ``deltas`` is the
         fast channel to readers (None: streamed text goes to the event stream in batches), closed by
-        ``lifetime``."""
+        ``lifetime``; ``meter`` counts calls in the shared ledger (activities/metering.py)."""
         self._deltas = deltas
+        self._meter = meter
         self._store = store
         self._identity = identity or StoreIdentity(store.identity)
         self._registry = registry
@@ -72,12 +75,17 @@ class ModelActivities:
                 extra={"iteration": input.iteration, "model": model},
             )  # fmt: skip
 
-            try:
-                return await provider.complete(
+            def complete() -> Awaitable[ModelResponse]:
+                return provider.complete(
                     request,
                     timeout=input.timeout_seconds,
                     on_text=_Reported(publish, parts) if request.settings.stream else None,
                 )
+
+            try:
+                if self._meter is None:
+                    return await complete()
+                return await self._meter.call(input, request, complete)
             except ValueError as e:  # a response we cannot map: retrying would give the same
                 raise ApplicationError(
                     f"{provider.name}: unusable response: {e}",

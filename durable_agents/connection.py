@@ -17,11 +17,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
 from durable_agents.wire import WireNames
-from workflows.api import AGENT_FORK_OF, AGENT_NAME, AGENT_PARENT, AGENT_STATUS
+from workflows.api import AGENT_FORK_OF, AGENT_NAME, AGENT_PARENT, AGENT_STATUS, AGENT_TENANT, AGENT_USER
 
 DEFAULT_ADDRESS = "localhost:7233"
 
-SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME, AGENT_PARENT, AGENT_FORK_OF)
+SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME, AGENT_PARENT, AGENT_FORK_OF, AGENT_TENANT, AGENT_USER)
 
 
 def connect_config() -> dict:
@@ -54,7 +54,8 @@ async def connect(
 
 
 async def ensure_search_attributes(client: Client) -> None:
-    """Register AgentStatus, AgentName, AgentParent and AgentForkOf if the namespace lacks them.
+    """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant and AgentUser if the
+    namespace lacks them.
 
     Without them every status change would fail the workflow task. Raises
     ``RuntimeError`` with the command to run when this client may not register them.

@@ -23,11 +23,12 @@ from temporalio.client import (
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
+from activities.budgets import BudgetsFile
+from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL, Settings
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
     AGENT_STATUS,
@@ -71,17 +72,19 @@ async def start_conversation(
     id: str,
     task_queue: str = DEFAULT_TASK_QUEUE,
     fork_of: str | None = None,
+    priority: int | None = None,
     **options: Any,
 ) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
     """Start a conversation with its Web UI summary, and AgentName and AgentStatus (and for a fork
-    AgentForkOf) set at the start (the workflow then writes no search attribute until its status
-    changes). ``options`` go to ``Client.start_workflow``."""
+    AgentForkOf, with a tenant AgentTenant and AgentUser) set at the start (the workflow then writes
+    no search attribute until its status changes), at ``priority`` (1 first, 5 last) with its tenant
+    as fairness key. ``options`` go to ``Client.start_workflow``."""
     return await client.start_workflow(
         AgentWorkflow.run,
         conversation,
         id=id,
         task_queue=task_queue,
-        **_start_options(conversation, conversation.prompt or "", fork_of=fork_of),
+        **_start_options(conversation, conversation.prompt or "", fork_of=fork_of, priority=priority),
         **options,
     )
 
@@ -95,18 +98,21 @@ async def send_or_start(
     overrides: AgentOverrides | None = None,
     task_queue: str = DEFAULT_TASK_QUEUE,
     attempts: int = 50,
+    tenant: str | None = None,
+    user: str | None = None,
     **options: Any,
 ) -> Reply:
     """Send ``text`` to conversation ``workflow_id`` and return the reply, starting the conversation
     with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
     stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
-    prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise.
+    prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
+    and belongs to ``tenant`` and ``user`` (docs/tenants.md).
     An id whose conversation has closed is refused (``WorkflowAlreadyStartedError``) unless
     ``options`` give another ``id_reuse_policy``; ``options`` go to ``WithStartWorkflowOperation``.
 
     A message refused while the conversation continues as new is sent again, up to ``attempts``
     times; any other refusal raises ``WorkflowUpdateFailedError``."""
-    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options)
+    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options, tenant, user)
     return await (await resent_while_rolling_over(send, attempts)).result()
 
 
@@ -119,11 +125,13 @@ async def start_message(
     overrides: AgentOverrides | None = None,
     task_queue: str = DEFAULT_TASK_QUEUE,
     attempts: int = 50,
+    tenant: str | None = None,
+    user: str | None = None,
     **options: Any,
 ) -> WorkflowUpdateHandle[Reply]:
     """``send_or_start``, returning once the conversation accepted the message (the handle's
     ``result()`` is the reply): for a frontend that follows the turn on the event stream."""
-    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options)
+    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options, tenant, user)
     return await resent_while_rolling_over(send, attempts)
 
 
@@ -136,14 +144,19 @@ def _sender(
     task_queue: str,
     stage: WorkflowUpdateStage,
     options: dict[str, Any],
+    tenant: str | None = None,
+    user: str | None = None,
 ) -> Callable[[], Awaitable[WorkflowUpdateHandle[Reply]]]:
-    """One update-with-start of ``send_message``, waiting for ``stage``."""
+    """One update-with-start of ``send_message``, waiting for ``stage``; a new conversation belongs to
+    ``tenant`` and ``user``."""
     overrides = overrides or AgentOverrides()
     conversation = ConversationInput(
         await_first_message=True,
         agent=agent if isinstance(agent, str) else None,
         agent_spec=None if isinstance(agent, str) else agent,
         overrides=overrides.model_copy(update={"chat": True if overrides.chat is None else overrides.chat}),
+        tenant=tenant,
+        user=user,
     )
     message = MessageInput(text=text)
     options = {"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE} | options
@@ -192,14 +205,34 @@ async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: 
 
 
 def _start_options(
-    conversation: ConversationInput, first_message: str, fork_of: str | None = None
+    conversation: ConversationInput,
+    first_message: str,
+    fork_of: str | None = None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     """The Web UI summary and the search attributes a conversation starts with."""
     agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
-    return {
+    options: dict[str, Any] = {
         "static_summary": conversation_summary(agent, first_message),
-        "search_attributes": start_search_attributes(agent, fork_of=fork_of),
+        "search_attributes": start_search_attributes(
+            agent, fork_of=fork_of, tenant=conversation.tenant, user=conversation.user
+        ),
     }
+    if (given := start_priority(conversation, priority)) is not None:
+        options["priority"] = given
+    return options
+
+
+def start_priority(conversation: ConversationInput, priority: int | None = None) -> Priority | None:
+    """Temporal's priority of a conversation's tasks (its activities and sub-agents inherit it): the
+    tenant as fairness key, at its weight in the budgets file (``AGENT_BUDGETS``), and ``priority``
+    (1 first, 5 last); None when there is neither."""
+    if conversation.tenant is None and priority is None:
+        return None
+    weight = None
+    if conversation.tenant is not None:
+        weight = BudgetsFile(Settings.from_env().budgets_file).current().fairness_weight(conversation.tenant)
+    return Priority(priority_key=priority, fairness_key=conversation.tenant, fairness_weight=weight)
 
 
 async def ask(
@@ -279,6 +312,8 @@ async def fork_conversation(
         agent_spec=started.agent_spec,
         overrides=started.overrides,
         history=history,
+        tenant=started.tenant,
+        user=started.user,
     )
     return await start_conversation(
         client,

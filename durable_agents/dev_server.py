@@ -22,6 +22,12 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     # The default (20) adds ~40 ms to every workflow task on the dev server.
     "history.transferProcessorMaxPollRPS": "10000",
 }
+FAIRNESS_DYNAMIC_CONFIG = {
+    # Server 1.29+ (dev server 1.32 here): the new matcher dispatches backlogged tasks by priority
+    # key, and with fairness on, by fairness key in proportion to the keys' weights (docs/tenants.md).
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
+}
 DEV_SERVER_SQLITE_PRAGMAS = {
     # The dev server's SQLite file otherwise uses a rollback journal with a full sync on every
     # commit: WAL halves its latency and doubles throughput (bench/). A killed server (or worker)
@@ -31,10 +37,12 @@ DEV_SERVER_SQLITE_PRAGMAS = {
 }
 
 
-def dev_server_flags() -> list[str]:
-    """``temporal server start-dev`` flags for the embedded server's dynamic config and SQLite."""
+def dev_server_flags(*, fairness: bool = False) -> list[str]:
+    """``temporal server start-dev`` flags for the embedded server's dynamic config and SQLite;
+    ``fairness``: task priority and fairness on (``FAIRNESS_DYNAMIC_CONFIG``)."""
+    dynamic = DEV_SERVER_DYNAMIC_CONFIG | (FAIRNESS_DYNAMIC_CONFIG if fairness else {})
     settings = (
-        ("--dynamic-config-value", DEV_SERVER_DYNAMIC_CONFIG),
+        ("--dynamic-config-value", dynamic),
         ("--sqlite-pragma", DEV_SERVER_SQLITE_PRAGMAS),
     )
     return [
@@ -80,11 +88,13 @@ async def start_embedded_server(
     ui_port: int = UI_PORT,
     db_file: Path | None = None,
     ui: bool = True,
+    fairness: bool = False,
 ) -> EmbeddedServer:
     """Start ``temporal server start-dev`` with persistence, our search attributes and fast settings.
 
     ``db_file=None`` keeps the default SQLite file under the data folder; pass a
-    path to isolate (tests pass a temporary one). ``port=None`` picks a free port.
+    path to isolate (tests pass a temporary one). ``port=None`` picks a free port. ``fairness``
+    turns on task priority and fairness (``FAIRNESS_DYNAMIC_CONFIG``).
     """
     settings = settings or Settings.from_env()
     db_file = db_file or settings.temporal_db
@@ -98,7 +108,7 @@ async def start_embedded_server(
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_existing_path=temporal_cli(),
         dev_server_database_filename=str(db_file),
-        dev_server_extra_args=dev_server_flags(),
+        dev_server_extra_args=dev_server_flags(fairness=fairness),
         dev_server_startup_timeout=timedelta(seconds=60),
     )
     address = env.client.service_client.config.target_host

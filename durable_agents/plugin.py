@@ -32,6 +32,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
 from activities.approver_keys import load_approver_keys
 from activities.assembly import AgentActivities, WorkerRole
+from activities.budgets import BudgetsFile
 from activities.delta_channel import delta_sender
 from activities.hooks import HookRegistry, default_hooks
 from activities.models import load_models
@@ -146,6 +147,7 @@ class AgentPlugin(SimplePlugin):
             deltas=delta_sender(stores.database_url, settings.delta_dir)
             if role in ("all", "models")
             else None,
+            budgets=BudgetsFile(settings.budgets_file) if role in ("all", "models") else None,
         )
         workflows = [AgentWorkflow] if role in ("all", "workflows") else []
         # The SDKs of the providers the agents name import while the worker starts polling

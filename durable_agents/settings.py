@@ -74,6 +74,9 @@ class Settings:
     models_file: Path | None = None
     """``AGENT_MODELS``: the models table, a TOML file of each model's context window and prices
     (default: ``config/models.toml``)."""
+    budgets_file: Path | None = None
+    """``AGENT_BUDGETS``: the budgets file (limits per tenant and user, provider limits, fairness
+    weights; default config/budgets.toml), read again by the workers when it changes."""
     prices_file: Path | None = None
     """``AGENT_PRICES`` (older than ``AGENT_MODELS``, still read): a file in the same format whose prices
     replace the models table's, such as a price file of old; the context windows stay the table's."""
@@ -153,6 +156,7 @@ class Settings:
             ui_url=ui_url,
             models_file=path(environ.get("AGENT_MODELS")),
             prices_file=path(environ.get("AGENT_PRICES")),
+            budgets_file=path(environ.get("AGENT_BUDGETS")),
             allow_inline_mcp=environ.get("AGENT_ALLOW_INLINE_MCP") == "1",
             log_format=choice("AGENT_LOG_FORMAT", environ.get("AGENT_LOG_FORMAT"), get_args(LogFormat))  # type: ignore[arg-type]
             or "text",

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
@@ -75,6 +76,8 @@ from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
+    AGENT_TENANT,
+    AGENT_USER,
     AgentOverrides,
     ConversationInput,
     ConversationResult,
@@ -112,6 +115,8 @@ async def start(client: Client, args: argparse.Namespace) -> None:
                 "model": args.model,
                 "chat": True if args.chat else None,
             },
+            tenant=args.tenant,
+            user=args.user,
         )
     except ValidationError as e:
         raise CommandError(f"invalid input: {first_error(e)}") from e
@@ -122,6 +127,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             conversation,
             id=workflow_id,
             task_queue=args.task_queue,
+            priority=args.priority,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
     except WorkflowAlreadyStartedError as e:
@@ -444,7 +450,12 @@ async def status(client: Client, args: argparse.Namespace) -> None:
         found = await ask(client, handle, AgentWorkflow.status, described.task_queue)
     else:
         found = await _closed_status(handle, described)
-    print(found.model_dump_json(indent=2))
+    known = described.typed_search_attributes
+    found = found.model_copy(update={"tenant": known.get(AGENT_TENANT), "user": known.get(AGENT_USER)})
+    # A conversation without a tenant or user shows neither (as before they existed).
+    print(
+        found.model_dump_json(indent=2, exclude={k for k in ("tenant", "user") if getattr(found, k) is None})
+    )
 
 
 async def _closed_status(
@@ -703,6 +714,8 @@ async def list_conversations(client: Client, args: argparse.Namespace) -> None:
             wf.id,
             agent_state(wf),
             wf.typed_search_attributes.get(AGENT_NAME) or "-",
+            wf.typed_search_attributes.get(AGENT_TENANT) or "-",
+            wf.typed_search_attributes.get(AGENT_USER) or "-",
             f"{wf.start_time:%Y-%m-%d %H:%M:%S}Z",
         )
         for wf in await newest_conversations(client, args.limit)
@@ -710,7 +723,28 @@ async def list_conversations(client: Client, args: argparse.Namespace) -> None:
     if not rows:
         print("No conversations yet.")
         return
-    _print_table(("WORKFLOW ID", "STATUS", "AGENT", "STARTED"), rows)
+    _print_table(("WORKFLOW ID", "STATUS", "AGENT", "TENANT", "USER", "STARTED"), rows)
+
+
+async def usage(client: Client | None, args: argparse.Namespace) -> None:
+    """Spend of this day or month from the shared ledger (stores/ledger.py), by tenant and user."""
+    spent = await args.settings.stores.ledger().usage(
+        period=args.period, now=time.time(), tenant=args.tenant, user=args.user
+    )
+    if not spent:
+        print(f"No model calls of a tenant or user recorded this {args.period}.")
+        return
+    rows = [
+        (s.tenant or "-", s.user or "-", str(s.calls), str(s.input_tokens), str(s.output_tokens),
+         str(s.tokens), f"{s.cost:.6f}")
+        for s in spent
+    ]  # fmt: skip
+    total = (
+        "TOTAL", "", str(sum(s.calls for s in spent)), str(sum(s.input_tokens for s in spent)),
+        str(sum(s.output_tokens for s in spent)), str(sum(s.tokens for s in spent)),
+        f"{sum(s.cost for s in spent):.6f}",
+    )  # fmt: skip
+    _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
 
 
 def _failure_message(error: WorkflowFailureError) -> str:
@@ -816,6 +850,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--on-limit", choices=["final_answer", "stop", "fail"])
     s.add_argument("--model", help="another model name for the agent's provider")
     s.add_argument("--chat", action="store_true", help="stay open for follow-up messages")
+    s.add_argument("--tenant", help="the tenant the conversation belongs to (budgets, fairness)")
+    s.add_argument("--user", help="the user within the tenant (budgets)")
+    s.add_argument("--priority", type=int, choices=range(1, 6), help="1 (first) to 5 (last); default 3")
     s.set_defaults(func=start)
 
     f = sub.add_parser("fork", help="start a new conversation from the first N messages of another")
@@ -929,6 +966,12 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
+
+    us = sub.add_parser("usage", help="spend of tenants and users this day or month (the shared ledger)")
+    us.add_argument("--tenant", help="only this tenant")
+    us.add_argument("--user", help="only this user")
+    us.add_argument("--period", choices=["day", "month"], default="day", help="the period (default: day)")
+    us.set_defaults(func=usage, offline=True)
     return p
 
 

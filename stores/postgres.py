@@ -29,12 +29,14 @@ from temporalio.converter import (
 from stores.conversations import MESSAGE, masked, stored_payloads
 from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
 from stores.layouts import folder_name
+from stores.ledger import TABLES as LEDGER_TABLES
+from stores.ledger import Ledger, Tx, numbered
 from stores.workspaces import WorkspaceError, relative
 from workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -50,8 +52,11 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE agent_workers (worker text PRIMARY KEY, server text NOT NULL,"
         " refreshed_at timestamptz NOT NULL, record text NOT NULL)",
     ],
+    3: LEDGER_TABLES,  # PostgresLedger
 }
 _SCHEMA_LOCK = 7_233_001
+_LEDGER_LOCK = 7_233_002
+"""Advisory lock id: one ledger decision at a time, across every worker."""
 """Advisory lock id: workers starting together create the tables one at a time."""
 
 UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError)
@@ -400,6 +405,35 @@ class PostgresWorkspaces:
 
     def open(self, conversation_key: str) -> PostgresWorkspace:
         return PostgresWorkspace(self._db, conversation_key)
+
+
+class PostgresLedger(Ledger):
+    """The ledger on the shared database: each decision one transaction under an advisory lock."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __str__(self) -> str:
+        return str(self._db)
+
+    async def _transact(self, op: Callable[[Tx], Awaitable[T]]) -> T:
+        async def in_transaction(connection: asyncpg.Connection) -> T:
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock($1)", _LEDGER_LOCK)
+                return await op(_PostgresTx(connection))
+
+        return await self._db.run(in_transaction)
+
+
+class _PostgresTx:
+    def __init__(self, connection: asyncpg.Connection) -> None:
+        self._c = connection
+
+    async def fetch(self, sql: str, *args: object) -> list[tuple]:
+        return [tuple(row) for row in await self._c.fetch(numbered(sql), *args)]
+
+    async def execute(self, sql: str, *args: object) -> None:
+        await self._c.execute(numbered(sql), *args)
 
 
 def _failed(future: asyncio.Future) -> bool:

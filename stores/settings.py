@@ -20,6 +20,7 @@ from stores.conversations import ConversationStore, SQLiteConversationStore, SQL
 from stores.errors import DEFAULT_OUTAGE_SECONDS
 from stores.idempotency import IdempotencyStore, SQLiteIdempotencyStore
 from stores.layouts import EarlierWorkspaces
+from stores.ledger import Ledger, SQLiteLedger
 from stores.workspaces import LocalWorkspaces, Workspaces
 
 DATABASE_URL = "AGENT_DATABASE_URL"
@@ -41,6 +42,9 @@ class StoreSettings:
     """Folder of the file tools' workspaces (``AGENT_WORKSPACE``)."""
     outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """How long a call waits for a store that does not answer (``AGENT_STORE_OUTAGE_SECONDS``)."""
+    ledger_file: Path | None = None
+    """SQLite file of the shared ledger (stores/ledger.py); default: ``ledger.db`` beside the
+    conversation store."""
     earlier_workspaces: EarlierWorkspaces | None = None
     """Where earlier releases kept workspaces (``stores/layouts.py``): a conversation in flight
     across an upgrade finds its files there, moved into today's folder."""
@@ -63,6 +67,12 @@ class StoreSettings:
     def workspaces(self) -> Workspaces:
         return self._on_database("PostgresWorkspaces") or LocalWorkspaces(
             self.workspace, self.outage_seconds, self.earlier_workspaces
+        )
+
+    def ledger(self) -> Ledger:
+        """The spend and rate ledger every worker shares (docs/tenants.md)."""
+        return self._on_database("PostgresLedger") or SQLiteLedger(
+            self.ledger_file or self.conversations.parent / "ledger.db", self.outage_seconds
         )
 
     def payload_driver(self) -> StorageDriver:

@@ -115,6 +115,12 @@ class ModelCallInput(BaseModel):
     """Ask for a summary of the transcript instead of its next message (context compaction)."""
     stores: str = ""
     """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
+    tenant: str | None = None
+    """The conversation's tenant and user: the call is counted against their budgets in the shared
+    ledger (stores/ledger.py), which may refuse it (``BudgetExhausted``)."""
+    user: str | None = None
+    price: Price | None = None
+    """The called model's price, for the ledger's cost (None: its tokens only)."""
 
 
 def definitions_digest(definitions: list[ToolDefinition]) -> str:

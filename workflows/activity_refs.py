@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
-from workflows import wire
+from workflows import tenancy, wire
 from workflows.activity_io import (
     AgentRef,
     HookDecision,
@@ -95,9 +95,10 @@ VERIFY_DECISION = ActivityRef(wire.VERIFY_DECISION, SignedDecision, Verdict)
 
 def conversation_key() -> str:
     """In workflow code: what the activities key a conversation's stored data by. Stable across
-    continue-as-new, and distinct from an earlier conversation that used the same id."""
+    continue-as-new, and distinct from an earlier conversation that used the same id; scoped by the
+    conversation's tenant, when it has one (workflows/tenancy.py)."""
     info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}"
+    return tenancy.scoped_key(f"{info.workflow_id}/{info.first_execution_run_id}", tenancy.current().tenant)
 
 
 def failure_text(err: ActivityError) -> str:

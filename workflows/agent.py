@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import versioning, wire
+from workflows import tenancy, versioning, wire
 from workflows.activity_io import (
     AgentRef,
     HookContext,
@@ -99,6 +99,7 @@ from workflows.subagents import (
     offered,
     within_budget,
 )
+from workflows.tenancy import BudgetRefused
 
 LEAN_START_PATCH = "agent-lean-start"
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
@@ -224,6 +225,11 @@ class AgentWorkflow:
             self._board.set("failed", f"failed: {err}")
             self._events.publish(Ended(outcome="failed", detail=self._board.view.detail))
             raise
+
+    @property
+    def tenancy(self) -> tenancy.Tenancy:
+        """Whose conversation this is (workflows/tenancy.py reads it)."""
+        return tenancy.Tenancy(getattr(self._input, "tenant", None), getattr(self._input, "user", None))
 
     # -- inspection ---------------------------------------------------------------
 
@@ -662,7 +668,11 @@ class AgentWorkflow:
         if limit is None:
             turn.iterations += 1
             self._board.show(iteration=turn.iterations)
-            response = await self._models.next_message(agent, allow_tool_calls=True)
+            try:
+                response = await self._models.next_message(agent, allow_tool_calls=True)
+            except BudgetRefused as refused:  # the tenant's or user's budget: the turn ends, not the chat
+                self._finish_turn("budget_exhausted", note=refused.text)
+                return
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
             elif spec.output_schema is None:
@@ -678,7 +688,11 @@ class AgentWorkflow:
             self._finish_turn(limit)
             return
         self._board.say(f"{_limit_text(limit, agent)}, asking for a final answer")
-        response = await self._models.next_message(agent, allow_tool_calls=False)
+        try:
+            response = await self._models.next_message(agent, allow_tool_calls=False)
+        except BudgetRefused as refused:
+            self._finish_turn(limit, note=refused.text)
+            return
         output = parse_answer(response.message.text, spec.output_schema)[0] if spec.output_schema else None
         self._finish_turn(limit, output)
 
@@ -710,13 +724,16 @@ class AgentWorkflow:
             return "max_iterations_reached"
         return None
 
-    def _finish_turn(self, reason: StopReason, output: dict[str, Any] | None = None) -> None:
+    def _finish_turn(
+        self, reason: StopReason, output: dict[str, Any] | None = None, *, note: str | None = None
+    ) -> None:
+        """``note``: why, when the stop reason alone does not say (which budget, when it resets)."""
         turn = self._s.turn
         assert turn is not None
         text = self._last_text()
         if not text and reason not in ("completed", "blocked_by_hook"):
             # Say why there is no answer rather than answer with nothing.
-            text = f"[no answer: {_limit_text(reason, self._s.agent)}]"  # type: ignore[arg-type]
+            text = f"[no answer: {note or _limit_text(reason, self._s.agent)}]"  # type: ignore[arg-type]
         self._s.replies.append(
             Reply(
                 message_id=turn.message_id,
@@ -735,7 +752,7 @@ class AgentWorkflow:
         workflow.logger.info(
             "answered %s: %s", turn.message_id, reason, extra={"message_id": turn.message_id}
         )
-        self._board.say(f"answered {turn.message_id}: {reason}")
+        self._board.say(f"answered {turn.message_id}: {reason}" + (f" ({note})" if note else ""))
 
     def _last_text(self) -> str:
         """The latest assistant text of the current turn (empty if the model gave none)."""
@@ -900,6 +917,7 @@ class AgentWorkflow:
                 outages=self._board.outage,
                 summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
                 **options,
+                **({} if tool.local else tenancy.activity_priority(agent.spec.priority)),
             )
             for decision in outcome.hooks:
                 self._record_hook("post_tool_use", call.id, decision)
@@ -1067,6 +1085,8 @@ def _limit_text(limit: StopReason, agent: ResolvedAgent) -> str:
             return f"no answer matched the output schema after {spec.output_retries} retries"
         case "interrupted":
             return "interrupted by a newer message"
+        case "budget_exhausted":
+            return "a budget of the tenant or user is spent"
     return f"iteration limit of {spec.max_iterations} reached"
 
 

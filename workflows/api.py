@@ -27,12 +27,22 @@ AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
 """Set on a sub-agent's conversation: the workflow id of the conversation that delegated to it."""
 AGENT_FORK_OF = SearchAttributeKey.for_keyword("AgentForkOf")
 """The id of the conversation a fork started from (``starter.py fork``)."""
+AGENT_TENANT = SearchAttributeKey.for_keyword("AgentTenant")
+"""The tenant a conversation belongs to (``--tenant``), inherited by its sub-agents and forks."""
+AGENT_USER = SearchAttributeKey.for_keyword("AgentUser")
+"""The user a conversation belongs to (``--user``), inherited by its sub-agents and forks."""
 
 
 def start_search_attributes(
-    agent: str, *, parent: str | None = None, fork_of: str | None = None
+    agent: str,
+    *,
+    parent: str | None = None,
+    fork_of: str | None = None,
+    tenant: str | None = None,
+    user: str | None = None,
 ) -> TypedSearchAttributes:
-    """What a conversation starts with: its agent, ``running``, and the conversation it came from."""
+    """What a conversation starts with: its agent, ``running``, the conversation it came from, and
+    its tenant and user."""
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(AGENT_NAME, agent),
         SearchAttributePair(AGENT_STATUS, "running"),
@@ -41,6 +51,10 @@ def start_search_attributes(
         pairs.append(SearchAttributePair(AGENT_PARENT, parent))
     if fork_of is not None:
         pairs.append(SearchAttributePair(AGENT_FORK_OF, fork_of))
+    if tenant is not None:
+        pairs.append(SearchAttributePair(AGENT_TENANT, tenant))
+    if user is not None:
+        pairs.append(SearchAttributePair(AGENT_USER, user))
     return TypedSearchAttributes(pairs)
 
 
@@ -123,6 +137,12 @@ class ConversationInput(Payload):
     prompt included: the agent's own is then not added)."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; a start that sets it is refused."""
+    tenant: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^/\s]+$")
+    """Who the conversation belongs to (docs/tenants.md): its model calls count against the tenant's
+    budgets in the shared ledger, its data is scoped by it, its tasks are fair across tenants.
+    Inherited by sub-agents and forks; the ``AgentTenant`` search attribute."""
+    user: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^\S+$")
+    """The user within the tenant (the ``AgentUser`` search attribute), with budgets of its own."""
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +234,9 @@ class ConversationStatus(BaseModel):
     queued_messages: int = 0
     run: int = 1
     detail: str = ""
+    tenant: str | None = None
+    """Whose conversation it is (``AgentTenant``, ``AgentUser``)."""
+    user: str | None = None
 
 
 ConversationInput.model_rebuild()

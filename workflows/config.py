@@ -322,6 +322,9 @@ class AgentSpec(BaseModel):
     max_depth: int = Field(default=3, ge=1)
     """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
     tools. The top conversation's setting holds for the whole tree."""
+    priority: int | None = Field(default=None, ge=1, le=5)
+    """Temporal's task priority of the conversation's model and tool calls, 1 (first) to 5 (last);
+    a start's ``--priority`` wins. None: the server's default (3)."""
     versioning: Versioning = "pinned"
     """On a versioned worker (``AGENT_BUILD_ID``): ``pinned`` keeps each run of a conversation on the
     build that started it; ``auto_upgrade`` moves it to the deployment's current build at its next

@@ -12,8 +12,10 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from workflows import tenancy
 from workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
 from workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
+from workflows.config import Price
 from workflows.costs import conversation_cost
 from workflows.events import (
     ConversationEvents,
@@ -135,6 +137,10 @@ class ModelCalls:
                     agent, settings, allow_tool_calls, summary_of=summary_of, number=number
                 )
             except ActivityError as err:
+                if (refused := tenancy.refusal(err)) is not None:
+                    if streamed:
+                        self._interrupted(number, "failed", refused.text)
+                    raise refused from err  # the budget is the tenant's: no fallback model either
                 failures.append(f"{label} failed: {failure_text(err)}")
                 self._record_attempt(agent, label, failure_text(err))
                 if streamed:
@@ -242,6 +248,7 @@ class ModelCalls:
         """One call of the model activity: messages ``stored`` to ``upto``, for the next message or a
         summary of them, and the tools (the registry's by name, unless ``whole``)."""
         policy = agent.spec.model_call
+        owner = tenancy.current()
         by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(
@@ -262,8 +269,14 @@ class ModelCalls:
                 registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
                 summarise=summarise,
                 stores=agent.stores,
+                **(
+                    {"tenant": owner.tenant, "user": owner.user, "price": _price_of(agent, settings)}
+                    if owner.owned
+                    else {}
+                ),
             ),
             task_queue=agent.spec.model_task_queue,
+            **tenancy.activity_priority(agent.spec.priority),
             outages=self._board.outage,
             summary=f"model {settings.provider}:{settings.model}"
             + (" (summary)" if summarise else "" if allow_tool_calls else " (tools off)"),
@@ -283,3 +296,10 @@ class ModelCalls:
                     call.id += "_"
             seen.add(call.id)
         return calls
+
+
+def _price_of(agent: ResolvedAgent, settings: ModelSettings) -> Price | None:
+    """The called model's price (the agent's model's, or a fallback model's), for the ledger."""
+    if settings.label == agent.spec.model.label:
+        return agent.price
+    return agent.fallback_prices.get(settings.label)

@@ -24,6 +24,7 @@ StopReason = Literal[
     "cancelled",
     "invalid_output",
     "interrupted",
+    "budget_exhausted",
 ]
 
 

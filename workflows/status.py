@@ -9,7 +9,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import TypedSearchAttributes
 
-from workflows.api import AGENT_NAME, AGENT_STATUS, ConversationStatus
+from workflows.api import AGENT_NAME, AGENT_STATUS, AGENT_TENANT, AGENT_USER, ConversationStatus
 from workflows.events import ConversationEvents, StateChanged
 from workflows.outages import StoreOutage
 from workflows.state import ConversationState
@@ -46,6 +46,7 @@ class StatusBoard:
         only when it changes from that."""
         self._lean = lean
         self._known = workflow.info().typed_search_attributes
+        self.view.tenant, self.view.user = self._known.get(AGENT_TENANT), self._known.get(AGENT_USER)
         if lean:
             self._searchable = self._known.get(AGENT_STATUS) or "running"
 

@@ -37,7 +37,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from workflows import wire
+from workflows import tenancy, wire
 from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
     AgentOverrides,
@@ -322,6 +322,7 @@ class Delegations:
                 agent=name,
                 subagent=origin.model_copy(update={"report_key": key}),
                 overrides=AgentOverrides(chat=False),
+                **owner_fields(),
             )
         except ValidationError as e:
             return _invalid(call, first_error(e))
@@ -335,7 +336,9 @@ class Delegations:
                 id=child_id,
                 result_type=ConversationResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                search_attributes=start_search_attributes(name, parent=origin.parent_workflow_id),
+                search_attributes=start_search_attributes(
+                    name, parent=origin.parent_workflow_id, **owner_fields()
+                ),
                 static_summary=f"sub-agent {name} for {origin.parent_workflow_id} ({call.id})",
             )
             self._children[call.id] = child
@@ -413,3 +416,9 @@ async def _after(previous: asyncio.Task[None] | None, signal: Coroutine[Any, Any
     if previous is not None:
         await previous
     await signal
+
+
+def owner_fields() -> dict[str, str]:
+    """The delegating conversation's tenant and user, for its sub-agent (none when it has none)."""
+    owner = tenancy.current()
+    return {k: v for k, v in (("tenant", owner.tenant), ("user", owner.user)) if v is not None}

@@ -546,9 +546,9 @@ async def test_list_has_a_header_aligned_columns_the_agent_status_and_name(
     )
     await stopped.terminate()
     expected = {
-        waiting.id: ("awaiting_approval", "demo"),
-        finished.id: ("completed", "test-agent"),
-        stopped.id: ("terminated", "-"),
+        waiting.id: ("awaiting_approval", "demo", "-", "-"),
+        finished.id: ("completed", "test-agent", "-", "-"),
+        stopped.id: ("terminated", "-", "-", "-"),
     }
     await _visible(env.client, f'WorkflowId = "{waiting.id}" AND AgentStatus = "awaiting_approval"')
     await _visible(env.client, f'WorkflowId = "{finished.id}" AND AgentStatus = "completed"')
@@ -564,8 +564,8 @@ async def test_list_has_a_header_aligned_columns_the_agent_status_and_name(
         finished.id,
         waiting.id,
     ]
-    assert header.split() == ["WORKFLOW", "ID", "STATUS", "AGENT", "STARTED"]
-    columns = [header.index(name) for name in ("STATUS", "AGENT", "STARTED")]
+    assert header.split() == ["WORKFLOW", "ID", "STATUS", "AGENT", "TENANT", "USER", "STARTED"]
+    columns = [header.index(name) for name in ("STATUS", "AGENT", "TENANT", "USER", "STARTED")]
     mine = {line.split()[0]: line for line in lines if line.split()[0] in expected}
     assert set(mine) == set(expected)
     for workflow_id, line in mine.items():

@@ -254,7 +254,21 @@ SHAPES: dict[str, ConversationInput] = {
     # reports as durable_agents.subagent_approvals, the decision comes as durable_agents.decide and
     # goes on to the scribe as durable_agents.approve.
     "namespaced_subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
+    # A conversation of a tenant and user (workflows/tenancy.py): its model calls reserved in the
+    # ledger against the tenant's 60 tokens a day (TENANT_BUDGETS), the third refused before it runs:
+    # the turn ends with budget_exhausted.
+    "namespaced_tenant_budget": ConversationInput(
+        prompt="go", tenant="recorded", user="recorder",
+        agent_spec=scripted_agent(
+            *[step("", ("add", {"a": i, "b": 1})) for i in range(5)], step("done"), max_iterations=10
+        ).model_copy(update={"model": ModelSettings(
+            provider="scripted", model="script", max_tokens=20,
+            script=[*[step("", ("add", {"a": i, "b": 1})) for i in range(5)], step("done")],
+        )}),
+    ),
 }  # fmt: skip
+TENANT_BUDGETS = "[tenants.recorded]\ntokens_per_day = 60\n"
+"""The budgets "namespaced_tenant_budget" is recorded with (its ledger in a temporary folder)."""
 RECORDED_RUN: dict[str, int] = {"continued_approval": 2, "chat_continued": 2, "compaction_continued": 3}
 """Shapes recorded as a later run (1 is the first) than the first."""
 SUGGEST_CONTINUE_AS_NEW_AT = 40
@@ -312,6 +326,11 @@ DECIDE_UPDATE_THROUGH_PARENT: dict[str, Decision] = {
 
 async def record(names: list[str]) -> None:
     """Record the shapes on the embedded server; ROLLED_OVER_WAITING ones on one of their own."""
+    if "namespaced_tenant_budget" in names:  # read by the worker as it starts: a fresh ledger, these budgets
+        folder = Path(tempfile.mkdtemp())
+        (folder / "budgets.toml").write_text(TENANT_BUDGETS)
+        os.environ["AGENT_BUDGETS"] = str(folder / "budgets.toml")
+        os.environ["AGENT_STORE"] = str(folder / "conversations.db")
     suggesting = [name for name in names if name in ROLLED_OVER_WAITING]
     if plain := [name for name in names if name not in ROLLED_OVER_WAITING]:
         with tempfile.TemporaryDirectory() as tmp:

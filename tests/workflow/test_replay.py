@@ -41,6 +41,7 @@ def test_histories_are_checked_in() -> None:
         "namespaced_decisions",
         "namespaced_subagent",
         "namespaced_subagent_child",
+        "namespaced_tenant_budget",
         "streamed",
         "subagent",
         "subagent_budgets",

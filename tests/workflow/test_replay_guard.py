@@ -77,6 +77,12 @@ CHANGES = {
         f"            if input.history:\n                {SLEEP}\n",
         {"fork"},
     ),
+    "a turn refused by the ledger": Change(
+        "workflows.agent",
+        '                self._finish_turn("budget_exhausted", note=refused.text)\n',
+        f"                {SLEEP}\n",
+        {"namespaced_tenant_budget"},
+    ),
 }
 
 

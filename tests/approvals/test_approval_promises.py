@@ -327,20 +327,24 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     first, *rest = err.splitlines()
     assert first.startswith(
         "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent,"
-        " AgentForkOf and this worker may not add them ("
+        " AgentForkOf, AgentTenant, AgentUser and this worker may not add them ("
     )
     commands = [
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentStatus",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentName",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentParent",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentForkOf",
+        "  temporal operator search-attribute create --namespace default --type Keyword --name AgentTenant",
+        "  temporal operator search-attribute create --namespace default --type Keyword --name AgentUser",
     ]
     assert first.endswith("). Ask an operator to run:")
     assert rest == [*commands, "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"]
 
     # The operator makes room and runs exactly what was printed; the worker then starts.
     await bare_server.operator_service.remove_search_attributes(
-        RemoveSearchAttributesRequest(namespace="default", search_attributes=[f"Other{i}" for i in range(4)])
+        RemoveSearchAttributesRequest(
+            namespace="default", search_attributes=[f"Other{i}" for i in range(len(commands))]
+        )
     )
     for command in commands:
         program, *args = command.split()

@@ -427,6 +427,8 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentName": "Keyword",
         "AgentParent": "Keyword",
         "AgentForkOf": "Keyword",
+        "AgentTenant": "Keyword",
+        "AgentUser": "Keyword",
     }
     # Each create is skipped when the attribute exists, so a rerun succeeds.
     assert re.findall(r"grep -qw (\w+) \|\| temporal operator search-attribute create", script) == [
@@ -434,6 +436,8 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentName",
         "AgentParent",
         "AgentForkOf",
+        "AgentTenant",
+        "AgentUser",
     ]
 
 

@@ -9,7 +9,15 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
+from workflows.config import (
+    MAX_PROMPT_CHARS,
+    AgentSpec,
+    ApprovalPolicy,
+    ClientToolConfig,
+    OnLimit,
+    Seconds,
+    client_tools,
+)
 from workflows.inputs import Payload
 from workflows.messages import Message, Usage
 from workflows.records import ConversationHistory, Reply, StopReason
@@ -121,8 +129,16 @@ class ConversationInput(Payload):
     history: list[Message] = Field(default_factory=list)
     """Messages the conversation starts from, before ``prompt`` (a fork's first messages, system
     prompt included: the agent's own is then not added)."""
+    client_tools: list[ClientToolConfig] = Field(default_factory=list)
+    """Tools the client runs, besides the agent's own ``client_tools`` (workflows/client_tools.py);
+    ``"ask_user"`` names the built-in one."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; a start that sets it is refused."""
+
+    @field_validator("client_tools", mode="before")
+    @classmethod
+    def _built_in_client_tools(cls, value: Any) -> Any:
+        return client_tools(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -242,7 +242,11 @@ class ModelCalls:
         """One call of the model activity: messages ``stored`` to ``upto``, for the next message or a
         summary of them, and the tools (the registry's by name, unless ``whole``)."""
         policy = agent.spec.model_call
-        by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
+        by_name = [
+            t
+            for t in agent.tools
+            if not whole and t.mcp_server is None and t.subagent is None and t.client is None
+        ]
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(
             ModelCallInput(

@@ -275,7 +275,10 @@ class AgentWorkflow:
     def deliver_client_result(self, *args: Any) -> ClientCall:
         """``{"call_id": "...", "result": ...}``: a client tool's result, checked against its schema."""
         result = one_input(ClientResult, args, "deliver_client_result", _RESULT_EXAMPLE, strict=False)
-        return self._client_calls.deliver(result, workflow.now())
+        try:  # checked by the validator; never a failed workflow task
+            return self._client_calls.deliver(result, workflow.now())
+        except ValueError as e:
+            raise ApplicationError(str(e), type="ResultRefused", non_retryable=True) from None
 
     @deliver_client_result.validator
     def _check_client_result(self, *args: Any) -> None:

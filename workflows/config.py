@@ -99,11 +99,10 @@ Deadline = Seconds | Literal["none"]
 DEFAULT_APPROVAL_DEADLINE = 24 * 3600.0
 
 
-DecisionKind = Literal["approve", "edit", "reject", "remember", "result"]
+DecisionKind = Literal["approve", "edit", "reject", "remember"]
 """What a person may decide about a call: approve it, approve it with edited arguments, reject it,
 or approve it and allow the tool for the rest of the conversation (each a type in
-workflows/decisions.py, which says what it means and does). ``result``: only for an at-most-once
-call whose outcome is unknown, a result the person gives instead of running it again."""
+workflows/decisions.py, which says what it means and does)."""
 
 
 DECISION_KINDS: list[DecisionKind] = ["approve", "edit", "reject", "remember"]

@@ -289,6 +289,10 @@ class RecordResult(PersonKind):
     result: str
     reason: str = ""
 
+    @property
+    def kinds(self) -> tuple[DecisionKind, ...]:
+        return ("approve",)  # an approval that gives the result (a signature names it "result")
+
     def then(self, call: ToolCall) -> Answer:
         return Answer(f"[the outcome of this call was unknown; {self.by} recorded its result] {self.result}")
 
@@ -318,8 +322,8 @@ class FailCall(PersonKind):
 
 
 OUTCOME_KINDS: tuple[type[PersonKind], ...] = (RunAgain, RecordResult, FailCall)
-OUTCOME_DECISIONS: list[DecisionKind] = ["approve", "result", "reject"]
-"""What a person may decide about a call whose outcome is unknown."""
+OUTCOME_DECISIONS: list[DecisionKind] = ["approve", "reject"]
+"""What a person may decide about a call whose outcome is unknown (approve with a ``result``: record it)."""
 
 
 class NobodyKind(Kind):

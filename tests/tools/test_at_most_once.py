@@ -45,7 +45,7 @@ async def test_a_worker_killed_mid_call_leaves_the_outcome_unknown_and_a_person_
         "call_1_0.unknown",
         "outcome_unknown",
         "call_1_0",
-        ["approve", "result", "reject"],
+        ["approve", "reject"],
     )
     assert "outcome unknown" in (await handle.query(AgentWorkflow.status)).detail
     code, out, err = await starter(

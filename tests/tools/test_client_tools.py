@@ -110,3 +110,13 @@ async def test_a_deadline_that_passes_tells_the_model_the_user_did_not_answer(en
     result = await (await env.start(conversation(agent))).result()
     assert result.final_text == "The user did not answer: no result for ask_user came before its deadline."
     assert [(c.call_id, c.state) for c in result.client_calls] == [("call_1_0", "timed_out")]
+
+
+async def test_ask_user_is_asked_and_answered_in_starter_chat(env: Env, server: EmbeddedServer) -> None:
+    code, out, err = await starter(
+        server, "--task-queue", env.task_queue, "chat", "--agent", "asker",
+        stdin="What's the weather?\nPorto\n/quit\n",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert "agent asks> Which city are you in?\n" in out
+    assert "agent> Then the weather in Porto it is.\n" in out

@@ -82,6 +82,15 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
             f"{where}: field 'local_tools': {', '.join(routed)} cannot run locally and on a tool task"
             " queue too; a local tool runs on the workflow's own worker"
         )
+    if not_offered := [name for name in spec.at_most_once if name not in spec.tools]:
+        raise AgentFileError(
+            f"{where}: field 'at_most_once': {', '.join(not_offered)} not in the agent's 'tools'"
+        )
+    clients = [c.name for c in spec.client_tools]
+    if clash := sorted({n for n in clients if clients.count(n) > 1 or n in spec.tools or n == OUTPUT_NAME}):
+        raise AgentFileError(
+            f"{where}: field 'client_tools': {', '.join(clash)} named twice (or also in 'tools')"
+        )
     if spec.output_schema is not None and OUTPUT_NAME in spec.tools:
         raise AgentFileError(
             f"{where}: field 'tools': a tool named {OUTPUT_NAME!r} would clash with the typed answer"

@@ -14,7 +14,7 @@ from activities.mcp_activity import LazyMCPPool
 from activities.models import ModelTable
 from activities.tools import ToolRegistry
 from stores.errors import StoreIdentity
-from workflows.activity_io import AgentRef, ResolvedAgent
+from workflows.activity_io import AgentRef, ResolvedAgent, ToolSpec
 from workflows.activity_refs import RESOLVE_AGENT
 from workflows.config import AgentSpec
 from workflows.subagents import subagent_tool
@@ -64,11 +64,20 @@ class AgentResolver:
         def local(name: str) -> bool:
             """The agent's ``local_tools``, or the tool's own default unless the agent sends it to a queue."""
             routed = spec.tool_task_queue is not None or name in spec.tool_task_queues
-            return name in spec.local_tools or (self.registry[name].local and not routed)
+            return (name in spec.local_tools or (self.registry[name].local and not routed)) and not once(name)
+
+        def once(name: str) -> bool:
+            return name in spec.at_most_once or self.registry[name].at_most_once
+
+        def tool(name: str) -> ToolSpec:
+            update: dict = {"local": local(name)}
+            if once(name):  # a field set only when true: resolutions recorded before it stay as they were
+                update["at_most_once"] = True
+            return self.registry[name].spec.model_copy(update=update)
 
         return ResolvedAgent(
             spec=spec,
-            tools=[self.registry[name].spec.model_copy(update={"local": local(name)}) for name in spec.tools]
+            tools=[tool(name) for name in spec.tools]
             + [subagent_tool(self.agents[name]) for name in spec.subagents],
             price=self.models.price(ref.model or spec.model.model),
             fallback_prices={

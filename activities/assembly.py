@@ -1,4 +1,4 @@
-"""``AgentActivities``: the six activities over one worker's tools, agents, stores and providers.
+"""``AgentActivities``: the seven activities over one worker's tools, agents, stores and providers.
 
 Each activity lives with its concern (``agent_resolution``, ``model_call``, ``tool_calls``,
 ``mcp_activity``, ``hooks``, ``approver_keys``); this class builds them from the worker's
@@ -17,6 +17,7 @@ from activities.approver_keys import ApproverKeys
 from activities.budgets import BudgetsFile
 from activities.delta_channel import DeltaSender
 from activities.hooks import HookActivities, HookRegistry, default_hooks
+from activities.judge_activity import JudgeActivities
 from activities.mcp_activity import LazyMCPPool, MCPActivities
 from activities.metering import Meter
 from activities.model_activity import ModelActivities
@@ -29,8 +30,10 @@ from stores.errors import StoreIdentity
 from stores.idempotency import IdempotencyStore
 from stores.settings import StoreSettings
 from stores.workspaces import LocalWorkspaces, Workspaces
+from workflows import wire
 from workflows.activity_refs import (
     CALL_MODEL,
+    JUDGE,
     LIST_MCP_TOOLS,
     RESOLVE_AGENT,
     RUN_HOOK,
@@ -100,6 +103,7 @@ class AgentActivities:
         self.run_hook = HookActivities(hooks).run_hook
         self.list_mcp_tools = MCPActivities(self._mcp).list_mcp_tools
         self.verify_decision = ApproverKeys(approver_keys or {}).verify_decision
+        self.judge = JudgeActivities(self._models.provider).judge
 
     @property
     def mcp(self) -> MCPPool:
@@ -122,14 +126,16 @@ class AgentActivities:
             RUN_HOOK: self.run_hook,
             LIST_MCP_TOOLS: self.list_mcp_tools,
             VERIFY_DECISION: self.verify_decision,
+            JUDGE: self.judge,
         }
         match role:
             case "all":
                 refs = list(activities)
             case "workflows":  # run_tool for local tools, verify_decision: both run beside their workflow
                 refs = [RESOLVE_AGENT, RUN_HOOK, RUN_TOOL, VERIFY_DECISION]
-            case "models":
-                refs = [CALL_MODEL]
+            case "models":  # a model judge is a model call too
+                refs = [CALL_MODEL, JUDGE]
             case "tools":  # MCP servers run beside the other tools
                 refs = [RUN_TOOL, LIST_MCP_TOOLS]
-        return [activities[ref] for ref in refs] + [ref.under_old_name(activities[ref]) for ref in refs]
+        old = [ref for ref in refs if ref.name in wire.OLD_NAMES]  # JUDGE came with the namespace
+        return [activities[ref] for ref in refs] + [ref.under_old_name(activities[ref]) for ref in old]

@@ -127,6 +127,10 @@ class ModelActivities:
             )
         return request.model_copy(update={"tools": definitions + request.tools})
 
+    async def provider(self, name: str) -> ModelProvider:
+        """The adapter of provider ``name``, made on first use (the judge activity's too)."""
+        return await self._provider(name)
+
     async def _provider(self, name: str) -> ModelProvider:
         if name not in self._providers:
             if name not in PROVIDERS:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.hooks import HookRegistry
@@ -25,6 +26,7 @@ from stores.idempotency import IdempotencyStore
 from stores.workspaces import Workspaces
 from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
 from workflows.activity_refs import RUN_TOOL
+from workflows.at_most_once import NOT_STARTED
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields
@@ -47,7 +49,13 @@ class ToolActivities:
 
     @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
-        await self.stores.check(invocation.stores, invocation.stored_under)
+        try:
+            await self.stores.check(invocation.stores, invocation.stored_under)
+        except Exception as e:
+            if not invocation.at_most_once:
+                raise
+            # Refused before the tool's function ran: the workflow may try again (workflows/at_most_once.py).
+            raise ApplicationError(f"{e}", type=NOT_STARTED) from e
         if (kept := self._finished.get(invocation.idempotency_key)) is not None:
             activity.logger.info("tool %s ran before this attempt: its outcome as kept", invocation.name)
             return kept

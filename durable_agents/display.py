@@ -17,7 +17,9 @@ from durable_agents.live import live, next_offset
 from workflows.api import ConversationResult
 from workflows.events import (
     ApprovalDecided,
+    ApprovalJudged,
     ApprovalRequested,
+    ClientToolRequested,
     Event,
     HookDecided,
     MessageAdded,
@@ -169,6 +171,14 @@ def format_event(event: Event) -> list[str]:
             ]
         case ApprovalRequested(record=record) | ApprovalDecided(record=record):
             return [format_approval(record)]
+        case ApprovalJudged(record=record) if record.judgements:
+            j = record.judgements[-1]
+            return [f"[judge {j.judge}] {j.verdict} {record.tool} ({record.call_id}): {j.reason}"]
+        case ClientToolRequested(call=call):
+            return [
+                f"[client tool {call.tool} ({call.call_id})] waits for the client:"
+                f" {json.dumps(call.arguments)}"
+            ]
         case HookDecided(record=record):
             why = f": {record.reason}" if record.reason else ""
             return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]

@@ -86,6 +86,7 @@ from workflows.api import (
 )
 from workflows.events import (
     ApprovalRequested,
+    ClientToolRequested,
     ModelCallFinished,
     ModelCallInterrupted,
     ReplySent,
@@ -93,7 +94,7 @@ from workflows.events import (
     TextDelta,
 )
 from workflows.inputs import first_error
-from workflows.records import ApprovalRecord, Decision, Reply, Revocation
+from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Reply, Revocation
 from workflows.signatures import SignedDecision
 
 M = TypeVar("M")
@@ -348,7 +349,8 @@ class _Events:
     def __init__(
         self, client: Client, workflow_id: str, from_offset: int, deltas: DeltaListener | None
     ) -> None:
-        self.approvals: asyncio.Queue[ApprovalRecord] = asyncio.Queue()
+        self.approvals: asyncio.Queue[ApprovalRecord | ClientCall] = asyncio.Queue()
+        """Tool calls that wait for a person: approvals, and client tools' calls (``ask_user``)."""
         self.typing = TypingLine()
         self._replies: dict[str, asyncio.Future[Reply]] = {}
         self._reader = asyncio.create_task(self._read(client, workflow_id, from_offset, deltas))
@@ -361,6 +363,8 @@ class _Events:
                 match event:
                     case ApprovalRequested(record=record):
                         self.approvals.put_nowait(record)
+                    case ClientToolRequested(call=call):
+                        self.approvals.put_nowait(call)
                     case ReplySent(reply=reply) if not self._reply(reply.message_id).done():
                         self._reply(reply.message_id).set_result(reply)
                     case TextDelta() | ModelCallFinished():
@@ -405,6 +409,9 @@ async def _answering_approvals(
             continue
         asked.add(record.call_id)
         events.typing.close()
+        if isinstance(record, ClientCall):
+            await _answer_in_chat(handle, record)
+            continue
         question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
         answer = (await asyncio.to_thread(input, question)).strip().lower()
         decision = Decision(
@@ -416,6 +423,27 @@ async def _answering_approvals(
         )
         await handle.execute_update(AgentWorkflow.decide, signer.sign(decision, record.arguments_digest))
     return await reply
+
+
+async def _answer_in_chat(handle: WorkflowHandle, call: ClientCall) -> None:
+    """A client tool's call, answered at the prompt: ``ask_user``'s question, or any tool's JSON result."""
+    if call.tool == "ask_user":
+        print(f"agent asks> {call.arguments.get('question', '')}", flush=True)
+        value: Any = (await asyncio.to_thread(input, "answer> ")).strip()
+    else:
+        text = await asyncio.to_thread(
+            input, f"result of {call.tool}({json.dumps(call.arguments)}) as JSON> "
+        )
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+    try:
+        await handle.execute_update(
+            AgentWorkflow.deliver_client_result, ClientResult(call_id=call.call_id, result=value)
+        )
+    except WorkflowUpdateFailedError as e:
+        print(f"(not delivered: {_refusal(e)})", flush=True)
 
 
 def _message(text: str) -> MessageInput:
@@ -514,6 +542,25 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
         return
     header = ("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "DECISIONS", "ARGUMENTS")
     _print_table(header, rows)
+    for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
+        for record in records if not isinstance(records, str) else []:
+            for line in _opinions(record):
+                print(f"{record.call_id} of {workflow_id}: {line}")
+
+
+def _opinions(record: ApprovalRecord) -> list[str]:
+    """What people deciding ``record`` should know besides its arguments: an unknown outcome, and
+    what the judges said."""
+    lines = []
+    if record.asked == "outcome_unknown":
+        lines.append(
+            f"outcome unknown ({record.reason}): approve runs it again, approve --result TEXT records"
+            " its result, reject fails it"
+        )
+    for j in record.judgements:
+        by = f"judge {j.judge} ({j.model})" if j.model else f"judge {j.judge}"
+        lines.append(f"{by}: {j.verdict}: {j.reason}")
+    return lines
 
 
 async def _pending_approvals(client: Client, wf: WorkflowExecution) -> list[ApprovalRecord] | str:
@@ -561,6 +608,7 @@ def _decision(args: argparse.Namespace) -> Decision:
             arguments_digest=args.digest,
             arguments=_edited_arguments(getattr(args, "arguments", None)),
             remember=getattr(args, "remember", False) or None,
+            result=getattr(args, "result", None),
             wait_seconds=args.settings.decide_timeout,
         ),
     )
@@ -653,6 +701,18 @@ def _edited_arguments(text: str | None) -> dict | None:
     if not isinstance(arguments, dict):
         raise CommandError('--arguments: give a JSON object, such as \'{"path": "notes.txt"}\'')
     return arguments
+
+
+async def answer(client: Client, args: argparse.Namespace) -> None:
+    """Deliver a client tool's result (the built-in ``ask_user``: the user's answer)."""
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        value = json.loads(args.text) if args.json else args.text
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--json: the result is not JSON ({e.msg} at position {e.pos})") from e
+    result = _valid("result", lambda: ClientResult(call_id=args.call_id, result=value))
+    call: ClientCall = await _update(handle, AgentWorkflow.deliver_client_result, result, "not delivered")
+    print(f"{call.tool} call {call.call_id} of {args.workflow_id}: {call.state}")
 
 
 async def revoke(client: Client, args: argparse.Namespace) -> None:
@@ -923,6 +983,11 @@ def parser() -> argparse.ArgumentParser:
             d.add_argument(
                 "--remember", action="store_true", help="also allow the tool for the rest of the conversation"
             )
+            d.add_argument(
+                "--result",
+                metavar="TEXT",
+                help="for a call whose outcome is unknown: record TEXT as its result",
+            )
         d.set_defaults(func=decide, approve=name == "approve")
 
     sg = sub.add_parser(
@@ -941,6 +1006,15 @@ def parser() -> argparse.ArgumentParser:
     )
     sg.add_argument("--remember", action="store_true")
     sg.set_defaults(func=sign_decision, offline=True)
+
+    an = sub.add_parser("answer", help="deliver the result of a client tool call (ask_user: the answer)")
+    an.add_argument("workflow_id")
+    an.add_argument("call_id")
+    an.add_argument("text", help="the result: text, or JSON with --json")
+    an.add_argument(
+        "--json", action="store_true", help="the result is JSON (for a tool whose result is not text)"
+    )
+    an.set_defaults(func=answer)
 
     rv = sub.add_parser("revoke", help="make a tool allowed with --remember ask for approval again")
     rv.add_argument("workflow_id")

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.config import AgentSpec, CallPolicy, MCPServerConfig, Price
-from workflows.messages import ModelRequest, ToolCall, ToolDefinition
+from workflows.config import AgentSpec, CallPolicy, ClientToolConfig, JudgeConfig, MCPServerConfig, Price
+from workflows.messages import Message, ModelRequest, ToolCall, ToolDefinition, Usage
 
 
 class HookContext(BaseModel):
@@ -67,6 +67,10 @@ class ToolSpec(BaseModel):
     Conversations recorded before this field existed lack it, so they replay on the normal path."""
     subagent: str | None = None
     """For a sub-agent tool: the agent a call runs as a child conversation (no activity)."""
+    at_most_once: bool = False
+    """Never retried once an attempt may have started: an unknown outcome waits for a person."""
+    client: ClientToolConfig | None = None
+    """For a client tool: it runs on the client, which delivers its result (no activity)."""
 
 
 class ResolvedAgent(BaseModel):
@@ -153,6 +157,8 @@ class ToolInvocation(BaseModel):
     mcp_tool: str | None = None
     stores: str = ""
     """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
+    at_most_once: bool = False
+    """A failure before the tool's function ran says so (``ToolNotStarted``): only then is it retried."""
     kept: dict[str, str] = Field(default_factory=dict)
     """``ctx.once`` results an earlier try had when its store went out (key to JSON): this try
     returns them instead of repeating the effects (``workflows/outages.py``)."""
@@ -200,3 +206,23 @@ class ToolOutcome(BaseModel):
             return self
         note = f"\n[output truncated: {len(self.content)} characters, the first {limit} shown]"
         return self.model_copy(update={"content": self.content[:limit] + note})
+
+
+class JudgeInput(BaseModel):
+    """Input of the judge activity: a model judge, the call it judges and what led to it."""
+
+    judge: JudgeConfig
+    tool: str
+    description: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    transcript: list[Message] = Field(default_factory=list)
+    """The latest messages of the conversation (``judge.transcript_messages``)."""
+
+
+class JudgeAnswer(BaseModel):
+    """What a model judge answered."""
+
+    verdict: Literal["approve", "deny", "escalate"]
+    reason: str = ""
+    model: str = ""
+    usage: Usage = Field(default_factory=Usage)

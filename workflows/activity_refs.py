@@ -19,6 +19,8 @@ from workflows.activity_io import (
     AgentRef,
     HookDecision,
     HookInvocation,
+    JudgeAnswer,
+    JudgeInput,
     ModelCallInput,
     ResolvedAgent,
     ToolInvocation,
@@ -91,6 +93,8 @@ CALL_MODEL = ActivityRef(wire.CALL_MODEL, ModelCallInput, ModelResponse)
 RUN_TOOL = ActivityRef(wire.RUN_TOOL, ToolInvocation, ToolOutcome)
 RUN_HOOK = ActivityRef(wire.RUN_HOOK, HookInvocation, HookDecision)
 VERIFY_DECISION = ActivityRef(wire.VERIFY_DECISION, SignedDecision, Verdict)
+JUDGE = ActivityRef(wire.JUDGE, JudgeInput, JudgeAnswer)
+"""A model judge's opinion of a waiting call (workflows/judges.py); new with the namespace: no old name."""
 
 
 def conversation_key() -> str:

@@ -50,6 +50,8 @@ from workflows.api import (
     MessageInput,
 )
 from workflows.approvals import Approvals
+from workflows.at_most_once import run_at_most_once
+from workflows.client_tools import ClientCalls, client_tool_specs
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
 from workflows.costs import conversation_cost
 from workflows.decisions import Refuse, asks, decided, oversize
@@ -67,6 +69,7 @@ from workflows.events import (
 from workflows.fallback import models_used
 from workflows.inputs import one_input
 from workflows.interrupts import Interrupted
+from workflows.judges import Judges
 from workflows.messages import (
     AssistantMessage,
     SystemMessage,
@@ -78,6 +81,8 @@ from workflows.model_calls import ModelCalls
 from workflows.records import (
     ApprovalRecord,
     ApprovalSignal,
+    ClientCall,
+    ClientResult,
     Decision,
     HookRecord,
     Reply,
@@ -122,6 +127,7 @@ _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
 _DECIDE_EXAMPLE = '{"call_id": "call_1_0", "approve": true, "by": "alice"}'
 _REVOKE_EXAMPLE = '{"tool": "write_file", "by": "alice"}'
+_RESULT_EXAMPLE = '{"call_id": "call_1_0", "result": "..."}'
 P = TypeVar("P")
 S = TypeVar("S", ApprovalSignal, Decision, Revocation)
 
@@ -174,6 +180,14 @@ class AgentWorkflow:
         self._closed_by: ClosedBy = "answered"
         self._closing = False
         self._subagents = Delegations(self._events)
+        self._judges = Judges(
+            self._s,
+            self._events,
+            lambda: self._approvals.records,
+            self._waiting_update,
+            lambda: self._board.show(usage=self._s.usage),
+        )
+        self._client_calls = ClientCalls(self._s.client_calls, self._events)
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
@@ -242,6 +256,7 @@ class AgentWorkflow:
             hooks=self._s.hooks,
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
+            client_calls=self._s.client_calls,
         )
 
     @workflow.query(name=wire.STATUS)
@@ -255,6 +270,26 @@ class AgentWorkflow:
     @workflow.query(name=wire.REPLIES)
     def replies(self) -> list[Reply]:
         return self._s.replies
+
+    @workflow.query(name=wire.PENDING_CLIENT_CALLS)
+    def pending_client_calls(self) -> list[ClientCall]:
+        return self._client_calls.pending
+
+    # -- client tools (workflows/client_tools.py) ---------------------------------------
+
+    @workflow.update(name=wire.DELIVER_CLIENT_RESULT)
+    def deliver_client_result(self, *args: Any) -> ClientCall:
+        """``{"call_id": "...", "result": ...}``: a client tool's result, checked against its schema."""
+        result = one_input(ClientResult, args, "deliver_client_result", _RESULT_EXAMPLE, strict=False)
+        try:  # checked by the validator; never a failed workflow task
+            return self._client_calls.deliver(result, workflow.now())
+        except ValueError as e:
+            raise ApplicationError(str(e), type="ResultRefused", non_retryable=True) from None
+
+    @deliver_client_result.validator
+    def _check_client_result(self, *args: Any) -> None:
+        result = one_input(ClientResult, args, "deliver_client_result", _RESULT_EXAMPLE)
+        self._client_calls.check(result, workflow.now())
 
     # -- user messages ------------------------------------------------------------
 
@@ -343,6 +378,11 @@ class AgentWorkflow:
         if self._forwarded(signal.call_id):
             self._subagents.forward(signal, approve)
             return
+        if late := self._approvals.too_late(signal, approve, workflow.now()):
+            workflow.logger.warning(
+                "%s signal too late: %s was decided by judge %s", name, late.call_id, late.by
+            )
+            return
         # Conversations started before decisions were bound to pending calls keep the old way.
         keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
             BIND_APPROVALS_PATCH
@@ -390,6 +430,7 @@ class AgentWorkflow:
     async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
+        self._refuse_if_too_late(decision)
         verified = workflow.patched(VERIFIED_DECISIONS_PATCH)
         if self._forwarded(decision.call_id):
             if verified:  # the sub-agent verifies it too; here, to answer why not at once
@@ -402,9 +443,21 @@ class AgentWorkflow:
             try:  # the call may have been decided, or passed its deadline, meanwhile
                 record = self._approvals.decide(decision, workflow.now(), verdict)
             except ValueError as e:
+                self._refuse_if_too_late(decision)
                 raise ApplicationError(str(e), type="DecisionRefused", non_retryable=True) from None
         self._events.publish(ApprovalDecided(record=record))
         return record
+
+    def _refuse_if_too_late(self, decision: Decision) -> None:
+        """A judge decided the call first: the decision is kept in the record as too late, and refused."""
+        if late := self._approvals.too_late(decision, decision.approve, workflow.now()):
+            self._events.publish(ApprovalDecided(record=late))
+            raise ApplicationError(
+                f"call {late.call_id!r} was already {late.state} by judge {late.by}: your decision came"
+                " too late (kept in the record)",
+                type="DecisionRefused",
+                non_retryable=True,
+            )
 
     @staticmethod
     def _must_hold(verdict: Verdict) -> Verdict:
@@ -418,8 +471,9 @@ class AgentWorkflow:
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE)
         if self._forwarded(decision.call_id):
             self._subagents.check(decision, workflow.now())
-        else:
+        elif (record := self._approvals.records.get(decision.call_id)) is None or record.via != "judge":
             self._approvals.check(decision, workflow.now())
+        # else taken, to be kept as too late: a judge decided the call first
 
     def _forwarded(self, call_id: str) -> bool:
         """A decision for a sub-agent's call goes on to its conversation."""
@@ -496,6 +550,8 @@ class AgentWorkflow:
             raise ApplicationError(failure_text(err), type=kind, non_retryable=True) from err
         resolved.spec = within_budget(input.overrides.apply(resolved.spec), input.subagent)
         resolved.tools = offered(resolved.tools, input.subagent)
+        if clients := [*resolved.spec.client_tools, *input.client_tools]:
+            resolved.tools += client_tool_specs(clients)
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
@@ -785,6 +841,8 @@ class AgentWorkflow:
                 )
 
         await asyncio.gather(*(settle(c) for c in turn.calls if c.id not in turn.outcomes))
+        if self._judges.running:  # a judge a person beat: its opinion is recorded (too late) first
+            await workflow.wait_condition(lambda: not self._judges.running)
         if len(turn.outcomes) == len(turn.calls):
             self._record_outcomes(turn)
 
@@ -830,7 +888,8 @@ class AgentWorkflow:
             )
         approval = agent.spec.approval
         record = self._approvals.records.get(call.id)
-        if record is None:  # not yet past the hooks (a call resumed after continue-as-new is)
+        asked_client = any(c.call_id == call.id for c in self._s.client_calls)
+        if record is None and not asked_client:  # not yet past the hooks (a resumed call is)
             about = HookInvocation(tool=call.name, arguments=call.arguments)
             for decision in await self._hooks(agent, "pre_tool_use", call.id, about):
                 if decision.action == "block":
@@ -839,6 +898,9 @@ class AgentWorkflow:
                     )
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
+        if tool.client is not None:  # the client runs it (no approval, no activity): wait for its result
+            self._board.set("running_tools", f"waiting for the client: {call.name} ({call.id})")
+            return await self._client_calls.resolve(tool, call, self._continue_as_new_due)
         if approval.requires_approval(tool.definition.name, tool.requires_approval):
             if record is None:
                 record = self._approvals.request(
@@ -852,6 +914,7 @@ class AgentWorkflow:
                     self._events.publish(ApprovalRequested(record=record))
                 # decided already: by a tool a person allowed, or a decision that came first (older runs)
                 self._events.approvals_decided([record])
+            self._judges.start(agent.spec, tool, record)  # judges, if any, race the person
             # A call of a tool a person allowed for the conversation is approved already: no wait.
             if asks(record) and not await self._wait_for_decision(record):
                 return None
@@ -900,25 +963,44 @@ class AgentWorkflow:
                 **tool.call.activity_options(),
             }
         )
-        try:
-            outcome = await RUN_TOOL.execute(
-                ToolInvocation.of(
-                    call,
-                    workflow_id,
-                    conversation_key(),
-                    max_output_chars=agent.spec.max_tool_output_chars,
-                    post_hooks=agent.spec.hooks.post_tool_use,
-                    iteration=self._board.view.iteration,
-                    mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
-                    mcp_tool=tool.mcp_tool,
-                    stores=agent.stores,
-                ),
+        if tool.at_most_once:  # one attempt at a time: the workflow decides what follows a failed one
+            options["retry_policy"] = RetryPolicy(maximum_attempts=1)
+        invocation = ToolInvocation.of(
+            call,
+            workflow_id,
+            conversation_key(),
+            max_output_chars=agent.spec.max_tool_output_chars,
+            post_hooks=agent.spec.hooks.post_tool_use,
+            iteration=self._board.view.iteration,
+            mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
+            mcp_tool=tool.mcp_tool,
+            stores=agent.stores,
+            **({"at_most_once": True} if tool.at_most_once else {}),
+        )
+
+        async def attempt() -> ToolOutcome:
+            return await RUN_TOOL.execute(
+                invocation,
                 local=tool.local,
                 outages=self._board.outage,
                 summary=f"mcp {tool.mcp_server}: {tool.mcp_tool}" if tool.mcp_server else f"tool {call.name}",
                 **options,
                 **({} if tool.local else tenancy.activity_priority(agent.spec.priority)),
             )
+
+        try:
+            if tool.at_most_once:
+                outcome = await run_at_most_once(
+                    tool,
+                    call,
+                    attempt,
+                    self._approvals,
+                    self._events,
+                    agent.spec.approval.deadline_for(call.name),
+                    self._wait_for_decision,
+                )
+            else:
+                outcome = await attempt()
             for decision in outcome.hooks:
                 self._record_hook("post_tool_use", call.id, decision)
             return outcome
@@ -954,7 +1036,10 @@ class AgentWorkflow:
         pending = self._approvals.pending + self._subagents.pending
         self._board.show(pending_approvals=len(pending))
         if pending:
-            names = ", ".join(f"{r.tool} ({r.call_id})" for r in pending)
+            names = ", ".join(
+                f"{r.tool} ({r.call_id}{', outcome unknown' if r.asked == 'outcome_unknown' else ''})"
+                for r in pending
+            )
             self._board.set("awaiting_approval", f"awaiting approval: {names}")
         else:
             self._board.set("running_tools", "running tools")
@@ -998,6 +1083,8 @@ class AgentWorkflow:
         self._closing = True
         self._closed_by = "cancelled"
         were_pending = self._approvals.pending
+        self._judges.cancel()
+        self._client_calls.cancel_pending()
         self._approvals.cancel_pending(f"conversation cancelled: {reason}", workflow.now())
         self._events.approvals_decided(were_pending)
         if (turn := self._s.turn) is not None:

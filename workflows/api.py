@@ -9,7 +9,15 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from workflows.config import MAX_PROMPT_CHARS, AgentSpec, ApprovalPolicy, OnLimit, Seconds
+from workflows.config import (
+    MAX_PROMPT_CHARS,
+    AgentSpec,
+    ApprovalPolicy,
+    ClientToolConfig,
+    OnLimit,
+    Seconds,
+    client_tools,
+)
 from workflows.inputs import Payload
 from workflows.messages import Message, Usage
 from workflows.records import ConversationHistory, Reply, StopReason
@@ -135,6 +143,9 @@ class ConversationInput(Payload):
     history: list[Message] = Field(default_factory=list)
     """Messages the conversation starts from, before ``prompt`` (a fork's first messages, system
     prompt included: the agent's own is then not added)."""
+    client_tools: list[ClientToolConfig] = Field(default_factory=list)
+    """Tools the client runs, besides the agent's own ``client_tools`` (workflows/client_tools.py);
+    ``"ask_user"`` names the built-in one."""
     state: ConversationState | None = None
     """Set by the workflow itself when it continues as new; a start that sets it is refused."""
     tenant: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^/\s]+$")
@@ -143,6 +154,11 @@ class ConversationInput(Payload):
     Inherited by sub-agents and forks; the ``AgentTenant`` search attribute."""
     user: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^\S+$")
     """The user within the tenant (the ``AgentUser`` search attribute), with budgets of its own."""
+
+    @field_validator("client_tools", mode="before")
+    @classmethod
+    def _built_in_client_tools(cls, value: Any) -> Any:
+        return client_tools(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -8,18 +8,29 @@ from typing import Any
 
 from workflows.config import DecisionKind
 from workflows.decisions import (
+    OUTCOME_DECISIONS,
     Allowed,
     Cancelled,
     Channel,
+    Judged,
     PersonKind,
     RunTool,
     TimedOut,
     decided,
     parse,
+    parse_outcome,
     waits_for_its_call,
 )
 from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance, Verdict
+from workflows.records import (
+    ApprovalRecord,
+    ApprovalSignal,
+    Decision,
+    LateDecision,
+    Revocation,
+    ToolAllowance,
+    Verdict,
+)
 
 MAX_EARLY_DECISIONS = 100
 """Bound of the decisions kept for calls not requested yet (conversations started before
@@ -78,6 +89,37 @@ class Approvals:
             self._apply(record, parse(early), now, "signal")
         return record
 
+    def request_outcome(self, call: ToolCall, deadline: timedelta | None, now: datetime) -> ApprovalRecord:
+        """A record asking a person about a call of an at-most-once tool whose attempt's outcome is
+        unknown: ``<call id>.unknown`` (``.unknown2``... when it happens again)."""
+        asked = sum(1 for r in self.records.values() if r.for_call == call.id)
+        record = ApprovalRecord(
+            call_id=f"{call.id}.unknown{asked + 1 if asked else ''}",
+            tool=call.name,
+            arguments=self.arguments_for(call),
+            requested_at=now,
+            deadline=now + deadline if deadline is not None else None,
+            allowed_decisions=list(OUTCOME_DECISIONS),
+            asked="outcome_unknown",
+            for_call=call.id,
+        )
+        self.records[record.call_id] = record
+        return record
+
+    def judged(self, record: ApprovalRecord, kind: Judged, now: datetime) -> None:
+        """A judge's decision, if the call still waits."""
+        if record.state == "pending":
+            kind.take(record, now)
+
+    def too_late(self, decision: ApprovalSignal, approve: bool, now: datetime) -> ApprovalRecord | None:
+        """The record of a call a judge decided before ``decision`` came, with the decision recorded
+        there as too late; None for any other call (the decision is then checked as usual)."""
+        record = self.records.get(decision.call_id)
+        if record is None or record.via != "judge":
+            return None
+        record.late.append(LateDecision(by=decision.by, approve=approve, reason=decision.reason, at=now))
+        return record
+
     def on_signal(
         self,
         signal: ApprovalSignal,
@@ -126,7 +168,8 @@ class Approvals:
             waiting = ", ".join(r.call_id for r in self.pending) or "none"
             raise ValueError(f"no approval is pending for call {decision.call_id!r} (pending: {waiting})")
         if record.state != "pending":
-            raise ValueError(f"call {decision.call_id!r} was already {record.state} by {record.by}")
+            by = f"judge {record.by}" if record.via == "judge" else record.by
+            raise ValueError(f"call {decision.call_id!r} was already {record.state} by {by}")
         if record.deadline is not None and now >= record.deadline:
             raise ValueError(f"call {decision.call_id!r} is past its approval deadline")
         digest = decision.arguments_digest
@@ -136,7 +179,7 @@ class Approvals:
                 " look at its arguments again (pending_approvals)"
             )
         allowed = record.allowed_decisions
-        kind = parse(decision)
+        kind = parse_outcome(decision) if record.asked == "outcome_unknown" else parse(decision)
         if refused := [name for name in kind.kinds if name not in allowed]:
             raise ValueError(
                 f"{refused[0]!r} is not a decision allowed for {record.tool} (allowed: {', '.join(allowed)})"

@@ -12,6 +12,7 @@ from temporalio.workflow import ActivityCancellationType
 
 from workflows.answers import check_schema
 from workflows.messages import ModelSettings, Usage
+from workflows.schemas import check as check_json_schema
 
 OnLimit = Literal["final_answer", "stop", "fail"]
 Versioning = Literal["pinned", "auto_upgrade"]
@@ -110,6 +111,118 @@ DECISION_KINDS: list[DecisionKind] = ["approve", "edit", "reject", "remember"]
 Decisions = Annotated[list[DecisionKind], Field(min_length=1)]
 
 
+_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class Rule(BaseModel):
+    """One condition of a ``rules`` judge over one argument of the call (no code): every condition
+    given must hold. ``argument`` is a dotted path into the arguments (``order.amount``)."""
+
+    model_config = {"extra": "forbid"}
+
+    argument: str = Field(min_length=1)
+    equals: str | int | float | bool | None = None
+    one_of: list[str | int | float | bool] | None = None
+    """The value is one of these; for a list argument, each of its items is."""
+    min: float | None = None
+    max: float | None = None
+    glob: str | None = None
+    """A path pattern (``notes/*.txt``, ``*`` within a folder, ``**`` across folders); a path with
+    ``..`` or that starts with ``/`` never matches."""
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> Rule:
+        if not self.model_fields_set & {"equals", "one_of", "min", "max", "glob"}:
+            raise ValueError(f"rule on {self.argument!r}: give equals, one_of, min, max or glob")
+        return self
+
+
+class JudgeConfig(BaseModel):
+    """A judge of an agent's approvals (``[[approval.judges]]``): it decides a waiting call of its
+    ``tools`` before a person does, or escalates to the person (workflows/judges.py)."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=_NAME)
+    kind: Literal["rules", "model"]
+    tools: list[str] = Field(min_length=1)
+    """The tools whose calls it judges (calls that wait for approval only)."""
+    rules: list[Rule] = Field(default_factory=list)
+    """``rules``: all hold, approved; any does not, escalated to a person."""
+    model: ModelSettings | None = None
+    """``model``: the model that judges (any provider; ``scripted`` offline)."""
+    instructions: str = ""
+    """``model``: what the judge is told besides the tool, its arguments and the recent transcript."""
+    transcript_messages: int = Field(default=6, ge=0, le=50)
+    """``model``: how many of the latest messages it reads."""
+    call: CallPolicy = Field(default_factory=lambda: CallPolicy(timeout_seconds=30, max_attempts=2))
+    """``model``: timeout and retries of the ``judge`` activity; one that fails escalates."""
+    max_calls: int = Field(default=50, ge=1)
+    """``model``: judge calls per conversation; past it, calls are escalated unjudged."""
+    on_deny: Literal["final", "escalate"] = "escalate"
+    """``model``: a denial rejects the call (``final``), or goes to a person as an opinion."""
+
+    @model_validator(mode="after")
+    def _its_kind(self) -> JudgeConfig:
+        if self.kind == "rules" and not self.rules:
+            raise ValueError(f"judge {self.name!r}: a rules judge needs 'rules'")
+        if self.kind == "model" and self.model is None:
+            raise ValueError(f"judge {self.name!r}: a model judge needs 'model'")
+        return self
+
+
+class ClientToolConfig(BaseModel):
+    """A tool that runs on the client (``client_tools``): the conversation asks for it on its event
+    stream (``client_tool_requested``) and waits for the client's result (workflows/client_tools.py)."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=_NAME)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The JSON schema of its arguments, as the model is told it."""
+    result_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "string"})
+    """The JSON schema a delivered result must fit."""
+    deadline: Deadline = 3600.0
+    """Seconds to wait for the result ("none": forever); then the model reads that nobody answered."""
+
+    @field_validator("parameters", "result_schema")
+    @classmethod
+    def _enforceable(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        check_json_schema(value, info.field_name)
+        return value
+
+
+ASK_USER = ClientToolConfig(
+    name="ask_user",
+    description="Ask the user a question and get their answer. Use it when you need something only"
+    " the user can tell you.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "The question, in one or two sentences."}
+        },
+        "required": ["question"],
+    },
+)
+"""The built-in client tool: ``client_tools = ["ask_user"]``."""
+
+
+def client_tools(entries: Any) -> Any:
+    """``client_tools`` entries: a name of a built-in one (``ask_user``) or a whole definition."""
+    if not isinstance(entries, list):
+        return entries
+    built_in = {ASK_USER.name: ASK_USER}
+    out = []
+    for entry in entries:
+        if isinstance(entry, str):
+            if entry not in built_in:
+                raise ValueError(f"{entry!r} is no built-in client tool (built in: {', '.join(built_in)})")
+            entry = built_in[entry].model_copy()
+        out.append(entry)
+    return out
+
+
 class ApprovalPolicy(BaseModel):
     """Which tool calls wait for a person, and for how long.
 
@@ -142,6 +255,11 @@ class ApprovalPolicy(BaseModel):
     """Who may decide (a decision's ``by``: with approver keys, the key that signs it); empty: anyone."""
     tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
     """Per-tool approvers, overriding ``approvers``."""
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    """Judges that may decide a waiting call before a person does (workflows/judges.py)."""
+
+    def judges_for(self, tool_name: str) -> list[JudgeConfig]:
+        return [judge for judge in self.judges if tool_name in judge.tools]
 
     def requires_approval(self, tool_name: str, risky: bool) -> bool:
         """``risky``: the tool's own default (``ToolSpec.requires_approval``)."""
@@ -307,6 +425,17 @@ class AgentSpec(BaseModel):
         if value is not None:
             check_schema(value)
         return value
+
+    at_most_once: list[str] = Field(default_factory=list)
+    """Of ``tools``, those never retried once an attempt may have started (besides tools marked
+    ``@tool(at_most_once=True)``): an attempt whose outcome is unknown waits for a person."""
+    client_tools: list[ClientToolConfig] = Field(default_factory=list)
+    """Tools that run on the client: a name of a built-in one (``ask_user``) or a definition."""
+
+    @field_validator("client_tools", mode="before")
+    @classmethod
+    def _built_in_client_tools(cls, value: Any) -> Any:
+        return client_tools(value)
 
     interrupt: bool = False
     """A message that arrives while a model call runs cancels that call, and the turn starts over with

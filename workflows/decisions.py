@@ -9,6 +9,13 @@ A person decides (``PERSON_KINDS``; an agent's ``approval.decisions`` names whic
 - ``Remember``: an ``Approve`` or an ``Edit`` that also allows the tool for the rest of the
   conversation: later calls of it run without asking, until someone revokes it.
 
+Or a judge does (``Judged``, workflows/judges.py): approved, or rejected when its denial is final;
+recorded as a person's is (``via`` ``judge``, ``by`` the judge's name).
+
+A call of an at-most-once tool whose attempt's outcome is unknown (``OUTCOME_KINDS``, the record's
+``asked`` is ``outcome_unknown``): ``RunAgain`` (approve), ``RecordResult`` (approve with a
+``result``: the model reads it as the call's result), ``FailCall`` (reject).
+
 Or nobody does, at the time (``NOBODY_KINDS``):
 
 - ``Allowed``: approved at once, the tool being allowed for the conversation (nobody is asked).
@@ -70,6 +77,13 @@ class Refuse:
     content: str
 
 
+@dataclass(frozen=True)
+class Answer:
+    """Do not run the call: the model reads ``content`` as its result (a person recorded it)."""
+
+    content: str
+
+
 def _refusal(call: ToolCall, by: str, reason: str) -> Refuse:
     why = f": {reason}" if reason else "."
     return Refuse(f"Tool call '{call.name}' was rejected by {by}{why}")
@@ -86,7 +100,7 @@ class Kind(ABC):
     """Was a person asked (an ``approval_requested``, a wait)? Only not for ``Allowed``."""
 
     @abstractmethod
-    def then(self, call: ToolCall) -> RunTool | Refuse:
+    def then(self, call: ToolCall) -> RunTool | Refuse | Answer:
         """What the agent loop does with ``call``."""
 
 
@@ -225,6 +239,93 @@ class Remember(PersonKind):
         return ToolAllowance(tool=record.tool, by=self.approval.by, call_id=record.call_id, granted_at=now)
 
 
+@dataclass(frozen=True)
+class Judged(Kind):
+    """A judge decided first: approved, or rejected (a final denial); ``by`` is the judge's name."""
+
+    NAME: ClassVar[str] = "judged"
+
+    by: str
+    approve: bool
+    reason: str = ""
+
+    def then(self, call: ToolCall) -> RunTool | Refuse:
+        if self.approve:
+            return RunTool(call.arguments)
+        return _refusal(call, f"judge {self.by}", self.reason)
+
+    def take(self, record: ApprovalRecord, now: datetime) -> None:
+        state: Literal["approved", "rejected"] = "approved" if self.approve else "rejected"
+        record.state, record.by, record.reason, record.decided_at = state, self.by, self.reason, now
+        record.via = "judge"
+
+
+# -- an at-most-once call whose outcome is unknown ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunAgain(PersonKind):
+    """Run the call again: the person judged that its attempt did not take effect."""
+
+    NAME: ClassVar[str] = "approve"
+
+    by: str
+    reason: str = ""
+
+    def then(self, call: ToolCall) -> RunTool:
+        return RunTool(call.arguments)
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+
+
+@dataclass(frozen=True)
+class RecordResult(PersonKind):
+    """Do not run it again: ``result`` is its result (the person found out what happened)."""
+
+    NAME: ClassVar[str] = "result"
+
+    by: str
+    result: str
+    reason: str = ""
+
+    @property
+    def kinds(self) -> tuple[DecisionKind, ...]:
+        return ("approve",)  # an approval that gives the result (a signature names it "result")
+
+    def then(self, call: ToolCall) -> Answer:
+        return Answer(f"[the outcome of this call was unknown; {self.by} recorded its result] {self.result}")
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+        record.result = self.result
+
+
+@dataclass(frozen=True)
+class FailCall(PersonKind):
+    """Fail the call: the model reads that its outcome is unknown and who failed it."""
+
+    NAME: ClassVar[str] = "reject"
+
+    by: str
+    reason: str = ""
+
+    def then(self, call: ToolCall) -> Refuse:
+        why = f": {self.reason}" if self.reason else "."
+        return Refuse(
+            f"Tool call '{call.name}' may or may not have taken effect (its outcome is unknown);"
+            f" {self.by} failed it{why}"
+        )
+
+    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
+        _take(record, state="rejected", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+
+
+OUTCOME_KINDS: tuple[type[PersonKind], ...] = (RunAgain, RecordResult, FailCall)
+OUTCOME_DECISIONS: list[DecisionKind] = ["approve", "reject"]
+"""What a person may decide about a call whose outcome is unknown (approve with a ``result``: record it)."""
+
+
 class NobodyKind(Kind):
     """Decided with nobody deciding at the time; ``by`` the workflow, or by an earlier allowance."""
 
@@ -310,6 +411,8 @@ NOBODY_KINDS: tuple[type[NobodyKind], ...] = (Allowed, TimedOut, Cancelled)
 def parse(payload: Decision) -> Approve | Edit | Reject | Remember:
     """The kind a person's payload decides (the ``decide`` update's; a signal's, with ``approve``
     from its name); ``ValueError`` for a payload no kind takes."""
+    if payload.result is not None:
+        raise ValueError("a 'result' is only for a call whose outcome is unknown (at most once)")
     if not payload.approve:
         if payload.arguments is not None or payload.remember:
             raise ValueError("a rejection takes no 'arguments' and no 'remember'")
@@ -319,6 +422,19 @@ def parse(payload: Decision) -> Approve | Edit | Reject | Remember:
     else:
         approval = Edit(payload.by, payload.reason, payload.arguments)
     return Remember(approval) if payload.remember else approval
+
+
+def parse_outcome(payload: Decision) -> RunAgain | RecordResult | FailCall:
+    """The kind a person's payload decides about a call whose outcome is unknown."""
+    if payload.arguments is not None or payload.remember:
+        raise ValueError("a call whose outcome is unknown takes no 'arguments' and no 'remember'")
+    if not payload.approve:
+        if payload.result is not None:
+            raise ValueError("a rejection takes no 'result'")
+        return FailCall(payload.by, payload.reason)
+    if payload.result is not None:
+        return RecordResult(payload.by, payload.result, payload.reason)
+    return RunAgain(payload.by, payload.reason)
 
 
 def waits_for_its_call(payload: ApprovalSignal) -> bool:
@@ -337,8 +453,14 @@ def decided(record: ApprovalRecord) -> Kind | None:
             return TimedOut()
         case "cancelled":
             return Cancelled(reason)
-        case "rejected":
-            return Reject(by, reason)
+    if record.via == "judge":
+        return Judged(by, record.state == "approved", reason)
+    if record.asked == "outcome_unknown":
+        if record.state == "rejected":
+            return FailCall(by, reason)
+        return RunAgain(by, reason) if record.result is None else RecordResult(by, record.result, reason)
+    if record.state == "rejected":
+        return Reject(by, reason)
     if record.via == "remember":
         return Allowed(by, reason)
     if record.edited_arguments is None:

@@ -25,7 +25,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from workflows.messages import Tagged, ToolCall, Usage
-from workflows.records import ApprovalRecord, HookRecord, Reply
+from workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
 
 EVENTS_TOPIC = "events"
 """The one topic of a conversation's stream."""
@@ -153,6 +153,21 @@ class ApprovalDecided(_Event):
     record: ApprovalRecord
 
 
+class ApprovalJudged(_Event):
+    """A judge gave its opinion of a waiting call and left it to a person (``record.judgements``)."""
+
+    type: Literal["approval_judged"] = "approval_judged"
+    record: ApprovalRecord
+
+
+class ClientToolRequested(_Event):
+    """The conversation waits for the client to run a client tool and deliver its result
+    (``deliver_client_result``, ``starter.py answer``) before ``deadline``."""
+
+    type: Literal["client_tool_requested"] = "client_tool_requested"
+    call: ClientCall
+
+
 class HookDecided(_Event):
     type: Literal["hook_decided"] = "hook_decided"
     record: HookRecord
@@ -194,6 +209,8 @@ Event = Annotated[
     | ToolCallFinished
     | ApprovalRequested
     | ApprovalDecided
+    | ApprovalJudged
+    | ClientToolRequested
     | HookDecided
     | ReplySent
     | StateChanged

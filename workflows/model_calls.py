@@ -249,7 +249,11 @@ class ModelCalls:
         summary of them, and the tools (the registry's by name, unless ``whole``)."""
         policy = agent.spec.model_call
         owner = tenancy.current()
-        by_name = [t for t in agent.tools if not whole and t.mcp_server is None and t.subagent is None]
+        by_name = [
+            t
+            for t in agent.tools
+            if not whole and t.mcp_server is None and t.subagent is None and t.client is None
+        ]
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(
             ModelCallInput(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from workflows.config import DECISION_KINDS, DecisionKind, HookEvent
 from workflows.inputs import Payload
-from workflows.messages import Message
+from workflows.messages import Message, Usage
 
 StopReason = Literal[
     "completed",
@@ -91,6 +91,32 @@ class Verdict(BaseModel):
         return self.approver != "refused"
 
 
+class Judgement(BaseModel):
+    """A judge's opinion of a waiting call (workflows/judges.py): the verdict of a judge that
+    decided it, or the opinion a person sees while asked."""
+
+    judge: str
+    kind: Literal["rules", "model"]
+    verdict: Literal["approve", "deny", "escalate"]
+    reason: str = ""
+    at: datetime
+    model: str | None = None
+    """``provider:model`` of a model judge."""
+    usage: Usage | None = None
+    """The tokens a model judge used (counted in the conversation's)."""
+    too_late: bool = False
+    """The call had been decided (by a person) before this opinion came: it changed nothing."""
+
+
+class LateDecision(BaseModel):
+    """A person's decision that came after a judge had decided the call: recorded, not taken."""
+
+    by: str
+    approve: bool
+    reason: str = ""
+    at: datetime
+
+
 class ApprovalRecord(BaseModel):
     """A tool call that needed a person: the request and, once made, the decision (each kind of
     decision writes itself here and reads back from here: workflows/decisions.py)."""
@@ -105,8 +131,9 @@ class ApprovalRecord(BaseModel):
     by: str | None = None
     reason: str | None = None
     decided_at: datetime | None = None
-    via: Literal["signal", "update", "deadline", "cancellation", "remember"] | None = None
-    """``remember``: approved without asking, the tool being allowed for the conversation."""
+    via: Literal["signal", "update", "deadline", "cancellation", "remember", "judge"] | None = None
+    """``remember``: approved without asking, the tool being allowed for the conversation;
+    ``judge``: decided by the judge ``by`` names (its ``judgements`` say why)."""
     edited_arguments: dict[str, Any] | None = None
     """The arguments the person approved instead of ``arguments``: the call ran with these."""
     remember: bool = False
@@ -118,6 +145,17 @@ class ApprovalRecord(BaseModel):
     verdict: Verdict | None = None
     """Who decided, as the worker verified it; None for what no person decided (deadline,
     cancellation, remember) and for decisions taken before decisions were verified."""
+    asked: Literal["approval", "outcome_unknown"] = "approval"
+    """``outcome_unknown``: an at-most-once call whose attempt may or may not have run; approve runs
+    it again, a ``result`` is recorded as its result, reject fails it (``for_call`` names the call)."""
+    for_call: str | None = None
+    """The tool call an ``outcome_unknown`` record is about (its own id is ``<call>.unknown``...)."""
+    result: str | None = None
+    """The result a person recorded for an ``outcome_unknown`` call."""
+    judgements: list[Judgement] = Field(default_factory=list)
+    """The judges' opinions, in the order they came (workflows/judges.py)."""
+    late: list[LateDecision] = Field(default_factory=list)
+    """People's decisions that came after a judge had decided: too late, not taken."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -160,6 +198,9 @@ class ApprovalSignal(Payload):
     signature: str | None = None
     """HMAC-SHA256 (hex) by the key of the approver ``by`` names over the decision
     (``workflows/signatures.py``); required when the workers have approver keys."""
+    result: str | None = None
+    """For a call whose outcome is unknown (at most once): record this as its result instead of
+    running it again."""
 
 
 class Decision(ApprovalSignal):
@@ -190,6 +231,30 @@ class Revocation(Payload):
     by: str = "unknown"
 
 
+class ClientCall(BaseModel):
+    """A call of a client tool (workflows/client_tools.py): asked of the client, and its answer."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+    deadline: datetime | None = None
+    state: Literal["pending", "delivered", "timed_out", "cancelled"] = "pending"
+    result: Any = None
+    is_error: bool = False
+    delivered_at: datetime | None = None
+    result_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "string"})
+
+
+class ClientResult(Payload):
+    """Input of the ``deliver_client_result`` update: ``{"call_id": "call_1_0", "result": "..."}``."""
+
+    call_id: str = Field(min_length=1)
+    result: Any
+    is_error: bool = False
+    """The client could not run the tool: ``result`` says why, and the model reads it as an error."""
+
+
 class ConversationHistory(BaseModel):
     """The messages and the audit trail of decisions: what the ``history`` query returns, and the
     part of the result a finished conversation keeps."""
@@ -202,3 +267,5 @@ class ConversationHistory(BaseModel):
     """Tools a person allowed for the rest of the conversation, and who revoked them."""
     model_attempts: list[ModelAttempt] = Field(default_factory=list)
     """Every try of every model call, for an agent with fallback models."""
+    client_calls: list[ClientCall] = Field(default_factory=list)
+    """Calls of client tools, asked of the client, and what it delivered."""

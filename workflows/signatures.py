@@ -27,9 +27,9 @@ class SignedDecision(BaseModel):
     arguments_digest: str
     """Of the arguments the call waits with (what a person was shown)."""
     kind: str
-    """``approve``, ``reject``, ``edit``, ``approve+remember`` or ``edit+remember``."""
+    """``approve``, ``reject``, ``edit``, ``approve+remember``, ``edit+remember`` or ``result``."""
     edited_digest: str | None = None
-    """Of the edited arguments, for an edit."""
+    """Of the edited arguments, for an edit; of ``{"result": ...}`` for a result."""
     by: str
     """The approver: the name of the key that must have signed."""
     reason: str = ""
@@ -40,10 +40,14 @@ class SignedDecision(BaseModel):
         """The decision on call ``decision.call_id`` of conversation ``workflow_id``, whose arguments
         have ``digest``."""
         edited = decision.arguments
+        if decision.result is not None:  # a result recorded for a call whose outcome is unknown
+            kind, edited = "result", {"result": decision.result}
+        else:
+            kind = "+".join(parse(decision).kinds)
         return cls(
             call=f"{workflow_id}/{decision.call_id}",
             arguments_digest=digest,
-            kind="+".join(parse(decision).kinds),
+            kind=kind,
             edited_digest=None if edited is None else arguments_digest(edited),
             by=decision.by,
             reason=decision.reason,

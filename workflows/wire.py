@@ -47,6 +47,7 @@ CALL_MODEL = namespaced("call_model")
 RUN_TOOL = namespaced("run_tool")
 RUN_HOOK = namespaced("run_hook")
 VERIFY_DECISION = namespaced("verify_decision")
+JUDGE = namespaced("judge")
 # Signals
 POST_MESSAGE = namespaced("post_message")
 END = namespaced("end")
@@ -59,11 +60,13 @@ SEND_MESSAGE = namespaced("send_message")
 DECIDE = namespaced("decide")
 REVOKE = namespaced("revoke")
 REFRESH_TOOLS = namespaced("refresh_tools")
+DELIVER_CLIENT_RESULT = namespaced("deliver_client_result")
 # Queries
 HISTORY = namespaced("history")
 STATUS = namespaced("status")
 PENDING_APPROVALS = namespaced("pending_approvals")
 REPLIES = namespaced("replies")
+PENDING_CLIENT_CALLS = namespaced("pending_client_calls")
 
 OLD_NAMES: dict[str, str] = {
     name: name.removeprefix(NAMESPACE)
@@ -92,7 +95,7 @@ def choose() -> bool:
 def in_this_run(name: str) -> str:
     """In workflow code: ``name`` (namespaced) as this run sends it, the old name in a run from
     before the rule (``choose``)."""
-    return name if choose() else OLD_NAMES[name]
+    return name if choose() else OLD_NAMES.get(name, name)
 
 
 def serve_old_names(cls: C) -> C:

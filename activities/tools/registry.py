@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import json
@@ -60,6 +61,7 @@ class Tool:
     context_parameter: str | None
     requires_approval: bool = False
     local: bool = False
+    at_most_once: bool = False
 
     @functools.cached_property
     def definition(self) -> ToolDefinition:
@@ -75,6 +77,7 @@ class Tool:
             call=self.call,
             requires_approval=self.requires_approval,
             local=self.local,
+            at_most_once=self.at_most_once,
         )
 
 
@@ -85,15 +88,18 @@ def tool(
     call: CallPolicy | None = None,
     requires_approval: bool = False,
     local: bool = False,
+    at_most_once: bool = False,
 ) -> Any:
     """Make a ``Tool`` of a typed function: ``@tool``, or ``@tool(name=..., call=CallPolicy(...),
     requires_approval=True)`` for a tool that should wait for a person unless an agent says otherwise.
     ``local=True`` runs a quick tool without side effects as a local activity, in the workflow task
-    (unless the agent sends it to a tool task queue)."""
+    (unless the agent sends it to a tool task queue). ``at_most_once=True``: never retried once an
+    attempt may have started; an attempt whose outcome is unknown waits for a person's decision."""
 
     def make(fn: Callable[..., Any]) -> Tool:
         policy = call or CallPolicy(timeout_seconds=30, max_attempts=3, heartbeat_seconds=3)
-        return _build(fn, name or fn.__name__, policy, requires_approval, local)
+        built = _build(fn, name or fn.__name__, policy, requires_approval, local and not at_most_once)
+        return dataclasses.replace(built, at_most_once=at_most_once)
 
     return make(function) if function is not None else make
 

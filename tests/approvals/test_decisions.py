@@ -12,20 +12,28 @@ import pytest
 from workflows.config import DECISION_KINDS, DecisionKind
 from workflows.decisions import (
     NOBODY_KINDS,
+    OUTCOME_DECISIONS,
     PERSON_KINDS,
     Allowed,
+    Answer,
     Approve,
     Cancelled,
     Edit,
+    FailCall,
+    Judged,
     NobodyKind,
+    PersonKind,
+    RecordResult,
     Refuse,
     Reject,
     Remember,
+    RunAgain,
     RunTool,
     TimedOut,
     asks,
     decided,
     parse,
+    parse_outcome,
 )
 from workflows.messages import ToolCall
 from workflows.records import ApprovalRecord, Decision, ToolAllowance, Verdict
@@ -182,3 +190,52 @@ def test_what_is_decided_when_nobody_decides(
 
 def test_a_waiting_call_is_not_decided_and_asks_a_person() -> None:
     assert (decided(_pending()), asks(_pending())) == (None, True)
+
+
+def test_a_judge_s_decision_is_written_and_read_back_like_a_person_s() -> None:
+    for kind, step in [
+        (Judged("notes-only", True, "2 rule(s) hold"), RunTool(WRITE)),
+        (
+            Judged("reviewer", False, "a key"),
+            Refuse("Tool call 'write_file' was rejected by judge reviewer: a key"),
+        ),
+    ]:
+        record = _pending()
+        kind.take(record, NOW)
+        assert (record.via, record.by, record.decided_at) == ("judge", kind.by, NOW)
+        assert (decided(record), kind.then(CALL), asks(record)) == (kind, step, True)
+
+
+@pytest.mark.parametrize(
+    ("payload", "kind", "step"),
+    [
+        ({"approve": True, "by": "alice"}, RunAgain("alice"), RunTool(WRITE)),
+        (
+            {"approve": True, "by": "alice", "result": "paid"},
+            RecordResult("alice", "paid"),
+            Answer("[the outcome of this call was unknown; alice recorded its result] paid"),
+        ),
+        (
+            {"approve": False, "by": "bob", "reason": "by hand"},
+            FailCall("bob", "by hand"),
+            Refuse(
+                "Tool call 'write_file' may or may not have taken effect (its outcome is unknown);"
+                " bob failed it: by hand"
+            ),
+        ),
+    ],
+    ids=["run_again", "result", "fail"],
+)
+def test_what_a_person_decides_about_a_call_whose_outcome_is_unknown(
+    payload: dict, kind: PersonKind, step: RunTool | Answer | Refuse
+) -> None:
+    decision = Decision(call_id="call_1_0.unknown", **payload)
+    assert parse_outcome(decision) == kind
+    assert kind.kinds[0] in OUTCOME_DECISIONS
+    record = _pending().model_copy(
+        update={"call_id": "call_1_0.unknown", "asked": "outcome_unknown", "for_call": "call_1_0"}
+    )
+    kind.take(record, NOW, "update", None)
+    assert (decided(record), kind.then(CALL)) == (kind, step)
+    with pytest.raises(ValueError, match="only for a call whose outcome is unknown"):
+        parse(Decision(call_id="call_1_0", approve=True, result="paid"))

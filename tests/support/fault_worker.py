@@ -1,4 +1,4 @@
-"""A real worker process for the fault tests: the default tools plus a slow one and a paying one.
+"""A real worker process for the fault tests: the default tools plus a slow one and two paying ones.
 
 TEMPORAL_ADDRESS=... AGENT_TASK_QUEUE=... FAULT_EFFECTS=effects.txt python -m tests.support.fault_worker
 """
@@ -46,6 +46,18 @@ async def charge(amount: float, ctx: ToolContext) -> str:
     return receipt
 
 
+@tool(at_most_once=True, call=CallPolicy(timeout_seconds=30, max_attempts=5, heartbeat_seconds=3))
+async def pay(amount: float, ctx: ToolContext) -> str:
+    """Pay an invoice: at most once (no ``ctx.once`` here), then the paperwork (FAULT_AFTER_EFFECT).
+
+    Args:
+        amount: Euros.
+    """
+    receipt = _charge(ctx.idempotency_key, amount)
+    await asyncio.sleep(float(os.environ.get("FAULT_AFTER_EFFECT", "0")))
+    return receipt
+
+
 def _charge(key: str, amount: float) -> str:
     with Path(os.environ["FAULT_EFFECTS"]).open("a") as effects:
         effects.write(f"{key} {amount:g}\n")
@@ -58,7 +70,7 @@ async def main() -> None:
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],
-        registry=default_registry(slow_step, charge),
+        registry=default_registry(slow_step, charge, pay),
         role=os.environ.get("AGENT_WORKER_ROLE", "all"),  # type: ignore[arg-type]
         activities_per_second=float(rate) if rate else None,
     )

@@ -9,6 +9,7 @@ conversations started on old code must keep replaying.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
+from activities.tools import default_registry, tool
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, start_embedded_server, temporal_cli
@@ -29,7 +31,15 @@ from tests.support.paths import TESTS
 from workflows import wire
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import AgentOverrides, ConversationInput, MessageInput
-from workflows.config import AgentSpec, ApprovalPolicy, MCPServerConfig
+from workflows.config import (
+    ASK_USER,
+    AgentSpec,
+    ApprovalPolicy,
+    CallPolicy,
+    JudgeConfig,
+    MCPServerConfig,
+    Rule,
+)
 from workflows.messages import (
     AssistantMessage,
     ModelSettings,
@@ -38,11 +48,73 @@ from workflows.messages import (
     SystemMessage,
     UserMessage,
 )
-from workflows.records import ApprovalSignal, Decision, Revocation
+from workflows.records import ApprovalSignal, ClientResult, Decision, Revocation
 
 HISTORIES = TESTS / "histories"
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
+
+
+_STALLED: set[str] = set()
+
+
+@tool(at_most_once=True, call=CallPolicy(timeout_seconds=1, max_attempts=3))
+async def stall(n: int) -> str:
+    """Outlive the 1 s timeout the first time it is called with 1 (its outcome is unknown).
+
+    Args:
+        n: A number.
+    """
+    if n == 1 and n not in _STALLED:
+        _STALLED.add(n)
+        await asyncio.sleep(3)
+    return f"stalled {n}"
+
+
+def judged() -> ConversationInput:
+    """A rules judge approves notes/a.txt; secrets.txt goes on to a scripted model judge, which
+    escalates: a person approves it (DECISIONS)."""
+    rules = JudgeConfig(
+        name="notes-only",
+        kind="rules",
+        tools=["write_file"],
+        rules=[Rule(argument="path", glob="notes/*.txt")],
+    )
+    model = JudgeConfig(
+        name="reviewer",
+        kind="model",
+        tools=["write_file"],
+        model=ModelSettings(
+            provider="scripted",
+            model="judge",
+            script=[ScriptStep(text='{"verdict": "escalate", "reason": "?"}')],
+        ),
+    )
+    return conversation(
+        scripted_agent(
+            step(
+                "",
+                ("write_file", {"path": "notes/a.txt", "content": "a"}),
+                ("write_file", {"path": "secrets.txt", "content": "s"}),
+            ),
+            step("{last_result}"),
+            tools=["write_file"],
+            approval=ApprovalPolicy(judges=[rules, model]),
+        )
+    )
+
+
+def asking(deadline: float = 3600.0) -> ConversationInput:
+    """ask_user, continuing as new after each model call: the question waits in the second run."""
+    return conversation(
+        scripted_agent(
+            step("", ("ask_user", {"question": "Which city?"})),
+            step("in {last_result}"),
+            tools=[],
+            client_tools=[ASK_USER.model_copy(update={"deadline": deadline})],
+            continue_as_new_after=1 if deadline > 60 else None,
+        )
+    )
 
 
 def _streaming(agent: AgentSpec) -> AgentSpec:
@@ -266,10 +338,31 @@ SHAPES: dict[str, ConversationInput] = {
             script=[*[step("", ("add", {"a": i, "b": 1})) for i in range(5)], step("done")],
         )}),
     ),
+    # Judges (workflows/judges.py): see judged().
+    "namespaced_judges": judged(),
+    # At most once: stall's first attempt times out, its outcome unknown; a person records a result
+    # for call_1_0 (decide, "result"); the second call runs.
+    "namespaced_at_most_once": conversation(
+        scripted_agent(
+            step("", ("stall", {"n": 1})), step("", ("stall", {"n": 2})), step("{last_result}"),
+            tools=["stall"],
+        )
+    ),
+    # A client tool (ask_user): the first run asks and hands the wait over to the next...
+    "namespaced_client_tool": asking(),
+    # ...where the answer is delivered (recorded as the second run).
+    "namespaced_client_tool_continued": asking(),
+    # ask_user's deadline passes: the model reads that the user did not answer.
+    "namespaced_client_deadline": asking(deadline=1.0),
 }  # fmt: skip
 TENANT_BUDGETS = "[tenants.recorded]\ntokens_per_day = 60\n"
 """The budgets "namespaced_tenant_budget" is recorded with (its ledger in a temporary folder)."""
-RECORDED_RUN: dict[str, int] = {"continued_approval": 2, "chat_continued": 2, "compaction_continued": 3}
+RECORDED_RUN: dict[str, int] = {
+    "continued_approval": 2,
+    "chat_continued": 2,
+    "compaction_continued": 3,
+    "namespaced_client_tool_continued": 2,
+}
 """Shapes recorded as a later run (1 is the first) than the first."""
 SUGGEST_CONTINUE_AS_NEW_AT = 40
 """History events from which the server of ROLLED_OVER_WAITING shapes suggests continue-as-new."""
@@ -292,6 +385,19 @@ DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
 """Sent once the named call waits for a person: updates (decide, revoke) or signals. Histories
 recorded before the namespace (workflows/wire.py) got them under the old names."""
 DECISIONS["namespaced_decisions"] = DECISIONS["approval_decisions"]
+DECISIONS["namespaced_judges"] = [
+    ("call_1_1", wire.DECIDE, Decision(call_id="call_1_1", approve=True, by="recorder")),
+]
+DECISIONS["namespaced_at_most_once"] = [
+    ("call_1_0.unknown", wire.DECIDE, Decision(
+        call_id="call_1_0.unknown", approve=True, by="recorder", result="stalled 1, found in the books",
+    )),
+]  # fmt: skip
+CLIENT_RESULTS: dict[str, ClientResult] = {
+    "namespaced_client_tool": ClientResult(call_id="call_1_0", result="Lisbon"),
+    "namespaced_client_tool_continued": ClientResult(call_id="call_1_0", result="Lisbon"),
+}
+"""Delivered (deliver_client_result) once the call waits in a run after the first."""
 UPDATES = {wire.DECIDE, wire.REVOKE}
 START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "approval": (wire.APPROVE, ApprovalSignal(call_id="call_1_0", by="recorder")),
@@ -360,7 +466,10 @@ async def record(names: list[str]) -> None:
 
 
 async def _record(client: Client, tmp: Path, names: list[str]) -> None:
-    async with build_worker(client, task_queue="record", workspace_root=tmp, allow_inline_mcp=True):
+    registry = default_registry(stall)
+    async with build_worker(
+        client, task_queue="record", workspace_root=tmp, allow_inline_mcp=True, registry=registry
+    ):
         for name in names:
             signal, payload = START_SIGNALS.get(name, (None, None))
             if name in UPDATE_WITH_START:
@@ -407,6 +516,8 @@ async def _record(client: Client, tmp: Path, names: list[str]) -> None:
                     await handle.execute_update(handler, payload)
                 else:
                     await handle.signal(handler, payload)
+            if name in CLIENT_RESULTS:
+                await _deliver_in_a_later_run(client, handle, CLIENT_RESULTS[name])
             if name in DECIDE_THROUGH_PARENT:
                 while not await handle.query(AgentWorkflow.pending_approvals):
                     await asyncio.sleep(0.1)
@@ -468,6 +579,18 @@ async def _send_in_run(client: Client, handle: WorkflowHandle, run: int, message
                 raise
             await asyncio.sleep(0.1)
     await latest.signal(AgentWorkflow.end)
+
+
+async def _deliver_in_a_later_run(client: Client, handle: WorkflowHandle, result: ClientResult) -> None:
+    """Deliver ``result`` once a run after the first waits for it."""
+    latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
+    while True:
+        if (await latest.describe()).run_id != handle.result_run_id:
+            with contextlib.suppress(Exception):  # the new run's first task may not have run yet
+                if await latest.query(AgentWorkflow.pending_client_calls):
+                    break
+        await asyncio.sleep(0.05)
+    await latest.execute_update(AgentWorkflow.deliver_client_result, result)
 
 
 async def _follow(client: Client, workflow_id: str) -> None:

@@ -180,11 +180,14 @@ def test_shipped_agent_files_load() -> None:
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
     assert sorted(agents) == [
+        "asker",
         "calculator-anthropic",
         "calculator-openai",
         "clock",
         "delegator",
         "demo",
+        "judged",
+        "ledger",
         "long-chat",
         "scribe",
         "triage",

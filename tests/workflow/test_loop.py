@@ -300,8 +300,8 @@ async def test_unknown_agent_fails_the_workflow_not_the_task(env: Env) -> None:
 
     assert (info.value.cause.type, info.value.cause.message) == (
         "ConfigError",
-        "unknown agent 'nope'; this worker knows:"
-        " calculator-anthropic, calculator-openai, clock, delegator, demo, long-chat, scribe, triage",
+        "unknown agent 'nope'; this worker knows: asker, calculator-anthropic, calculator-openai,"
+        " clock, delegator, demo, judged, ledger, long-chat, scribe, triage",
     )
     events = await event_types(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events

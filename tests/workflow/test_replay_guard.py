@@ -39,7 +39,7 @@ CHANGES = {
         "workflows.agent",
         "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
         f"            if input.state is not None:\n                {SLEEP}\n",
-        {"chat_continued", "compaction_continued", "continued_approval"},
+        {"chat_continued", "compaction_continued", "continued_approval", "namespaced_client_tool_continued"},
     ),
     "a pending approval carried across": Change(
         "workflows.agent",
@@ -70,6 +70,24 @@ CHANGES = {
         '                        self._finish_turn("interrupted")\n                elif self._s.queue:\n',
         f"                        if agent.spec.model.stream:\n                            {SLEEP}\n",
         {"interrupted_streamed"},
+    ),
+    "a model judge's opinion": Change(
+        "workflows.judges",
+        "                opinion = await self._opinion(spec, judge, tool, record)\n",
+        f"                if judge.kind == 'model':\n                    {SLEEP}\n",
+        {"namespaced_judges"},
+    ),
+    "an at-most-once call whose outcome is unknown": Change(
+        "workflows.at_most_once",
+        "            record = approvals.request_outcome(call, deadline, workflow.now())\n",
+        f"            {SLEEP}\n",
+        {"namespaced_at_most_once"},
+    ),
+    "a client tool's call carried across": Change(
+        "workflows.client_tools",
+        "        record = waiting\n",
+        f"        if workflow.info().continued_run_id is not None:\n            {SLEEP}\n",
+        {"namespaced_client_tool_continued"},
     ),
     "a fork": Change(
         "workflows.agent",

@@ -68,7 +68,8 @@ async def test_rate_limit_holds_across_two_model_worker_processes_under_a_burst(
     pools(loop, "workflows")
     model_workers = [pools(models, "models", rate=3), pools(models, "models", rate=3)]
     answer = json.loads((DATA / "openai_text_response.json").read_text())
-    fake.queue(*[Reply(body=answer) for _ in range(16)])  # spares, should a loaded machine retry one
+    # A reply for every attempt the 12 calls may make (5 each): a loaded machine retries some.
+    fake.queue(*[Reply(body=answer) for _ in range(12 * 5)])
     agent = scripted_agent(step("unused"), tools=[]).model_copy(
         update={"model": ModelSettings(provider="openai", model="gpt-4o-mini"), "model_task_queue": models}
     )

@@ -16,7 +16,10 @@ whole the calls whose start never reached the run. A call a retry replaced with 
 such (AG-UI: ``CUSTOM`` ``tool_call_replaced``; UI: ``tool-input-error``). Approvals: AG-UI interrupts (the
 run finishes with ``outcome: interrupt``, a run with ``resume`` answers them) and ``CUSTOM``
 ``approval_requested`` / ``approval_decided``; UI: a ``data-approval`` part per call, updated
-in place as it is decided.
+in place as it is decided. Client tools (workflows/client_tools.py): their calls come as any tool
+call's; the run then ends (``runs.py``) without their result, so the frontend runs them (AG-UI: a
+``CUSTOM`` ``client_tool_requested`` first, with the call's deadline and result schema; UI: the run
+finishes with ``tool-calls``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Literal, NamedTuple
 from workflows.events import (
     ApprovalDecided,
     ApprovalRequested,
+    ClientToolRequested,
     Ended,
     Event,
     ModelCallFinished,
@@ -226,8 +230,11 @@ def _interruption(event: ModelCallInterrupted) -> dict[str, Any]:
 class AgUi:
     """AG-UI events (``@ag-ui/core`` 1.0) for one run of a thread (a conversation)."""
 
-    def __init__(self, thread_id: str, run_id: str) -> None:
+    def __init__(self, thread_id: str, run_id: str, answered: set[str] | None = None) -> None:
+        """``answered``: client tool calls whose results this run brought (the frontend has them:
+        no ``TOOL_CALL_RESULT`` for them)."""
         self.thread_id, self.run_id = thread_id, run_id
+        self._answered = answered or set()
         self._text = _Text(f"{thread_id}-m")
         self._calls = _ToolCalls()
 
@@ -277,6 +284,8 @@ class AgUi:
                     *self._call_chunks(event.model_call, self._calls.interrupted(event)),
                     {"type": "CUSTOM", "name": "model_call_interrupted", "value": _interruption(event)},
                 ]
+            case ToolCallFinished(call_id=call_id) if call_id in self._answered:
+                return []
             case ToolCallFinished(call_id=call_id, content=content):
                 return [
                     {
@@ -293,6 +302,9 @@ class AgUi:
                 return [{"type": "CUSTOM", "name": "approval_requested", "value": _approval(record)}]
             case ApprovalDecided(record=record):
                 return [{"type": "CUSTOM", "name": "approval_decided", "value": _approval(record)}]
+            case ClientToolRequested(call=call):
+                value = call.model_dump(mode="json", exclude_none=True, exclude={"result", "is_error"})
+                return [{"type": "CUSTOM", "name": "client_tool_requested", "value": value}]
         return []
 
     def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:

@@ -1,7 +1,14 @@
 """Runs for frontends: a POST that sends a message (update-with-start underneath: the conversation
-starts if it does not exist) or answers approvals, answered with that turn's events in AG-UI or in
-the Vercel AI SDK's UI message stream protocol (``protocols.py``), read from the same stream and
-the same per-process follower as the SSE endpoint (``fanout.Hub``).
+starts if it does not exist), answers approvals or delivers client tools' results, answered with
+that turn's events in AG-UI or in the Vercel AI SDK's UI message stream protocol (``protocols.py``),
+read from the same stream and the same per-process follower as the SSE endpoint (``fanout.Hub``).
+
+A run ends where the frontend has to act: at the reply, at an approval (AG-UI), or at a client
+tool's call (workflows/client_tools.py), which the frontend runs and whose result the next run
+brings: AG-UI a ``tool`` message with its ``toolCallId`` last in ``messages``, useChat the tool
+part's ``output`` in the assistant message it sends back (``addToolOutput``). The result goes
+through the ``deliver_client_result`` update: checked against the tool's result schema, a refusal
+is the run's one-line error.
 
     POST /agents/AGENT/ag-ui       AG-UI RunAgentInput; threadId is the conversation id
     POST /agents/AGENT/chat        what useChat sends ({id, messages, trigger}); id is the conversation id
@@ -22,7 +29,12 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateHandle
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -34,6 +46,7 @@ from durable_agents.streaming import EventStreamResponse
 from workflows.agent import AgentWorkflow
 from workflows.events import (
     ApprovalRequested,
+    ClientToolRequested,
     Ended,
     Event,
     ModelCallFinished,
@@ -41,17 +54,18 @@ from workflows.events import (
     ModelCallStarted,
     ReplySent,
 )
-from workflows.records import ApprovalRecord, Decision, Reply
+from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Reply
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 
 
 @dataclass
 class RunEnd:
-    """How a run ended: the reply, approvals it waits for, or why it failed."""
+    """How a run ended: the reply, approvals or a client tool's call it waits for, or why it failed."""
 
     reply: Reply | None = None
     approvals: list[ApprovalRecord] = field(default_factory=list)
+    client_calls: list[ClientCall] = field(default_factory=list)
     error: str | None = None
 
 
@@ -61,13 +75,14 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         if isinstance(body, Response):
             return body
         thread_id = str(body.get("threadId") or uuid.uuid4())
-        run = AgUi(thread_id, str(body.get("runId") or uuid.uuid4()))
         offset = await _offset_now(client, thread_id)
         resume = body.get("resume") or []
         by = str((body.get("forwardedProps") or {}).get("by") or "ag-ui")
-        text = None if resume else _last_user_text(body.get("messages") or [], "content")
-        if not resume and text is None:
-            return PlainTextResponse("the last message must be the user's\n", status_code=400)
+        results = [] if resume else _ag_ui_results(body.get("messages") or [])
+        text = None if resume or results else _last_user_text(body.get("messages") or [], "content")
+        if not resume and not results and text is None:
+            return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
+        run = AgUi(thread_id, str(body.get("runId") or uuid.uuid4()), answered={r.call_id for r in results})
         subscription = hub.subscribe(thread_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
@@ -75,6 +90,8 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             with _deltas(hub, thread_id) as deltas:
                 if resume:
                     reply, error = None, await _answer(client, thread_id, resume, by)
+                elif results:
+                    reply, error = None, await _deliver(client, thread_id, results)
                 else:
                     assert text is not None
                     agent = request.path_params["agent"]
@@ -101,18 +118,28 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         workflow_id = str(body.get("id") or uuid.uuid4())
         if body.get("trigger", "submit-message") != "submit-message":
             return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
-        text = _last_user_text(body.get("messages") or [], "parts")
-        if text is None:
-            return PlainTextResponse("the last message must be the user's\n", status_code=400)
+        messages = body.get("messages") or []
+        results = _ui_results(messages)
+        text = None if results else _last_user_text(messages, "parts")
+        if not results and text is None:
+            return PlainTextResponse(
+                "the last message must be the user's, or the assistant's with a tool's output\n",
+                status_code=400,
+            )
         offset = await _offset_now(client, workflow_id)
-        message = UiMessages(f"{workflow_id}-{offset}")
+        # a tool's output continues the assistant message it is part of
+        message = UiMessages(str(messages[-1].get("id")) if results else f"{workflow_id}-{offset}")
         subscription = hub.subscribe(workflow_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
             yield (message.started())
             with _deltas(hub, workflow_id) as deltas:
                 agent = request.path_params["agent"]
-                reply, error = await _send(client, workflow_id, text, agent, task_queue)
+                if results:
+                    reply, error = None, await _deliver(client, workflow_id, results)
+                else:
+                    assert text is not None
+                    reply, error = await _send(client, workflow_id, text, agent, task_queue)
                 if error is not None:
                     yield (message.failed(error))
                     return
@@ -120,7 +147,7 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
                     if isinstance(item, RunEnd):
                         if item.error is not None:
                             yield (message.failed(item.error))
-                        yield (message.finished())
+                        yield (message.finished("tool-calls" if item.client_calls else "stop"))
                         return
                     yield message.translate(item)
 
@@ -259,6 +286,9 @@ async def _run(
                     case ApprovalRequested(record=record) if interrupt:
                         yield RunEnd(approvals=[record])
                         return
+                    case ClientToolRequested(call=call):
+                        yield RunEnd(client_calls=[call])
+                        return
                     case Ended(outcome=outcome, detail=detail):
                         yield RunEnd(error=None if outcome == "completed" else detail)
                         return
@@ -289,6 +319,66 @@ async def _json(request: Request) -> dict[str, Any] | Response:
     if not isinstance(body, dict):
         return PlainTextResponse("the body must be a JSON object\n", status_code=400)
     return body
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A client tool's result as a frontend sent it."""
+
+    call_id: str
+    value: Any
+    is_error: bool = False
+
+
+def _ag_ui_results(messages: list[Any]) -> list[ToolResult]:
+    """The ``tool`` messages the messages end with (AG-UI: a frontend tool's result is one)."""
+    found: list[ToolResult] = []
+    for m in reversed(messages):
+        if not isinstance(m, dict) or m.get("role") != "tool":
+            break
+        error = m.get("error")
+        found.insert(0, ToolResult(str(m.get("toolCallId", "")), error or m.get("content"), bool(error)))
+    return found
+
+
+def _ui_results(messages: list[Any]) -> list[ToolResult]:
+    """The tool outputs of the last message when it is the assistant's (useChat's ``addToolOutput``
+    then sends it back)."""
+    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "assistant":
+        return []
+    return [
+        ToolResult(str(p.get("toolCallId", "")), p.get("errorText"), True)
+        if p.get("state") == "output-error"
+        else ToolResult(str(p.get("toolCallId", "")), p.get("output"))
+        for p in messages[-1].get("parts") or []
+        if isinstance(p, dict)
+        and (p.get("type") == "dynamic-tool" or str(p.get("type", "")).startswith("tool-"))
+        and p.get("state") in ("output-available", "output-error")
+    ]
+
+
+async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) -> str | None:
+    """Deliver the results of the client tool calls that wait (the messages also hold the results of
+    the calls the server ran; when none waits, the last, to be refused); why one was not, or None."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        waiting = {c.call_id: c for c in await handle.query(AgentWorkflow.pending_client_calls)}
+    except (RPCError, WorkflowQueryFailedError) as e:
+        return f"not delivered: {_reason(e)}"
+    for result in [r for r in results if r.call_id in waiting] or results[-1:]:
+        value = result.value
+        call = waiting.get(result.call_id)
+        if isinstance(value, str) and call is not None and call.result_schema.get("type") != "string":
+            with contextlib.suppress(ValueError):  # AG-UI's content is text: JSON for other results
+                value = json.loads(value)
+        try:
+            delivered = ClientResult(call_id=result.call_id, result=value, is_error=result.is_error)
+            await handle.execute_update(AgentWorkflow.deliver_client_result, delivered)
+        except ValidationError as e:
+            return f"not delivered: {e.errors()[0]['msg']}"
+        except WorkflowUpdateFailedError as e:
+            return f"not delivered: {_reason(e)}"
+    return None
 
 
 def _last_user_text(messages: list[Any], field_name: str) -> str | None:

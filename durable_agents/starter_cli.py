@@ -512,18 +512,23 @@ async def _closed_status(
 
 
 async def pending(client: Client, args: argparse.Namespace) -> None:
-    """Every tool call waiting for a person, across all conversations.
+    """Every tool call waiting for a person, across all conversations; then every client tool's call
+    waiting for its client (``answer`` delivers a result).
 
     Asked of all at once; one whose worker does not answer gets a warning, not the whole list lost.
     """
     now = datetime.now(UTC)
-    query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
+    query = 'AgentStatus IN ("awaiting_approval", "waiting_for_client") AND ExecutionStatus = "Running"'
     listed = [wf async for wf in client.list_workflows(query)]
     # A sub-agent's approvals show once, under the conversation that delegated to it (which forwards
     # decisions): not again under the sub-agent's own id.
     parents = {wf.id for wf in listed}
     waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
-    answers = await asyncio.gather(*(_pending_approvals(client, wf) for wf in waiting))
+    answers = await asyncio.gather(
+        *(_ask_pending(client, wf, AgentWorkflow.pending_approvals) for wf in waiting),
+        *(_ask_pending(client, wf, AgentWorkflow.pending_client_calls) for wf in listed),
+    )
+    answers, asked = answers[: len(waiting)], answers[len(waiting) :]
     rows = []
     for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
         if isinstance(records, str):
@@ -531,21 +536,40 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
             continue
         for record in records:
             age = _duration(now - record.requested_at)
-            deadline = f"{record.deadline:%Y-%m-%d %H:%M:%S}Z" if record.deadline else "none"
+            deadline = _deadline(record.deadline)
             digest, arguments = record.arguments_digest, json.dumps(record.arguments)
             decisions = ",".join(record.allowed_decisions)
             rows.append(
                 (workflow_id, record.call_id, record.tool, digest, age, deadline, decisions, arguments)
             )
+    client_rows = [
+        (
+            workflow_id,
+            c.call_id,
+            c.tool,
+            _duration(now - c.requested_at),
+            _deadline(c.deadline),
+            json.dumps(c.arguments),
+        )
+        for workflow_id, calls in zip((wf.id for wf in listed), asked, strict=True)
+        for c in (calls if not isinstance(calls, str) else [])
+    ]
     if not rows:
         print("No tool calls wait for approval.")
-        return
-    header = ("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "DECISIONS", "ARGUMENTS")
-    _print_table(header, rows)
-    for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
-        for record in records if not isinstance(records, str) else []:
-            for line in _opinions(record):
-                print(f"{record.call_id} of {workflow_id}: {line}")
+    else:
+        header = ("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "DECISIONS", "ARGUMENTS")
+        _print_table(header, rows)
+        for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
+            for record in records if not isinstance(records, str) else []:
+                for line in _opinions(record):
+                    print(f"{record.call_id} of {workflow_id}: {line}")
+    if client_rows:
+        print("\nWaiting for the client (starter.py answer ID CALL_ID TEXT):")
+        _print_table(("WORKFLOW ID", "CALL ID", "TOOL", "AGE", "DEADLINE", "ARGUMENTS"), client_rows)
+
+
+def _deadline(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M:%S}Z" if at else "none"
 
 
 def _opinions(record: ApprovalRecord) -> list[str]:
@@ -563,11 +587,12 @@ def _opinions(record: ApprovalRecord) -> list[str]:
     return lines
 
 
-async def _pending_approvals(client: Client, wf: WorkflowExecution) -> list[ApprovalRecord] | str:
-    """The conversation's pending approvals, or why it did not say (no worker answered)."""
+async def _ask_pending(client: Client, wf: WorkflowExecution, query: Any) -> list[Any] | str:
+    """The conversation's pending approvals (or client calls), or why it did not say (no worker
+    answered)."""
     handle = client.get_workflow_handle(wf.id)
     try:
-        return await ask(client, handle, AgentWorkflow.pending_approvals, wf.task_queue)
+        return await ask(client, handle, query, wf.task_queue)
     except NoWorkerError as e:
         return str(e)
     except (RPCError, WorkflowQueryFailedError) as e:

@@ -122,6 +122,9 @@ VERIFIED_DECISIONS_PATCH = "decisions-verified-by-the-worker"
 worker's ``verify_decision`` local activity before it takes, and its verdict is recorded: a
 signature by the approver's key with ``AGENT_APPROVER_KEYS``, self-declared without. Conversations
 that took decisions before it go on without (replay decides the same)."""
+CLIENT_WAIT_PATCH = "client-wait-status"
+"""A conversation that waits for a client tool's result says ``waiting_for_client`` (also in
+AgentStatus); conversations that waited before it said ``running_tools`` (replay upserts nothing new)."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
@@ -899,8 +902,12 @@ class AgentWorkflow:
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
         if tool.client is not None:  # the client runs it (no approval, no activity): wait for its result
-            self._board.set("running_tools", f"waiting for the client: {call.name} ({call.id})")
-            return await self._client_calls.resolve(tool, call, self._continue_as_new_due)
+            waits = "waiting_for_client" if workflow.patched(CLIENT_WAIT_PATCH) else "running_tools"
+            self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")
+            outcome = await self._client_calls.resolve(tool, call, self._continue_as_new_due)
+            if outcome is not None and self._board.view.state == "waiting_for_client":
+                self._show_tools_running()
+            return outcome
         if approval.requires_approval(tool.definition.name, tool.requires_approval):
             if record is None:
                 record = self._approvals.request(
@@ -1041,6 +1048,15 @@ class AgentWorkflow:
                 for r in pending
             )
             self._board.set("awaiting_approval", f"awaiting approval: {names}")
+        else:
+            self._show_tools_running()
+
+    def _show_tools_running(self) -> None:
+        """``running_tools``, or ``waiting_for_client`` while a client tool's call waits."""
+        waiting = self._client_calls.pending
+        if waiting and workflow.patched(CLIENT_WAIT_PATCH):
+            calls = ", ".join(f"{c.tool} ({c.call_id})" for c in waiting)
+            self._board.set("waiting_for_client", f"waiting for the client: {calls}")
         else:
             self._board.set("running_tools", "running tools")
 

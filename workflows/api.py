@@ -233,6 +233,7 @@ class ConversationStatus(BaseModel):
         "calling_model",
         "running_tools",
         "awaiting_approval",
+        "waiting_for_client",
         "waiting_for_storage",
         "idle",
         "completed",

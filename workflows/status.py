@@ -73,8 +73,8 @@ class StatusBoard:
         self._publish()
 
     def set(self, state: str, detail: str | None = None) -> None:
-        """A new state for the status query and, as running / awaiting_approval / idle / completed /
-        cancelled / failed, for the AgentStatus search attribute."""
+        """A new state for the status query and, as running / awaiting_approval / waiting_for_client /
+        idle / completed / cancelled / failed, for the AgentStatus search attribute."""
         self.view.state = state  # type: ignore[assignment]
         if detail is not None:
             self.say(detail)

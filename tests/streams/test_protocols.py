@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
@@ -193,6 +194,83 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
         "finish",
     ]  # fmt: skip
     assert chunks.count("tool-input-delta") > chunks.count("tool-input-start")  # arguments in pieces
+
+
+ASKED = {"question": "Which city are you in?"}
+"""What agents/asker.toml's model asks the user, with its client tool ``ask_user``."""
+REFUSED = "not delivered: client tool call 'call_1_0' is delivered: nothing waits for its result"
+
+
+async def _posted(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``data:`` chunks of a run's response (a frontend's request, by hand)."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(url, json=body)
+    return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+
+
+async def test_ag_ui_frontend_runs_a_client_tool_and_the_next_run_delivers_its_result(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    thread, url = f"agui-tool-{uuid.uuid4().hex[:8]}", f"{served.url}/agents/asker/ag-ui"
+
+    question = "What's the weather?"
+    out = json.loads(await node(clients, "ag_ui_client_tool.mjs", url, thread, question, "Lisbon"))
+
+    assert out["asked"] == [{"id": "call_1_0", "arguments": ASKED}]
+    assert [e for e in out["events"] if e != "STATE_SNAPSHOT"] == [
+        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+        "CUSTOM:client_tool_requested", "RUN_FINISHED",  # the frontend runs ask_user
+        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]  # fmt: skip
+    answered = [m for m in out["messages"] if m["role"] == "tool"]
+    assert [(m["toolCallId"], m["content"]) for m in answered] == [("call_1_0", "Lisbon")]  # once
+    assert out["result"]["text"] == "Then the weather in Lisbon it is."
+    assert await env.client.get_workflow_handle(thread).query(AgentWorkflow.pending_client_calls) == []
+
+    again = [{"id": "u1", "role": "user", "content": "hi"}, {**answered[0], "content": "Porto"}]
+    chunks = await _posted(url, {"threadId": thread, "runId": "r3", "messages": again})
+    assert chunks == [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r3"},
+        {
+            "type": "RUN_ERROR",
+            "message": REFUSED,
+        },
+    ]
+
+
+async def test_use_chat_runs_a_client_tool_with_add_tool_output_and_the_next_request_delivers_it(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    chat, api = f"chat-tool-{uuid.uuid4().hex[:8]}", f"{served.url}/agents/asker/chat"
+
+    out = json.loads(await node(clients, "ui_client_tool.mjs", api, chat, "What's the weather?", "Porto"))
+
+    assert out["asked"] == [{"toolCallId": "call_1_0", "toolName": "ask_user", "input": ASKED}]
+    user, assistant = out["messages"]
+    assert [p for p in assistant["parts"] if p["type"] != "step-start"] == [
+        {
+            "type": "dynamic-tool",
+            "toolName": "ask_user",
+            "toolCallId": "call_1_0",
+            "state": "output-available",
+            "input": ASKED,
+            "output": "Porto",
+        },
+        {"type": "text", "text": "Then the weather in Porto it is.", "state": "done"},
+    ]
+    assert await env.client.get_workflow_handle(chat).query(AgentWorkflow.pending_client_calls) == []
+
+    again = {"id": chat, "trigger": "submit-message", "messages": [user, assistant]}
+    chunks = await _posted(api, again)
+    assert chunks == [
+        {"type": "start", "messageId": assistant["id"]},
+        {
+            "type": "error",
+            "errorText": REFUSED,
+        },
+    ]
 
 
 PAGE = "conversations-and-streams"

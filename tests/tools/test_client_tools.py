@@ -88,6 +88,24 @@ async def test_a_result_of_the_wrong_shape_or_for_no_waiting_call_is_refused_wit
     agent = scripted_agent(step("", ("confirm", {})), step("{last_result}"), tools=[])
     handle = await env.start(conversation(agent, client_tools=[CONFIRM]))
     await _waiting(handle)
+    status = await handle.query(AgentWorkflow.status)
+    assert (status.state, status.detail) == (
+        "waiting_for_client",
+        "waiting for the client: confirm (call_1_0)",
+    )
+    [call] = await handle.query(AgentWorkflow.pending_client_calls)
+    assert call.deadline is not None
+    for _ in range(100):  # AgentStatus reaches the visibility store a moment later
+        _, out, _ = await starter_cli(env, capsys, "pending")
+        if f"\n{handle.id} " in out:
+            break
+        await asyncio.sleep(0.1)
+    section = out[out.index("\nWaiting for the client (starter.py answer ID CALL_ID TEXT):\n") :]
+    header, *lines = section.strip().splitlines()[1:]
+    assert header.split() == ["WORKFLOW", "ID", "CALL", "ID", "TOOL", "AGE", "DEADLINE", "ARGUMENTS"]
+    [mine] = [line for line in lines if line.startswith(f"{handle.id} ")]
+    assert mine.split()[:3] == [handle.id, "call_1_0", "confirm"]
+    assert mine[header.index("DEADLINE") :] == f"{call.deadline:%Y-%m-%d %H:%M:%S}Z  {{}}"
 
     code, _, err = await starter_cli(env, capsys, "answer", handle.id, "call_1_0", "yes")
     assert code == 1

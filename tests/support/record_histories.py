@@ -354,6 +354,10 @@ SHAPES: dict[str, ConversationInput] = {
     "namespaced_client_tool_continued": asking(),
     # ask_user's deadline passes: the model reads that the user did not answer.
     "namespaced_client_deadline": asking(deadline=1.0),
+    # The same, since a waiting conversation says waiting_for_client (CLIENT_WAIT_PATCH): the first
+    # run, and the second where the answer is delivered.
+    "namespaced_client_waiting": asking(),
+    "namespaced_client_waiting_continued": asking(),
 }  # fmt: skip
 TENANT_BUDGETS = "[tenants.recorded]\ntokens_per_day = 60\n"
 """The budgets "namespaced_tenant_budget" is recorded with (its ledger in a temporary folder)."""
@@ -362,6 +366,7 @@ RECORDED_RUN: dict[str, int] = {
     "chat_continued": 2,
     "compaction_continued": 3,
     "namespaced_client_tool_continued": 2,
+    "namespaced_client_waiting_continued": 2,
 }
 """Shapes recorded as a later run (1 is the first) than the first."""
 SUGGEST_CONTINUE_AS_NEW_AT = 40
@@ -396,6 +401,8 @@ DECISIONS["namespaced_at_most_once"] = [
 CLIENT_RESULTS: dict[str, ClientResult] = {
     "namespaced_client_tool": ClientResult(call_id="call_1_0", result="Lisbon"),
     "namespaced_client_tool_continued": ClientResult(call_id="call_1_0", result="Lisbon"),
+    "namespaced_client_waiting": ClientResult(call_id="call_1_0", result="Lisbon"),
+    "namespaced_client_waiting_continued": ClientResult(call_id="call_1_0", result="Lisbon"),
 }
 """Delivered (deliver_client_result) once the call waits in a run after the first."""
 UPDATES = {wire.DECIDE, wire.REVOKE}

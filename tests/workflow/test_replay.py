@@ -42,6 +42,8 @@ def test_histories_are_checked_in() -> None:
         "namespaced_client_deadline",
         "namespaced_client_tool",
         "namespaced_client_tool_continued",
+        "namespaced_client_waiting",
+        "namespaced_client_waiting_continued",
         "namespaced_decisions",
         "namespaced_judges",
         "namespaced_subagent",

@@ -39,7 +39,13 @@ CHANGES = {
         "workflows.agent",
         "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
         f"            if input.state is not None:\n                {SLEEP}\n",
-        {"chat_continued", "compaction_continued", "continued_approval", "namespaced_client_tool_continued"},
+        {
+            "chat_continued",
+            "compaction_continued",
+            "continued_approval",
+            "namespaced_client_tool_continued",
+            "namespaced_client_waiting_continued",
+        },
     ),
     "a pending approval carried across": Change(
         "workflows.agent",
@@ -87,7 +93,13 @@ CHANGES = {
         "workflows.client_tools",
         "        record = waiting\n",
         f"        if workflow.info().continued_run_id is not None:\n            {SLEEP}\n",
-        {"namespaced_client_tool_continued"},
+        {"namespaced_client_tool_continued", "namespaced_client_waiting_continued"},
+    ),
+    "a conversation that says it waits for the client": Change(
+        "workflows.agent",
+        '            self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")\n',
+        f'            if waits == "waiting_for_client":\n                {SLEEP}\n',
+        {"namespaced_client_waiting_continued"},
     ),
     "a fork": Change(
         "workflows.agent",

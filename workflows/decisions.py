@@ -264,19 +264,9 @@ class Judged(Kind):
 
 
 @dataclass(frozen=True)
-class RunAgain(PersonKind):
-    """Run the call again: the person judged that its attempt did not take effect."""
-
-    NAME: ClassVar[str] = "approve"
-
-    by: str
-    reason: str = ""
-
-    def then(self, call: ToolCall) -> RunTool:
-        return RunTool(call.arguments)
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+class RunAgain(Approve):
+    """Run the call again: the person judged that its attempt did not take effect (recorded as an
+    approval, as ``Approve`` is)."""
 
 
 @dataclass(frozen=True)

@@ -55,14 +55,6 @@ class Waiting:
     def arguments(self) -> str:
         return json.dumps(self.record.arguments, indent=2, ensure_ascii=False, sort_keys=True)
 
-    @property
-    def judge(self) -> dict[str, Any] | None:
-        """The automatic judge's opinion on the call, when the record carries one (issue 36)."""
-        opinion = getattr(self.record, "judge", None)
-        if opinion is None:
-            return None
-        return opinion.model_dump(mode="json") if hasattr(opinion, "model_dump") else {"opinion": opinion}
-
 
 @dataclass
 class Inbox:

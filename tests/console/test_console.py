@@ -4,6 +4,7 @@ a sub-agent's), the conversation page live, and what keeps it safe (login, CSRF,
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from tests.support.conversations import delegating, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.config import ApprovalPolicy
+from workflows.config import ApprovalPolicy, JudgeConfig, Rule
 
 TOKEN = "console-s3cret"
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
@@ -52,16 +53,26 @@ async def page(chromium: Browser, served: Served) -> AsyncIterator[Page]:
     await context.close()
 
 
-def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0):
+def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0, judges=()):
     agent = scripted_agent(
         step("", ("multiply", {"a": 6, "b": 6})),
         step(then),
         tools=["multiply"],
-        approval=ApprovalPolicy(require=["multiply"]),
+        approval=ApprovalPolicy(require=["multiply"], judges=list(judges)),
     )
     agent.model.stream = True
     agent.model.script[1].delay_seconds = delay
     return conversation(agent, "What is six times seven?")
+
+
+async def _judged(handle, timeout: float = 10.0) -> None:
+    """Until the waiting call carries its judge's opinion (the judge answers after the call waits)."""
+    for _ in range(int(timeout / 0.05)):
+        pending = await wait_for_pending(handle)
+        if pending[0].judgements:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no judge gave an opinion")
 
 
 def _call(page: Page, workflow_id: str, call_id: str = "call_1_0"):
@@ -114,11 +125,19 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
 
 
-async def test_a_rejection_s_feedback_reaches_the_model(env: Env, page: Page) -> None:
-    handle = await env.start(_multiplying(then="Understood."))
-    await wait_for_pending(handle)
+async def test_a_judge_s_opinion_is_shown_and_a_rejection_s_feedback_reaches_the_model(
+    env: Env, page: Page
+) -> None:
+    small = JudgeConfig(
+        name="small-numbers", kind="rules", tools=["multiply"], rules=[Rule(argument="a", max=5)]
+    )
+    handle = await env.start(_multiplying(then="Understood.", judges=[small]))
+    await _judged(handle)
     await page.reload()
     call = _call(page, handle.id)
+    opinion = call.locator(".judge li")
+    await expect(opinion).to_contain_text("small-numbers (rules): escalate")
+    await expect(opinion.locator(".reason")).to_have_text("a is 6, above 5")
     await call.locator("input[name=reason]").fill("use the cheaper tool")
     await call.locator("button[value=reject]").click()
     await expect(page.locator("article.call.decided[data-call='call_1_0']")).to_contain_text(

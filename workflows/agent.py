@@ -53,7 +53,7 @@ from workflows.approvals import Approvals
 from workflows.at_most_once import run_at_most_once
 from workflows.client_tools import ClientCalls, client_tool_specs
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
-from workflows.costs import conversation_cost
+from workflows.costs import conversation_cost, cost_by_model
 from workflows.decisions import Refuse, asks, decided, oversize
 from workflows.events import (
     ApprovalDecided,
@@ -257,6 +257,8 @@ class AgentWorkflow:
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
             client_calls=self._s.client_calls,
+            usage_by_model=self._s.usage_by_model,
+            cost_by_model=cost_by_model(self._s.agent, self._s.usage_by_model) if self._s.agent else {},
         )
 
     @workflow.query(name=wire.STATUS)

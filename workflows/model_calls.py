@@ -161,8 +161,8 @@ class ModelCalls:
             raise ApplicationError(
                 "model call to " + "; then ".join(failures), type="ModelCallFailed", non_retryable=True
             ) from failed
-        if agent.spec.model.fallback:
-            self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
+        # Every agent's (with fallback models each is priced at its own price: workflows/costs.py).
+        self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
         return response, number
 
     def _interrupted(

@@ -45,8 +45,6 @@ class ConversationState(ConversationHistory):
     """Of ``usage``, the sub-agents' tokens: priced by their own models, into ``subagent_cost``."""
     subagent_cost: float | None = None
     """US dollars the sub-agents spent, when their models have a price."""
-    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
-    """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
     model_calls: int = 0
     model_requests: int = 0
     """Model activity calls made for ``model_calls`` (fallback models' and summaries' included): the

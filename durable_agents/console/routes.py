@@ -53,6 +53,7 @@ def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=HERE / "templates")  # autoescapes .html
     templates.env.filters["url"] = lambda workflow_id: quote(workflow_id, safe="")
     templates.env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+    templates.env.filters["dollars"] = reading.dollars
     templates.env.filters["when"] = lambda at: f"{at:%Y-%m-%d %H:%M:%S}Z" if at else ""
     templates.env.globals["BASE"] = BASE
     templates.env.globals["CSRF_FIELD"] = CSRF_FIELD

@@ -17,7 +17,7 @@ from playwright.async_api import Browser, Page, expect
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.browser import browser, log_in
-from tests.support.conversations import delegating, wait_for_pending
+from tests.support.conversations import delegating, find_workflows, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
@@ -53,7 +53,7 @@ async def page(chromium: Browser, served: Served) -> AsyncIterator[Page]:
     await context.close()
 
 
-def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0, judges=()):
+def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0, judges=(), priced: bool = False):
     agent = scripted_agent(
         step("", ("multiply", {"a": 6, "b": 6})),
         step(then),
@@ -61,6 +61,8 @@ def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0, jud
         approval=ApprovalPolicy(require=["multiply"], judges=list(judges)),
     )
     agent.model.stream = True
+    if priced:  # $1/M input, $2/M output (config/models.toml): 10 + 5 tokens a scripted call
+        agent.model.model = "scripted-demo"
     agent.model.script[1].delay_seconds = delay
     return conversation(agent, "What is six times seven?")
 
@@ -85,7 +87,9 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     env: Env, page: Page, served: Served, tmp_path: Path
 ) -> None:
     images = ROOT / SCREENSHOTS if SCREENSHOTS else tmp_path
-    handle = await env.start(_multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5))
+    handle = await env.start(
+        _multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5, priced=True)
+    )
     [waiting] = await wait_for_pending(handle)
     await page.reload()
     call = _call(page, handle.id)
@@ -121,8 +125,16 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     )
     await expect(page.locator(".toolcall .approval")).to_contain_text("approved by alice")
     await expect(page.locator(".toolcall pre.edited")).to_contain_text('"a": 6')
+    per_model = page.locator("table.per-model tr[data-model='scripted:scripted-demo'] td")
+    await expect(per_model).to_have_text(["20", "10", "$0.000040"])
     await page.screenshot(path=images / "console-conversation.png", full_page=True)
     assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
+
+    # The list: the AgentCost the workflow wrote with its closing AgentStatus
+    await find_workflows(env.client, f"WorkflowId = '{handle.id}' AND AgentCost > 0")
+    await page.goto(f"{served.url}/console/conversations")
+    row = page.locator("tr").filter(has=page.locator(f"a[href='/console/c/{quote(handle.id, safe='')}']"))
+    await expect(row.locator("td").last).to_have_text("$0.000040")
 
 
 async def test_a_judge_s_opinion_is_shown_and_a_rejection_s_feedback_reaches_the_model(

@@ -18,10 +18,13 @@ from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.browser import browser, log_in
 from tests.support.conversations import delegating, find_workflows, wait_for_pending
+from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.config import ApprovalPolicy, JudgeConfig, Rule
+from workflows.agent import AgentWorkflow
+from workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Rule
+from workflows.messages import ModelSettings
 
 TOKEN = "console-s3cret"
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
@@ -218,3 +221,29 @@ async def test_an_action_without_the_csrf_token_is_refused(env: Env, page: Page,
     assert await without.text() == "refused: the form's CSRF token is missing or wrong; load the page again\n"
     assert len(await handle.query("durable_agents.pending_approvals")) == 1
     await handle.cancel()
+
+
+async def test_interrupt_ends_the_running_turn_and_the_chat_takes_the_next_message(
+    env: Env, fake: FakeProvider, page: Page, served: Served
+) -> None:
+    fake.queue(
+        openai_stream(openai_completion("a very long essay " * 20), delay=0.5),
+        openai_stream(openai_completion("Short answer, about dogs.")),
+    )
+    settings = ModelSettings(provider="openai", model="gpt-4o-mini", stream=True)
+    agent = AgentSpec(name="chatty", model=settings, chat=True)
+    handle = await env.start(conversation(agent, prompt="write an essay about cats"))
+    while not fake.received:
+        await asyncio.sleep(0.05)
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await page.click("#interrupt")
+    await expect(page.locator("#act-outcome")).to_contain_text("Interrupted: the running turn ends now")
+    await expect(page.locator("#status")).to_have_text("idle", timeout=10000)  # the chat stays open
+    await page.fill("#text", "just a line about dogs")
+    await page.click("form.send button[type=submit]")
+    answer = page.locator(".m-assistant .text")
+    await expect(answer).to_have_text(["Short answer, about dogs."], timeout=10000)
+    replies = await handle.query(AgentWorkflow.replies)
+    assert [(r.message_id, r.stop_reason) for r in replies] == [("m1", "interrupted"), ("m2", "completed")]
+    await handle.signal(AgentWorkflow.end)
+    await handle.result()

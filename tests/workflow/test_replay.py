@@ -43,6 +43,7 @@ def test_histories_are_checked_in() -> None:
         "namespaced_client_tool",
         "namespaced_client_tool_continued",
         "namespaced_decisions",
+        "namespaced_interrupt_signal",
         "namespaced_judges",
         "namespaced_subagent",
         "namespaced_subagent_child",

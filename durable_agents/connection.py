@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, Interceptor
+from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
@@ -17,11 +18,33 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
 from durable_agents.wire import WireNames
-from workflows.api import AGENT_FORK_OF, AGENT_NAME, AGENT_PARENT, AGENT_STATUS, AGENT_TENANT, AGENT_USER
+from workflows.api import (
+    AGENT_COST,
+    AGENT_FORK_OF,
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_STATUS,
+    AGENT_TENANT,
+    AGENT_USER,
+)
 
 DEFAULT_ADDRESS = "localhost:7233"
 
-SEARCH_ATTRIBUTES = (AGENT_STATUS, AGENT_NAME, AGENT_PARENT, AGENT_FORK_OF, AGENT_TENANT, AGENT_USER)
+SEARCH_ATTRIBUTES = (
+    AGENT_STATUS,
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_FORK_OF,
+    AGENT_TENANT,
+    AGENT_USER,
+    AGENT_COST,
+)
+"""Keywords, but AgentCost (a Double)."""
+CLI_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+}
+"""Each type of ours as ``temporal operator search-attribute create --type`` names it."""
 
 
 def connect_config() -> dict:
@@ -54,14 +77,15 @@ async def connect(
 
 
 async def ensure_search_attributes(client: Client) -> None:
-    """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant and AgentUser if the
-    namespace lacks them.
+    """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant, AgentUser and AgentCost
+    if the namespace lacks them.
 
     Without them every status change would fail the workflow task. Raises
     ``RuntimeError`` with the command to run when this client may not register them.
     """
     namespace = client.namespace
-    wanted = {key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES}
+    wanted = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in SEARCH_ATTRIBUTES}
+    types = {key.name: CLI_TYPES[key.indexed_value_type] for key in SEARCH_ATTRIBUTES}
     try:
         listed = await client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace)
@@ -80,8 +104,8 @@ async def ensure_search_attributes(client: Client) -> None:
     except RPCError as e:
         if e.status == RPCStatusCode.ALREADY_EXISTS:
             return
-        create = f"  temporal operator search-attribute create --namespace {namespace} --type Keyword"
-        commands = "\n".join(f"{create} --name {name}" for name in missing)
+        create = f"  temporal operator search-attribute create --namespace {namespace}"
+        commands = "\n".join(f"{create} --type {types[name]} --name {name}" for name in missing)
         raise RuntimeError(
             f"the namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this worker "
             f"may not add them ({e.message}). Ask an operator to run:\n{commands}\n"

@@ -256,6 +256,13 @@ async def end(client: Client, args: argparse.Namespace) -> None:
     print(f"{args.workflow_id} will close after its current turn.")
 
 
+async def interrupt(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to interrupt")
+    await handle.signal(AgentWorkflow.interrupt)
+    print(f"{args.workflow_id}: its running turn ends now, answered 'interrupted' (a chat stays open).")
+
+
 async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
     names = await _update(handle, AgentWorkflow.refresh_tools, None, "not refreshed")
@@ -973,6 +980,12 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("end", help="close a chat after its current turn")
     e.add_argument("workflow_id")
     e.set_defaults(func=end)
+
+    i = sub.add_parser(
+        "interrupt", help="end the running turn now: its model call is cancelled; a chat stays open"
+    )
+    i.add_argument("workflow_id")
+    i.set_defaults(func=interrupt)
 
     r = sub.add_parser("refresh-tools", help="list the MCP servers' tools again for a running conversation")
     r.add_argument("workflow_id")

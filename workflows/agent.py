@@ -53,7 +53,7 @@ from workflows.approvals import Approvals
 from workflows.at_most_once import run_at_most_once
 from workflows.client_tools import ClientCalls, client_tool_specs
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
-from workflows.costs import conversation_cost
+from workflows.costs import conversation_cost, cost_by_model
 from workflows.decisions import Refuse, asks, decided, oversize
 from workflows.events import (
     ApprovalDecided,
@@ -68,7 +68,7 @@ from workflows.events import (
 )
 from workflows.fallback import models_used
 from workflows.inputs import one_input
-from workflows.interrupts import Interrupted
+from workflows.interrupts import SIGNALLED, Interrupted
 from workflows.judges import Judges
 from workflows.messages import (
     AssistantMessage,
@@ -223,7 +223,7 @@ class AgentWorkflow:
                     try:
                         await self._step(agent)
                     except Interrupted:  # a newer message cancelled the model call: its turn is next
-                        self._finish_turn("interrupted")
+                        self._finish_turn("interrupted", note=self._interrupt_note())
                 elif self._s.queue:
                     await self._start_turn(agent)
                 elif not await self._wait_for_message(agent):
@@ -260,6 +260,8 @@ class AgentWorkflow:
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
             client_calls=self._s.client_calls,
+            usage_by_model=self._s.usage_by_model,
+            cost_by_model=cost_by_model(self._s.agent, self._s.usage_by_model) if self._s.agent else {},
         )
 
     @workflow.query(name=wire.STATUS)
@@ -346,6 +348,21 @@ class AgentWorkflow:
     def end(self, *args: Any) -> None:
         """Close the conversation once the queued messages are answered (any input is ignored)."""
         self._s.ended = True
+
+    @workflow.signal(name=wire.INTERRUPT)
+    def interrupt(self, *args: Any) -> None:
+        """End the running turn (any input is ignored): its model call is cancelled (or, between
+        calls, no next one is made) and it is answered ``interrupted``; a chat stays open for the
+        next message. Without a running turn, nothing to interrupt: dropped."""
+        turn = self._s.turn
+        if turn is None or self._closing:
+            workflow.logger.info("interrupt signal: no turn is running")
+            return
+        turn.interrupt = True
+
+    def _interrupt_note(self) -> str | None:
+        """Why an interrupted turn ended, when the signal ended it (a newer message says itself)."""
+        return SIGNALLED if self._s.turn is not None and self._s.turn.interrupt else None
 
     def _enqueue(self, text: str) -> str:
         self._s.messages_received += 1
@@ -720,6 +737,9 @@ class AgentWorkflow:
             await self._resolve_calls(agent, turn)
             return
         spec = agent.spec
+        if turn.interrupt:  # the interrupt signal came between model calls: no next one
+            self._finish_turn("interrupted", note=SIGNALLED)
+            return
         if spec.interrupt and self._s.queue:  # a newer message takes over before the next model call
             self._finish_turn("interrupted")
             return

@@ -39,6 +39,10 @@ AGENT_TENANT = SearchAttributeKey.for_keyword("AgentTenant")
 """The tenant a conversation belongs to (``--tenant``), inherited by its sub-agents and forks."""
 AGENT_USER = SearchAttributeKey.for_keyword("AgentUser")
 """The user a conversation belongs to (``--user``), inherited by its sub-agents and forks."""
+AGENT_COST = SearchAttributeKey.for_float("AgentCost")
+"""US dollars the conversation has spent (a Double), where its model has a price: written with
+AgentStatus when that changes (at the end of a turn, a wait for a person, the close), so it adds no
+event per model call."""
 
 
 def start_search_attributes(

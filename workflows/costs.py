@@ -19,6 +19,14 @@ def conversation_cost(agent: ResolvedAgent, state: ConversationState) -> float |
     return (own or 0.0) + state.subagent_cost
 
 
+def cost_by_model(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> dict[str, float]:
+    """US dollars of each model's own tokens, for each model with a price."""
+    prices = {agent.spec.model.label: agent.price, **agent.fallback_prices}
+    return {
+        model: price.cost(usage) for model, usage in usage_by_model.items() if (price := prices.get(model))
+    }
+
+
 def _own_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:
     if agent.price is None:
         return None

@@ -1,4 +1,5 @@
-"""Interrupting a turn: a message that arrives while the model answers an older one cancels the call."""
+"""Interrupting a turn: a message that arrives while the model answers an older one (an agent with
+``interrupt = true``), or the ``interrupt`` signal (any agent), cancels the call."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ INTERRUPTED_FAILURE_PATCH = "interrupted-call-failure"
 
 
 class Interrupted(Exception):
-    """The model call was cancelled because a newer message arrived."""
+    """The model call was cancelled because a newer message arrived, or the ``interrupt`` signal."""
+
+    def __init__(self, detail: str = "a newer message arrived") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+SIGNALLED = "interrupted by the interrupt signal"
+"""Why a turn the ``interrupt`` signal ended has no answer (and its model call's event's detail)."""
 
 
 async def unless_interrupted(call: Awaitable[T], interrupted: Callable[[], bool]) -> T:

@@ -25,7 +25,7 @@ from workflows.events import (
     SummaryAdded,
 )
 from workflows.fallback import candidates
-from workflows.interrupts import Interrupted, unless_interrupted
+from workflows.interrupts import SIGNALLED, Interrupted, unless_interrupted
 from workflows.messages import ModelRequest, ModelResponse, ModelSettings, SummaryMessage, ToolCall, Usage
 from workflows.records import ModelAttempt
 from workflows.state import ConversationState
@@ -147,9 +147,9 @@ class ModelCalls:
                     self._interrupted(number, "failed", failure_text(err))
                 failed = err
                 continue
-            except Interrupted:
+            except Interrupted as interrupted:
                 if streamed:
-                    self._interrupted(number, "interrupted", "a newer message arrived")
+                    self._interrupted(number, "interrupted", self._why(interrupted))
                 raise
             except asyncio.CancelledError:
                 if streamed and (reason := workflow.cancellation_reason()) is not None:
@@ -161,8 +161,8 @@ class ModelCalls:
             raise ApplicationError(
                 "model call to " + "; then ".join(failures), type="ModelCallFailed", non_retryable=True
             ) from failed
-        if agent.spec.model.fallback:
-            self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
+        # Every agent's (with fallback models each is priced at its own price: workflows/costs.py).
+        self._s.usage_by_model[label] = self._s.usage_by_model.get(label, Usage()) + response.usage
         return response, number
 
     def _interrupted(
@@ -170,6 +170,9 @@ class ModelCalls:
     ) -> None:
         if workflow.patched(INTERRUPTED_EVENT_PATCH):
             self._events.publish(ModelCallInterrupted(model_call=number, reason=reason, detail=detail))
+
+    def _why(self, interrupted: Interrupted) -> str:
+        return SIGNALLED if self._signalled() else interrupted.detail
 
     def _count(self, agent: ResolvedAgent, response: ModelResponse) -> None:
         """A summary is a model call like the others: it counts toward the limits and budgets."""
@@ -287,8 +290,12 @@ class ModelCalls:
             **policy.activity_options(),
         )
         if agent.spec.interrupt:
-            return await unless_interrupted(call, lambda: bool(self._s.queue))
-        return await call
+            return await unless_interrupted(call, lambda: bool(self._s.queue) or self._signalled())
+        return await unless_interrupted(call, self._signalled)
+
+    def _signalled(self) -> bool:
+        """The ``interrupt`` signal asked to end the running turn."""
+        return self._s.turn is not None and self._s.turn.interrupt
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
         """Some OpenAI-compatible servers reuse or omit call ids; ours must be unique per conversation."""

@@ -269,3 +269,9 @@ class ConversationHistory(BaseModel):
     """Every try of every model call, for an agent with fallback models."""
     client_calls: list[ClientCall] = Field(default_factory=list)
     """Calls of client tools, asked of the client, and what it delivered."""
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    """The conversation's own model calls' tokens (summaries' included; not its sub-agents', not its
+    judges'), by ``provider:model``. Before per-model usage was kept for every agent, only one with
+    fallback models kept it: an older conversation's map counts only the calls since."""
+    cost_by_model: dict[str, float] = Field(default_factory=dict)
+    """US dollars of ``usage_by_model``, for each model with a price."""

@@ -27,6 +27,9 @@ class TurnState(BaseModel):
     """A model response of this turn was cut at max_tokens (a cut tool call included)."""
     output_retries: int = 0
     """Answers of this turn sent back for not matching the agent's ``output_schema``."""
+    interrupt: bool = False
+    """The ``interrupt`` signal asked to end this turn: its model call is cancelled, or, between
+    calls, the turn ends before the next one (workflows/interrupts.py)."""
 
 
 class ConversationState(ConversationHistory):
@@ -45,8 +48,6 @@ class ConversationState(ConversationHistory):
     """Of ``usage``, the sub-agents' tokens: priced by their own models, into ``subagent_cost``."""
     subagent_cost: float | None = None
     """US dollars the sub-agents spent, when their models have a price."""
-    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
-    """By ``provider:model``, for an agent with fallback models: each is priced at its own price."""
     model_calls: int = 0
     model_requests: int = 0
     """Model activity calls made for ``model_calls`` (fallback models' and summaries' included): the

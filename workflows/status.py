@@ -7,15 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
-from workflows.api import AGENT_NAME, AGENT_STATUS, AGENT_TENANT, AGENT_USER, ConversationStatus
+from workflows.api import AGENT_COST, AGENT_NAME, AGENT_STATUS, AGENT_TENANT, AGENT_USER, ConversationStatus
 from workflows.events import ConversationEvents, StateChanged
 from workflows.outages import StoreOutage
 from workflows.state import ConversationState
 
 SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
 """Runs that started after it keep AgentStatus current (older ones never set it)."""
+COST_PATCH = "agent-cost-search-attribute"
+"""Runs that started after it write AgentCost with each AgentStatus upsert; older ones replay the
+upserts as they made them, without it."""
 
 _RUNNING = ("starting", "calling_model", "running_tools")
 
@@ -33,6 +36,7 @@ class StatusBoard:
             pending_approvals=pending_approvals,
         )
         self._searchable = ""
+        self._searchable_cost: float | None = None
         self._lean = False
         self._known = TypedSearchAttributes.empty
         self._events = events
@@ -47,6 +51,7 @@ class StatusBoard:
         self._lean = lean
         self._known = workflow.info().typed_search_attributes
         self.view.tenant, self.view.user = self._known.get(AGENT_TENANT), self._known.get(AGENT_USER)
+        self._searchable_cost = self._known.get(AGENT_COST)  # a continued run's, as the last run left it
         if lean:
             self._searchable = self._known.get(AGENT_STATUS) or "running"
 
@@ -55,11 +60,9 @@ class StatusBoard:
         self.view.agent, self.view.max_iterations = name, max_iterations
         if self._lean:
             if self._known.get(AGENT_NAME) != name or self._known.get(AGENT_STATUS) is None:
-                workflow.upsert_search_attributes(
-                    [AGENT_NAME.value_set(name), AGENT_STATUS.value_set(self._searchable)]
-                )
+                self._upsert([AGENT_NAME.value_set(name), AGENT_STATUS.value_set(self._searchable)])
         elif workflow.patched(SEARCH_ATTRIBUTES_PATCH):
-            workflow.upsert_search_attributes([AGENT_NAME.value_set(name)])
+            self._upsert([AGENT_NAME.value_set(name)])
 
     def show(self, **fields: Any) -> None:
         """Counters of the status query (iteration, usage, queued messages, ...)."""
@@ -82,8 +85,17 @@ class StatusBoard:
             self._publish()
         searchable = "running" if state in _RUNNING else state
         if searchable != self._searchable and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
-            workflow.upsert_search_attributes([AGENT_STATUS.value_set(searchable)])
+            self._upsert([AGENT_STATUS.value_set(searchable)])
             self._searchable = searchable
+
+    def _upsert(self, updates: list[SearchAttributeUpdate[Any]]) -> None:
+        """The upsert, with AgentCost when the cost changed since the last one wrote it (runs from
+        before ``COST_PATCH`` upsert as they did): the cost rides on upserts made anyway."""
+        cost = self.view.cost
+        if cost is not None and cost != self._searchable_cost and workflow.patched(COST_PATCH):
+            updates = [*updates, AGENT_COST.value_set(cost)]
+            self._searchable_cost = cost
+        workflow.upsert_search_attributes(updates)
 
     def outage(self, outage: StoreOutage | None) -> None:
         """A call waits for its store: past the outage budget the conversation says so

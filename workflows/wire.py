@@ -55,6 +55,8 @@ APPROVE = namespaced("approve")
 REJECT = namespaced("reject")
 SUBAGENT_APPROVALS = namespaced("subagent_approvals")
 """A sub-agent's report of its approvals to its parent (workflows/subagents.py)."""
+INTERRUPT = namespaced("interrupt")
+"""Interrupt the running turn (workflows/interrupts.py); new with the namespace: no old name."""
 # Updates
 SEND_MESSAGE = namespaced("send_message")
 DECIDE = namespaced("decide")

@@ -1,7 +1,7 @@
 """What a person at the console does to a conversation, through the same updates, signals and
 client functions as ``starter.py``: decide a call (``decide``, signed as ``starter.py approve``
-signs), revoke a tool, send a message, end, cancel, fork. Each either took, or raises ``Refused``
-with the reason on one line, for the page to show where the person acted."""
+signs), revoke a tool, send a message, interrupt a turn, end, cancel, fork. Each either took, or
+raises ``Refused`` with the reason on one line, for the page to show where the person acted."""
 
 from __future__ import annotations
 
@@ -107,6 +107,12 @@ async def send_message(client: Client, workflow_id: str, text: str) -> None:
 async def end(client: Client, workflow_id: str) -> None:
     """Close a chat after its current turn (the ``end`` signal)."""
     await _rpc(client.get_workflow_handle(workflow_id).signal(AgentWorkflow.end))
+
+
+async def interrupt(client: Client, workflow_id: str) -> None:
+    """End the running turn now (the ``interrupt`` signal): its model call is cancelled, the turn
+    answered ``interrupted``; a chat stays open."""
+    await _rpc(client.get_workflow_handle(workflow_id).signal(AgentWorkflow.interrupt))
 
 
 async def cancel(client: Client, workflow_id: str) -> None:

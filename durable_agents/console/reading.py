@@ -26,16 +26,19 @@ from durable_agents.conversations import (
     newest_conversations,
 )
 from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_NAME, AGENT_PARENT, ConversationResult, ConversationStatus
+from workflows.api import (
+    AGENT_COST,
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_TENANT,
+    ConversationResult,
+    ConversationStatus,
+)
 from workflows.messages import Message
 from workflows.records import ApprovalRecord, ConversationHistory
 
 CONTEXT_MESSAGES = 3
 """How many of a conversation's last messages an inbox item shows for context."""
-TENANT = "AgentTenant"
-"""The tenant's search attribute (issue 35); shown where a conversation has it."""
-COST = "AgentCost"
-"""A cost search attribute, shown in the list where a conversation has it."""
 MAX_TREE_DEPTH = 4
 INBOX_QUERY_TIMEOUT = timedelta(seconds=4)
 """How long the inbox waits for each conversation's worker: one whose worker is gone is a warning
@@ -54,14 +57,6 @@ class Waiting:
     @property
     def arguments(self) -> str:
         return json.dumps(self.record.arguments, indent=2, ensure_ascii=False, sort_keys=True)
-
-    @property
-    def judge(self) -> dict[str, Any] | None:
-        """The automatic judge's opinion on the call, when the record carries one (issue 36)."""
-        opinion = getattr(self.record, "judge", None)
-        if opinion is None:
-            return None
-        return opinion.model_dump(mode="json") if hasattr(opinion, "model_dump") else {"opinion": opinion}
 
 
 @dataclass
@@ -138,21 +133,23 @@ async def conversations(client: Client, limit: int, before: datetime | None) -> 
             wf.id,
             agent_state(wf),
             wf.typed_search_attributes.get(AGENT_NAME) or "",
-            _attribute(wf, TENANT),
+            wf.typed_search_attributes.get(AGENT_TENANT) or "",
             wf.start_time,
-            _attribute(wf, COST),
+            _dollars(wf.typed_search_attributes.get(AGENT_COST)),
         )
         for wf in await newest_conversations(client, limit, before)
     ]
 
 
-def _attribute(wf: WorkflowExecution, name: str) -> str:
-    """A search attribute the namespace may or may not have, as text; blank without it."""
-    values = wf.search_attributes.get(name) or []
-    if not values:
-        return ""
-    value = values[0]
-    return f"${value:.4f}" if isinstance(value, float) else str(value)
+def _dollars(cost: float | None) -> str:
+    """AgentCost as the list shows it; blank for a conversation without one (no price, or started
+    before the workflow wrote it)."""
+    return "" if cost is None else dollars(cost)
+
+
+def dollars(cost: float) -> str:
+    """US dollars, to the cent's hundredth, and finer below a cent (a few calls of a cheap model)."""
+    return f"${cost:.4f}" if cost >= 0.01 else f"${cost:.6f}"
 
 
 @dataclass
@@ -206,7 +203,7 @@ async def conversation(client: Client, workflow_id: str) -> Conversation:
         task_queue=described.task_queue,
         status=agent_state(described),
         agent=described.typed_search_attributes.get(AGENT_NAME) or "",
-        tenant=_attribute(described, TENANT),
+        tenant=described.typed_search_attributes.get(AGENT_TENANT) or "",
         started=described.start_time,
         running=running,
         parent=described.typed_search_attributes.get(AGENT_PARENT),

@@ -4,7 +4,7 @@
     GET  /console/conversations         conversations, newest first (?before= the next page)
     GET  /console/c/ID                  one conversation, live (its event stream: /console/c/ID/events)
     POST /console/c/ID/decide           approve, reject, edit the arguments, remember
-    POST /console/c/ID/revoke|message|end|cancel|fork
+    POST /console/c/ID/revoke|message|interrupt|end|cancel|fork
 
 Every page needs a login (the person's name, and ``AGENT_SERVE_TOKEN`` when one is set); every POST
 the session's CSRF token. Pages are Jinja2 templates (autoescaped: what a model or a tool wrote is
@@ -53,6 +53,7 @@ def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=HERE / "templates")  # autoescapes .html
     templates.env.filters["url"] = lambda workflow_id: quote(workflow_id, safe="")
     templates.env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+    templates.env.filters["dollars"] = reading.dollars
     templates.env.filters["when"] = lambda at: f"{at:%Y-%m-%d %H:%M:%S}Z" if at else ""
     templates.env.globals["BASE"] = BASE
     templates.env.globals["CSRF_FIELD"] = CSRF_FIELD
@@ -272,6 +273,10 @@ def mount(
         act("/c/{workflow_id:path}/revoke", revoke),
         act("/c/{workflow_id:path}/message", message),
         act("/c/{workflow_id:path}/end", closing(actions.end, "The chat closes after its current turn.")),
+        act(
+            "/c/{workflow_id:path}/interrupt",
+            closing(actions.interrupt, "Interrupted: the running turn ends now; a chat takes the next one."),
+        ),
         act("/c/{workflow_id:path}/cancel", closing(actions.cancel, "Cancelled: it ends with what it has.")),
         act("/c/{workflow_id:path}/fork", fork),
         on("/c/{workflow_id:path}", guarded(conversation_page)),

@@ -327,7 +327,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     first, *rest = err.splitlines()
     assert first.startswith(
         "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent,"
-        " AgentForkOf, AgentTenant, AgentUser and this worker may not add them ("
+        " AgentForkOf, AgentTenant, AgentUser, AgentCost and this worker may not add them ("
     )
     commands = [
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentStatus",
@@ -336,6 +336,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentForkOf",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentTenant",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentUser",
+        "  temporal operator search-attribute create --namespace default --type Double --name AgentCost",
     ]
     assert first.endswith("). Ask an operator to run:")
     assert rest == [*commands, "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"]
@@ -353,4 +354,5 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
         assert ran.returncode == 0, ran.stderr
     attributes = await _custom_attributes(bare_server)
     assert (attributes["AgentStatus"], attributes["AgentName"]) == (KEYWORD, KEYWORD)
+    assert attributes["AgentCost"] == IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE
     assert (await _until_running(_worker_process(address))).startswith("Worker (all) running on task queue")

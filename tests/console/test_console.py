@@ -4,6 +4,7 @@ a sub-agent's), the conversation page live, and what keeps it safe (login, CSRF,
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,11 +17,14 @@ from playwright.async_api import Browser, Page, expect
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.browser import browser, log_in
-from tests.support.conversations import delegating, wait_for_pending
+from tests.support.conversations import delegating, find_workflows, wait_for_pending
+from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.config import ApprovalPolicy
+from workflows.agent import AgentWorkflow
+from workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Rule
+from workflows.messages import ModelSettings
 
 TOKEN = "console-s3cret"
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
@@ -52,16 +56,28 @@ async def page(chromium: Browser, served: Served) -> AsyncIterator[Page]:
     await context.close()
 
 
-def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0):
+def _multiplying(*, then: str = "The product is ready.", delay: float = 0.0, judges=(), priced: bool = False):
     agent = scripted_agent(
         step("", ("multiply", {"a": 6, "b": 6})),
         step(then),
         tools=["multiply"],
-        approval=ApprovalPolicy(require=["multiply"]),
+        approval=ApprovalPolicy(require=["multiply"], judges=list(judges)),
     )
     agent.model.stream = True
+    if priced:  # $1/M input, $2/M output (config/models.toml): 10 + 5 tokens a scripted call
+        agent.model.model = "scripted-demo"
     agent.model.script[1].delay_seconds = delay
     return conversation(agent, "What is six times seven?")
+
+
+async def _judged(handle, timeout: float = 10.0) -> None:
+    """Until the waiting call carries its judge's opinion (the judge answers after the call waits)."""
+    for _ in range(int(timeout / 0.05)):
+        pending = await wait_for_pending(handle)
+        if pending[0].judgements:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no judge gave an opinion")
 
 
 def _call(page: Page, workflow_id: str, call_id: str = "call_1_0"):
@@ -74,7 +90,9 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     env: Env, page: Page, served: Served, tmp_path: Path
 ) -> None:
     images = ROOT / SCREENSHOTS if SCREENSHOTS else tmp_path
-    handle = await env.start(_multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5))
+    handle = await env.start(
+        _multiplying(then="Six times seven is forty-two, as the tool says.", delay=1.5, priced=True)
+    )
     [waiting] = await wait_for_pending(handle)
     await page.reload()
     call = _call(page, handle.id)
@@ -110,15 +128,31 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     )
     await expect(page.locator(".toolcall .approval")).to_contain_text("approved by alice")
     await expect(page.locator(".toolcall pre.edited")).to_contain_text('"a": 6')
+    per_model = page.locator("table.per-model tr[data-model='scripted:scripted-demo'] td")
+    await expect(per_model).to_have_text(["20", "10", "$0.000040"])
     await page.screenshot(path=images / "console-conversation.png", full_page=True)
     assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
 
+    # The list: the AgentCost the workflow wrote with its closing AgentStatus
+    await find_workflows(env.client, f"WorkflowId = '{handle.id}' AND AgentCost > 0")
+    await page.goto(f"{served.url}/console/conversations")
+    row = page.locator("tr").filter(has=page.locator(f"a[href='/console/c/{quote(handle.id, safe='')}']"))
+    await expect(row.locator("td").last).to_have_text("$0.000040")
 
-async def test_a_rejection_s_feedback_reaches_the_model(env: Env, page: Page) -> None:
-    handle = await env.start(_multiplying(then="Understood."))
-    await wait_for_pending(handle)
+
+async def test_a_judge_s_opinion_is_shown_and_a_rejection_s_feedback_reaches_the_model(
+    env: Env, page: Page
+) -> None:
+    small = JudgeConfig(
+        name="small-numbers", kind="rules", tools=["multiply"], rules=[Rule(argument="a", max=5)]
+    )
+    handle = await env.start(_multiplying(then="Understood.", judges=[small]))
+    await _judged(handle)
     await page.reload()
     call = _call(page, handle.id)
+    opinion = call.locator(".judge li")
+    await expect(opinion).to_contain_text("small-numbers (rules): escalate")
+    await expect(opinion.locator(".reason")).to_have_text("a is 6, above 5")
     await call.locator("input[name=reason]").fill("use the cheaper tool")
     await call.locator("button[value=reject]").click()
     await expect(page.locator("article.call.decided[data-call='call_1_0']")).to_contain_text(
@@ -187,3 +221,29 @@ async def test_an_action_without_the_csrf_token_is_refused(env: Env, page: Page,
     assert await without.text() == "refused: the form's CSRF token is missing or wrong; load the page again\n"
     assert len(await handle.query("durable_agents.pending_approvals")) == 1
     await handle.cancel()
+
+
+async def test_interrupt_ends_the_running_turn_and_the_chat_takes_the_next_message(
+    env: Env, fake: FakeProvider, page: Page, served: Served
+) -> None:
+    fake.queue(
+        openai_stream(openai_completion("a very long essay " * 20), delay=0.5),
+        openai_stream(openai_completion("Short answer, about dogs.")),
+    )
+    settings = ModelSettings(provider="openai", model="gpt-4o-mini", stream=True)
+    agent = AgentSpec(name="chatty", model=settings, chat=True)
+    handle = await env.start(conversation(agent, prompt="write an essay about cats"))
+    while not fake.received:
+        await asyncio.sleep(0.05)
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await page.click("#interrupt")
+    await expect(page.locator("#act-outcome")).to_contain_text("Interrupted: the running turn ends now")
+    await expect(page.locator("#status")).to_have_text("idle", timeout=10000)  # the chat stays open
+    await page.fill("#text", "just a line about dogs")
+    await page.click("form.send button[type=submit]")
+    answer = page.locator(".m-assistant .text")
+    await expect(answer).to_have_text(["Short answer, about dogs."], timeout=10000)
+    replies = await handle.query(AgentWorkflow.replies)
+    assert [(r.message_id, r.stop_reason) for r in replies] == [("m1", "interrupted"), ("m2", "completed")]
+    await handle.signal(AgentWorkflow.end)
+    await handle.result()

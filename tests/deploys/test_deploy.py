@@ -429,6 +429,7 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentForkOf": "Keyword",
         "AgentTenant": "Keyword",
         "AgentUser": "Keyword",
+        "AgentCost": "Double",
     }
     # Each create is skipped when the attribute exists, so a rerun succeeds.
     assert re.findall(r"grep -qw (\w+) \|\| temporal operator search-attribute create", script) == [
@@ -438,6 +439,7 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentForkOf",
         "AgentTenant",
         "AgentUser",
+        "AgentCost",
     ]
 
 

@@ -23,7 +23,8 @@ from durable_agents.conversations import send_or_start
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending
+from tests.support.cli import starter_cli
+from tests.support.conversations import until_state, wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.history import activity_types, event_types
 from tests.support.workers import Env, running_worker
@@ -457,3 +458,41 @@ async def test_an_interrupted_call_that_fails_instead_of_cancelling_still_counts
     events = await event_types(handle)
     assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED) == 1
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+
+
+async def test_the_interrupt_signal_ends_the_running_turn_and_the_chat_takes_the_next_message(
+    env: Env, fake: FakeProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.queue(
+        openai_stream(openai_completion("a very long essay " * 20), delay=0.5),
+        openai_stream(openai_completion("Short answer, about dogs.")),
+    )
+    # Without ``interrupt = true``: only the signal interrupts (``starter.py interrupt``).
+    agent = AgentSpec(
+        name="chatty", model=ModelSettings(provider="openai", model="gpt-4o-mini", stream=True), chat=True
+    )
+    handle = await env.start(conversation(agent, prompt="write an essay about cats"))
+    while not fake.received:
+        await asyncio.sleep(0.05)
+    code, out, _ = await starter_cli(env, capsys, "interrupt", handle.id)
+    said = f"{handle.id}: its running turn ends now, answered 'interrupted' (a chat stays open).\n"
+    assert (code, out) == (0, said)
+    await until_state(handle, "idle")
+    [first] = fake.received
+    await asyncio.to_thread(first.ended.wait)
+    assert first.disconnected, "the provider sent its whole answer: the call ran on"
+    assert [(r.message_id, r.stop_reason, r.text) for r in await handle.query(AgentWorkflow.replies)] == [
+        ("m1", "interrupted", "[no answer: interrupted by the interrupt signal]"),
+    ]
+
+    reply = await handle.execute_update(AgentWorkflow.send_message, {"text": "just a line about dogs"})
+    assert (reply.message_id, reply.stop_reason) == ("m2", "completed")
+    assert reply.text == "Short answer, about dogs."
+    events = await event_types(handle)
+    assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED) == 1
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+    # Nothing running: nothing to interrupt, and the chat goes on.
+    await handle.signal(AgentWorkflow.interrupt)
+    assert (await handle.query(AgentWorkflow.status)).state == "idle"
+    await handle.signal(AgentWorkflow.end)
+    assert (await handle.result()).closed_by == "end_signal"

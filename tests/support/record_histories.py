@@ -358,6 +358,16 @@ SHAPES: dict[str, ConversationInput] = {
     # run, and the second where the answer is delivered.
     "namespaced_client_waiting": asking(),
     "namespaced_client_waiting_continued": asking(),
+    # The interrupt signal a second into a slow model call of a chat (no ``interrupt = true``): the
+    # call is cancelled, the turn answered interrupted; the chat takes the next message, then ends.
+    # Priced (scripted-demo): its AgentStatus upserts carry AgentCost.
+    "namespaced_interrupt_signal": conversation(
+        scripted_agent(ScriptStep(text="slow", delay_seconds=3, repeat=2), tools=[], chat=True)
+        .model_copy(update={"model": ModelSettings(
+            provider="scripted", model="scripted-demo",
+            script=[ScriptStep(text="slow", delay_seconds=3, repeat=2)],
+        )}),
+    ),
 }  # fmt: skip
 TENANT_BUDGETS = "[tenants.recorded]\ntokens_per_day = 60\n"
 """The budgets "namespaced_tenant_budget" is recorded with (its ledger in a temporary folder)."""
@@ -422,6 +432,10 @@ MESSAGE_AFTER: dict[str, tuple[float, MessageInput]] = {
     "interrupted": (1.0, MessageInput(text="never mind")),
     "interrupted_streamed": (1.0, MessageInput(text="never mind")),
 }
+INTERRUPT_AFTER: dict[str, tuple[float, MessageInput]] = {
+    "namespaced_interrupt_signal": (1.0, MessageInput(text="next")),
+}
+"""The interrupt signal after this long, then the message and the end signal."""
 FOLLOWED = {"streamed"}
 """Shapes recorded with a subscriber following the event stream."""
 DECIDE_THROUGH_PARENT: dict[str, str] = {
@@ -506,6 +520,14 @@ async def _record(client: Client, tmp: Path, names: list[str]) -> None:
                 delay, message = MESSAGE_AFTER[name]
                 await asyncio.sleep(delay)
                 await handle.signal(AgentWorkflow.post_message, message)
+            if name in INTERRUPT_AFTER:
+                delay, message = INTERRUPT_AFTER[name]
+                await asyncio.sleep(delay)
+                await handle.signal(AgentWorkflow.interrupt)
+                while not await handle.query(AgentWorkflow.replies):
+                    await asyncio.sleep(0.05)
+                await handle.signal(AgentWorkflow.post_message, message)
+                await handle.signal(AgentWorkflow.end)
             if name in FOLLOWED:
                 await _follow(client, handle.id)
             if name in ROLLED_OVER_WAITING:

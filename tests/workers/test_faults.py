@@ -15,13 +15,15 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributeKey
 
-from durable_agents.connection import SEARCH_ATTRIBUTES
+from durable_agents.connection import CLI_TYPES, SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
@@ -279,6 +281,10 @@ async def test_soak_50_conversations_survive_repeated_worker_kills(
     assert retried >= 1  # the kills did interrupt charges: the test exercised the duplicate risk
 
 
+def _flag(key: SearchAttributeKey[Any]) -> str:
+    return f"{key.name}={CLI_TYPES[key.indexed_value_type]}"
+
+
 class DevServerProcess:
     """``temporal server start-dev`` with a SQLite file, killable with SIGKILL and restartable."""
 
@@ -287,7 +293,7 @@ class DevServerProcess:
         self._command = [
             temporal_cli(), "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(db_file), "--log-level", "error",
-            *[arg for key in SEARCH_ATTRIBUTES for arg in ("--search-attribute", f"{key.name}=Keyword")],
+            *[arg for key in SEARCH_ATTRIBUTES for arg in ("--search-attribute", _flag(key))],
             *dev_server_flags(),
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None

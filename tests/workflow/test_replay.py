@@ -45,6 +45,7 @@ def test_histories_are_checked_in() -> None:
         "namespaced_client_waiting",
         "namespaced_client_waiting_continued",
         "namespaced_decisions",
+        "namespaced_interrupt_signal",
         "namespaced_judges",
         "namespaced_subagent",
         "namespaced_subagent_child",

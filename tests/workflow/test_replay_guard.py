@@ -34,6 +34,10 @@ class Change:
 
 
 SLEEP = "await workflow.sleep(1)"
+INTERRUPTED = (
+    '                        self._finish_turn("interrupted", note=self._interrupt_note())\n'
+    "                elif self._s.queue:\n"
+)
 CHANGES = {
     "a continued run": Change(
         "workflows.agent",
@@ -73,9 +77,15 @@ CHANGES = {
     ),
     "an interrupted streamed call": Change(
         "workflows.agent",
-        '                        self._finish_turn("interrupted")\n                elif self._s.queue:\n',
+        INTERRUPTED,
         f"                        if agent.spec.model.stream:\n                            {SLEEP}\n",
         {"interrupted_streamed"},
+    ),
+    "a turn the interrupt signal ended": Change(
+        "workflows.agent",
+        INTERRUPTED,
+        f"                        if self._s.turn.interrupt:\n                            {SLEEP}\n",
+        {"namespaced_interrupt_signal"},
     ),
     "a model judge's opinion": Change(
         "workflows.judges",

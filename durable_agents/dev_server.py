@@ -37,10 +37,13 @@ DEV_SERVER_SQLITE_PRAGMAS = {
 }
 
 
-def dev_server_flags(*, fairness: bool = False) -> list[str]:
+def dev_server_flags(*, fairness: bool = False, dynamic_config: dict[str, str] | None = None) -> list[str]:
     """``temporal server start-dev`` flags for the embedded server's dynamic config and SQLite;
-    ``fairness``: task priority and fairness on (``FAIRNESS_DYNAMIC_CONFIG``)."""
-    dynamic = DEV_SERVER_DYNAMIC_CONFIG | (FAIRNESS_DYNAMIC_CONFIG if fairness else {})
+    ``fairness``: task priority and fairness on (``FAIRNESS_DYNAMIC_CONFIG``); ``dynamic_config``:
+    more values (a benchmark's)."""
+    dynamic = (
+        DEV_SERVER_DYNAMIC_CONFIG | (FAIRNESS_DYNAMIC_CONFIG if fairness else {}) | (dynamic_config or {})
+    )
     settings = (
         ("--dynamic-config-value", dynamic),
         ("--sqlite-pragma", DEV_SERVER_SQLITE_PRAGMAS),
@@ -89,12 +92,14 @@ async def start_embedded_server(
     db_file: Path | None = None,
     ui: bool = True,
     fairness: bool = False,
+    dynamic_config: dict[str, str] | None = None,
 ) -> EmbeddedServer:
     """Start ``temporal server start-dev`` with persistence, our search attributes and fast settings.
 
     ``db_file=None`` keeps the default SQLite file under the data folder; pass a
     path to isolate (tests pass a temporary one). ``port=None`` picks a free port. ``fairness``
-    turns on task priority and fairness (``FAIRNESS_DYNAMIC_CONFIG``).
+    turns on task priority and fairness (``FAIRNESS_DYNAMIC_CONFIG``); ``dynamic_config`` adds
+    dynamic config values (``matching.numTaskqueueReadPartitions``: ``bench/fairness.py``).
     """
     settings = settings or Settings.from_env()
     db_file = db_file or settings.temporal_db
@@ -108,7 +113,7 @@ async def start_embedded_server(
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_existing_path=temporal_cli(),
         dev_server_database_filename=str(db_file),
-        dev_server_extra_args=dev_server_flags(fairness=fairness),
+        dev_server_extra_args=dev_server_flags(fairness=fairness, dynamic_config=dynamic_config),
         dev_server_startup_timeout=timedelta(seconds=60),
     )
     address = env.client.service_client.config.target_host

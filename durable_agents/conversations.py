@@ -4,6 +4,7 @@ if need be), ask it a query, read its history, fork it, and link to its page."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -378,3 +379,17 @@ def agent_state(wf: WorkflowExecution) -> str:
     if wf.status is None:
         return "unknown"
     return "cancelled" if wf.status == WorkflowExecutionStatus.CANCELED else wf.status.name.lower()
+
+
+def edited_arguments(text: str | None) -> dict[str, Any] | None:
+    """The JSON object a person edited a tool call's arguments into (the starter's ``--arguments``,
+    the console's editor); None for none given. A ValueError says, in one line, what is wrong."""
+    if text is None or not text.strip():
+        return None
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
+    if not isinstance(arguments, dict):
+        raise ValueError('give a JSON object, such as \'{"path": "notes.txt"}\'')
+    return arguments

@@ -48,6 +48,7 @@ from durable_agents.conversations import (
     agent_state,
     ask,
     conversation_history,
+    edited_arguments,
     fork_conversation,
     newest_conversations,
     resent_while_rolling_over,
@@ -724,15 +725,10 @@ async def sign_decision(client: Client | None, args: argparse.Namespace) -> None
 
 
 def _edited_arguments(text: str | None) -> dict | None:
-    if text is None:
-        return None
     try:
-        arguments = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CommandError(f"--arguments: not JSON ({e.msg} at position {e.pos})") from e
-    if not isinstance(arguments, dict):
-        raise CommandError('--arguments: give a JSON object, such as \'{"path": "notes.txt"}\'')
-    return arguments
+        return edited_arguments(text)
+    except ValueError as e:
+        raise CommandError(f"--arguments: {e}") from e
 
 
 async def answer(client: Client, args: argparse.Namespace) -> None:

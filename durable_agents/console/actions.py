@@ -5,7 +5,6 @@ raises ``Refused`` with the reason on one line, for the page to show where the p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +17,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from activities.approver_keys import sign
+from durable_agents import conversations
 from durable_agents.console.sessions import Session
 from durable_agents.conversations import fork_conversation
 from workflows.agent import AgentWorkflow
@@ -33,15 +33,10 @@ class Refused(Exception):
 
 def edited_arguments(text: str) -> dict[str, Any] | None:
     """The JSON object a person edited the arguments into; None for none given."""
-    if not text.strip():
-        return None
     try:
-        arguments = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise Refused(f"the arguments are not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
-    if not isinstance(arguments, dict):
-        raise Refused('the arguments must be a JSON object, such as {"path": "notes.txt"}')
-    return arguments
+        return conversations.edited_arguments(text)
+    except ValueError as e:
+        raise Refused(f"the arguments: {e}") from e
 
 
 async def decide(

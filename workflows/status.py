@@ -39,6 +39,7 @@ class StatusBoard:
         self._searchable_cost: float | None = None
         self._lean = False
         self._known = TypedSearchAttributes.empty
+        self._writes_cost = False
         self._events = events
         self._published = ("", "")
         self._outage_since: float | None = None
@@ -50,6 +51,9 @@ class StatusBoard:
         only when it changes from that."""
         self._lean = lean
         self._known = workflow.info().typed_search_attributes
+        # Decided once, here at the start of the run: asked at the first upsert with a cost, the marker
+        # would sit wherever that upsert fell, and a replay that reaches it otherwise would not match.
+        self._writes_cost = workflow.patched(COST_PATCH)
         self.view.tenant, self.view.user = self._known.get(AGENT_TENANT), self._known.get(AGENT_USER)
         self._searchable_cost = self._known.get(AGENT_COST)  # a continued run's, as the last run left it
         if lean:
@@ -92,7 +96,7 @@ class StatusBoard:
         """The upsert, with AgentCost when the cost changed since the last one wrote it (runs from
         before ``COST_PATCH`` upsert as they did): the cost rides on upserts made anyway."""
         cost = self.view.cost
-        if cost is not None and cost != self._searchable_cost and workflow.patched(COST_PATCH):
+        if self._writes_cost and cost is not None and cost != self._searchable_cost:
             updates = [*updates, AGENT_COST.value_set(cost)]
             self._searchable_cost = cost
         workflow.upsert_search_attributes(updates)

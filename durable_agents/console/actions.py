@@ -1,10 +1,12 @@
 """What a person at the console does to a conversation, through the same updates, signals and
 client functions as ``starter.py``: decide a call (``decide``, signed as ``starter.py approve``
-signs), revoke a tool, send a message, interrupt a turn, end, cancel, fork. Each either took, or
+signs), answer a client tool's call (``deliver_client_result``, as ``starter.py answer``), revoke a
+tool, send a message, interrupt a turn, end, cancel, fork. Each either took, or
 raises ``Refused`` with the reason on one line, for the page to show where the person acted."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +25,7 @@ from durable_agents.conversations import fork_conversation
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
 from workflows.inputs import first_error
-from workflows.records import ApprovalRecord, Decision, Revocation, ToolAllowance
+from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Revocation, ToolAllowance
 from workflows.signatures import SignedDecision
 
 
@@ -72,6 +74,23 @@ async def decide(
         signed = SignedDecision.of(workflow_id, digest, decision)
         decision = decision.model_copy(update={"signature": sign(session.secret, signed)})
     return await _update(client.get_workflow_handle(workflow_id), AgentWorkflow.decide, decision)
+
+
+async def answer(client: Client, workflow_id: str, call_id: str, text: str, *, as_json: bool) -> ClientCall:
+    """Deliver a client tool's result (``ask_user``: the person's answer, as text; another tool's
+    result: ``text`` parsed as JSON). The worker checks it against the tool's result schema and that
+    the call still waits (the update's validator: a refusal leaves no trace in history)."""
+    value: Any = text
+    if as_json:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise Refused(f"the result is not JSON ({e.msg} at position {e.pos})") from e
+    try:
+        result = ClientResult(call_id=call_id, result=value)
+    except ValidationError as e:
+        raise Refused(f"invalid result: {first_error(e)}") from e
+    return await _update(client.get_workflow_handle(workflow_id), AgentWorkflow.deliver_client_result, result)
 
 
 async def revoke(client: Client, workflow_id: str, session: Session, tool: str) -> ToolAllowance:

@@ -1,5 +1,6 @@
 """What the console's pages show, read from Temporal: the calls waiting for a person across
-conversations (as ``starter.py pending`` finds them), the conversations newest first, and one
+conversations and the client tools' calls waiting for an answer (as ``starter.py pending`` finds
+them), the conversations newest first, and one
 conversation whole. No page reads anything a client of the public API could not."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from workflows.api import (
     ConversationStatus,
 )
 from workflows.messages import Message
-from workflows.records import ApprovalRecord, ConversationHistory
+from workflows.records import ApprovalRecord, ClientCall, ConversationHistory
 
 CONTEXT_MESSAGES = 3
 """How many of a conversation's last messages an inbox item shows for context."""
@@ -60,8 +61,20 @@ class Waiting:
 
 
 @dataclass
+class Asking:
+    """One client tool's call waiting for its result (``ask_user``: the user's answer)."""
+
+    workflow_id: str
+    agent: str
+    call: ClientCall
+
+
+@dataclass
 class Inbox:
     items: list[Waiting] = field(default_factory=list)
+    asking: list[Asking] = field(default_factory=list)
+    """Client tools' calls waiting for an answer (conversations whose AgentStatus is
+    ``waiting_for_client``), oldest first."""
     warnings: list[str] = field(default_factory=list)
     """Conversations whose worker did not answer: named, not the whole inbox lost."""
 
@@ -88,14 +101,39 @@ async def inbox(client: Client) -> Inbox:
     listed = [wf async for wf in client.list_workflows(query)]
     parents = {wf.id for wf in listed}
     waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
-    answers = await asyncio.gather(*(_waiting_in(client, wf) for wf in waiting))
+    asking_query = 'AgentStatus = "waiting_for_client" AND ExecutionStatus = "Running"'
+    asking = [wf async for wf in client.list_workflows(asking_query)]
+    answers, asked = await asyncio.gather(
+        asyncio.gather(*(_waiting_in(client, wf) for wf in waiting)),
+        asyncio.gather(*(_asking_in(client, wf) for wf in asking)),
+    )
     found = Inbox()
     for wf, answer in zip(waiting, answers, strict=True):
         if isinstance(answer, str):
             found.warnings.append(f"{wf.id}: no answer: {answer}")
         else:
             found.items.extend(answer)
+    for wf, calls in zip(asking, asked, strict=True):
+        if isinstance(calls, str):
+            found.warnings.append(f"{wf.id}: no answer: {calls}")
+        else:
+            found.asking.extend(calls)
+    found.asking.sort(key=lambda a: a.call.requested_at)
     return found
+
+
+async def _asking_in(client: Client, wf: WorkflowExecution) -> list[Asking] | str:
+    handle = client.get_workflow_handle(wf.id)
+    try:
+        calls = await ask(
+            client, handle, AgentWorkflow.pending_client_calls, wf.task_queue, INBOX_QUERY_TIMEOUT
+        )
+    except NoWorkerError as e:
+        return str(e)
+    except (RPCError, WorkflowQueryFailedError) as e:
+        return e.message
+    agent = wf.typed_search_attributes.get(AGENT_NAME) or ""
+    return [Asking(wf.id, agent, call) for call in calls]
 
 
 async def _waiting_in(client: Client, wf: WorkflowExecution) -> list[Waiting] | str:
@@ -181,6 +219,8 @@ class Conversation:
     """Why the history or status could not be read (no worker answered...)."""
     subagents: list[Node] = field(default_factory=list)
     pending: list[ApprovalRecord] = field(default_factory=list)
+    asking: list[ClientCall] = field(default_factory=list)
+    """Its client tools' calls waiting for a result."""
 
     @property
     def approvals(self) -> dict[str, ApprovalRecord]:
@@ -215,6 +255,7 @@ async def conversation(client: Client, workflow_id: str) -> Conversation:
         if running:
             found.facts = await ask(client, handle, AgentWorkflow.status, described.task_queue)
             found.pending = await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+            found.asking = await ask(client, handle, AgentWorkflow.pending_client_calls, described.task_queue)
         elif described.status == WorkflowExecutionStatus.COMPLETED:
             found.facts = await handle.result()
     except (NoWorkerError, RPCError, WorkflowQueryFailedError) as e:

@@ -4,6 +4,7 @@
     GET  /console/conversations         conversations, newest first (?before= the next page)
     GET  /console/c/ID                  one conversation, live (its event stream: /console/c/ID/events)
     POST /console/c/ID/decide           approve, reject, edit the arguments, remember
+    POST /console/c/ID/answer           a client tool's result (``ask_user``: the answer)
     POST /console/c/ID/revoke|message|interrupt|end|cancel|fork
 
 Every page needs a login (the person's name, and ``AGENT_SERVE_TOKEN`` when one is set); every POST
@@ -209,6 +210,21 @@ def mount(
             return await refused(request, session, str(e))
         return fragment(request, "_decided.html", session, record=record, workflow_id=workflow_id)
 
+    async def answer(request: Request, session: Session) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        form = await request.form()
+        try:
+            call = await actions.answer(
+                client,
+                workflow_id,
+                str(form.get("call_id", "")),
+                str(form.get("text", "")),
+                as_json=form.get("json") == "1",
+            )
+        except actions.Refused as e:
+            return await refused(request, session, str(e))
+        return fragment(request, "_answered.html", session, call=call, workflow_id=workflow_id)
+
     async def revoke(request: Request, session: Session) -> Response:
         workflow_id = request.path_params["workflow_id"]
         tool = str((await request.form()).get("tool", ""))
@@ -270,6 +286,7 @@ def mount(
         on("/c/{workflow_id:path}/events", guarded(stream)),
         on("/c/{workflow_id:path}/body", guarded(transcript)),
         act("/c/{workflow_id:path}/decide", decide),
+        act("/c/{workflow_id:path}/answer", answer),
         act("/c/{workflow_id:path}/revoke", revoke),
         act("/c/{workflow_id:path}/message", message),
         act("/c/{workflow_id:path}/end", closing(actions.end, "The chat closes after its current turn.")),

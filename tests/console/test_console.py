@@ -23,7 +23,7 @@ from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Rule
+from workflows.config import ASK_USER, AgentSpec, ApprovalPolicy, ClientToolConfig, JudgeConfig, Rule
 from workflows.messages import ModelSettings
 
 TOKEN = "console-s3cret"
@@ -138,6 +138,75 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     await page.goto(f"{served.url}/console/conversations")
     row = page.locator("tr").filter(has=page.locator(f"a[href='/console/c/{quote(handle.id, safe='')}']"))
     await expect(row.locator("td").last).to_have_text("$0.000040")
+
+
+CONFIRM = ClientToolConfig(
+    name="confirm",
+    description="Show the user a form to confirm.",
+    result_schema={"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}},
+)
+
+
+async def _client_call_waits(handle, call_id: str) -> None:
+    for _ in range(200):
+        if any(c.call_id == call_id for c in await handle.query(AgentWorkflow.pending_client_calls)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no client tool call {call_id} waits")
+
+
+async def test_client_tools_are_answered_a_wrong_shape_refused_inline_and_ask_user_from_the_inbox(
+    env: Env, page: Page, served: Served
+) -> None:
+    agent = scripted_agent(
+        step("", ("confirm", {"what": "the forecast"})),
+        step("", ("ask_user", {"question": "Which city are you in?"})),
+        step("Then the weather in {last_result} it is."),
+        tools=[],
+        client_tools=[CONFIRM, ASK_USER],
+    )
+    handle = await env.start(conversation(agent, "What's the weather?"))
+    await _client_call_waits(handle, "call_1_0")
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    confirm = page.locator("article.asking[data-client-call='call_1_0']")
+    await expect(confirm.locator("pre.args")).to_contain_text('"what": "the forecast"')
+    await expect(confirm.locator("time.countdown")).to_be_visible()
+    result = confirm.locator("textarea[name=text]")
+    await result.fill('"yes"')
+    await confirm.locator("button[type=submit]").click()
+    await expect(confirm.locator(".outcome")).to_have_text(
+        "Refused: the result for confirm does not fit its result schema: $ must be of type object, not string"
+    )
+    await result.fill('{"ok": true}')
+    await confirm.locator("button[type=submit]").click()
+    await expect(page.locator("article.answered[data-client-call='call_1_0']")).to_contain_text("delivered")
+
+    await _client_call_waits(handle, "call_2_0")
+    await page.reload()
+    question = page.locator("article.asking[data-client-call='call_2_0'] .question")
+    await expect(question).to_have_text("Which city are you in?")
+
+    asking = _asking(page, handle.id, "call_2_0")
+    for _ in range(50):  # AgentStatus reaches the visibility store a moment later
+        await page.goto(f"{served.url}/console/")
+        if await asking.count():
+            break
+        await asyncio.sleep(0.2)
+    await expect(asking.locator(".question")).to_have_text("Which city are you in?")
+    await asking.locator("input[name=text]").fill("Lisbon")
+    await asking.locator("button[type=submit]").click()
+    await expect(page.locator("article.answered[data-client-call='call_2_0']")).to_contain_text(
+        "delivered: Lisbon"
+    )
+    assert (await handle.result()).final_text == "Then the weather in Lisbon it is."
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await expect(page.locator(".m-assistant .text").last).to_have_text("Then the weather in Lisbon it is.")
+
+
+def _asking(page: Page, workflow_id: str, call_id: str):
+    return page.locator(f"section.asking article.asking[data-client-call='{call_id}']").filter(
+        has=page.locator(f"a[href='/console/c/{quote(workflow_id, safe='')}']")
+    )
 
 
 async def test_a_judge_s_opinion_is_shown_and_a_rejection_s_feedback_reaches_the_model(

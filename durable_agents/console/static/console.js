@@ -33,6 +33,7 @@ function checkJson(area) {
 document.addEventListener("input", (event) => {
   const area = event.target;
   if (area.matches && area.matches("textarea.json")) { area.dataset.dirty = "1"; checkJson(area); }
+  else if (area.closest && area.closest("form.answer")) area.dataset.dirty = "1";
 });
 
 function inboxRefresh() {
@@ -65,7 +66,7 @@ function follow() {
     const status = document.getElementById("status");
     if (status) status.textContent = JSON.parse(e.data).state;
   });
-  for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "reply", "summary"]) {
+  for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "client_tool_requested", "reply", "summary"]) {
     source.addEventListener(type, refresh);
   }
   source.addEventListener("model_call_finished", () => { refresh(); });

@@ -40,7 +40,8 @@ def test_the_workflow_serves_each_signal_update_and_query_under_both_names() -> 
     handlers = {**defn.signals, **defn.updates, **defn.queries}
     ours = {name for name in handlers if name and not name.startswith("__")}
     handled = {name for name in wire.OLD_NAMES if not name.endswith(_ACTIVITIES)}
-    new_only = {wire.DELIVER_CLIENT_RESULT, wire.PENDING_CLIENT_CALLS, wire.INTERRUPT}  # after the rule: no old name
+    # came after the rule: no old name
+    new_only = {wire.DELIVER_CLIENT_RESULT, wire.PENDING_CLIENT_CALLS, wire.INTERRUPT}
     assert ours == handled | {wire.OLD_NAMES[name] for name in handled} | new_only
     for name in handled:  # the same method behind both, and for an update the same validator
         new, old = handlers[name], handlers[wire.OLD_NAMES[name]]

@@ -329,6 +329,7 @@ class Delegations:
         child_id = f"{origin.parent_workflow_id}/{call.id}"
         self._senders[call.id] = (child_id, key) if key else None
         self._approvals[call.id] = {}
+        evicted = False
         try:
             child = await workflow.start_child_workflow(
                 "AgentWorkflow",
@@ -352,10 +353,14 @@ class Delegations:
             )
         except FailureError as err:  # not started: its id is taken by a running conversation
             return ToolOutcome(content=f"Sub-agent '{name}' could not start: {err}", is_error=True)
+        except GeneratorExit:  # the worker evicts this run (terminated, or out of its cache): no
+            evicted = True  # workflow call may run now, and a replay does this part again anyway
+            raise
         finally:
-            self._children.pop(call.id, None)
-            self._closed(call.id)
-            self._heard.pop(call.id, None)
+            if not evicted:
+                self._children.pop(call.id, None)
+                self._closed(call.id)
+                self._heard.pop(call.id, None)
         state.usage += result.usage
         state.subagent_usage += result.usage
         if result.cost is not None:

@@ -6,6 +6,7 @@ worker; the parent lists the child's approval, forwards decisions to it, and ans
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -432,3 +433,22 @@ async def test_a_grandchilds_approval_surfaces_at_the_top_and_is_decided_there(a
     assert (record.call_id, record.state, record.by) == ("call_1_0/call_1_0/call_1_0", "approved", "carol")
     assert (await handle.result()).final_text == "top: Wrote 9 bytes to note.txt."
     assert (await handle.query(AgentWorkflow.status)).pending_approvals == 0
+
+
+async def test_terminating_a_parent_whose_sub_agent_waits_leaves_no_error_behind(
+    client: Client, tmp_path: Path
+) -> None:
+    """The worker evicts the terminated parent: what it would do as its delegation ends is left
+    undone, without an error (it once called workflow.now() outside the workflow's event loop)."""
+    seen: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda raised: seen.append(repr(raised.exc_value))
+    try:
+        async with running_worker(client, tmp_path) as env:
+            parent, child = await delegating(env)
+            await parent.terminate(reason="gone")
+            await child.terminate(reason="gone")
+        gc.collect()  # the worker stopped: every conversation it cached is evicted, its coroutines closed
+    finally:
+        sys.unraisablehook = hook
+    assert [error for error in seen if "Not in workflow event loop" in error] == []

@@ -20,6 +20,7 @@ from temporalio.client import (
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
@@ -32,6 +33,7 @@ from activities.budgets import BudgetsFile
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL, Settings
 from workflows.agent import ROLLING_OVER, AgentWorkflow
 from workflows.api import (
+    AGENT_PARENT,
     AGENT_STATUS,
     AgentOverrides,
     ConversationHistory,
@@ -258,6 +260,26 @@ async def ask(
             raise
         seconds = int(timeout.total_seconds())
         raise NoWorkerError(f"no worker polling task queue {task_queue} answered within {seconds} s") from e
+
+
+async def ask_or_why(
+    client: Client, wf: WorkflowExecution, query: Any, timeout: timedelta = QUERY_TIMEOUT
+) -> Any:
+    """``ask`` of a listed conversation, or, as a string, why it did not answer (no worker polls or
+    answers, or the query failed): one silent conversation costs a warning, not a whole list."""
+    try:
+        return await ask(client, client.get_workflow_handle(wf.id), query, wf.task_queue, timeout)
+    except NoWorkerError as e:
+        return str(e)
+    except (RPCError, WorkflowQueryFailedError) as e:
+        return e.message
+
+
+def shown_once(listed: list[WorkflowExecution]) -> list[WorkflowExecution]:
+    """The listed conversations but the sub-agents whose parent is listed too: a sub-agent's
+    approvals show once, under the conversation that delegated to it (which forwards decisions)."""
+    parents = {wf.id for wf in listed}
+    return [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
 
 
 async def conversation_history(client: Client, handle: WorkflowHandle) -> ConversationHistory:

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
-    WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -47,12 +46,14 @@ from durable_agents.conversations import (
     NoWorkerError,
     agent_state,
     ask,
+    ask_or_why,
     conversation_history,
     edited_arguments,
     fork_conversation,
     newest_conversations,
     resent_while_rolling_over,
     send_or_start,
+    shown_once,
     start_conversation,
     ui_link,
 )
@@ -76,7 +77,6 @@ from stores.errors import StoreDown
 from workflows.agent import AgentWorkflow
 from workflows.api import (
     AGENT_NAME,
-    AGENT_PARENT,
     AGENT_TENANT,
     AGENT_USER,
     AgentOverrides,
@@ -528,13 +528,10 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
     now = datetime.now(UTC)
     query = 'AgentStatus IN ("awaiting_approval", "waiting_for_client") AND ExecutionStatus = "Running"'
     listed = [wf async for wf in client.list_workflows(query)]
-    # A sub-agent's approvals show once, under the conversation that delegated to it (which forwards
-    # decisions): not again under the sub-agent's own id.
-    parents = {wf.id for wf in listed}
-    waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
+    waiting = shown_once(listed)
     answers = await asyncio.gather(
-        *(_ask_pending(client, wf, AgentWorkflow.pending_approvals) for wf in waiting),
-        *(_ask_pending(client, wf, AgentWorkflow.pending_client_calls) for wf in listed),
+        *(ask_or_why(client, wf, AgentWorkflow.pending_approvals) for wf in waiting),
+        *(ask_or_why(client, wf, AgentWorkflow.pending_client_calls) for wf in listed),
     )
     answers, asked = answers[: len(waiting)], answers[len(waiting) :]
     rows = []
@@ -593,18 +590,6 @@ def _opinions(record: ApprovalRecord) -> list[str]:
         by = f"judge {j.judge} ({j.model})" if j.model else f"judge {j.judge}"
         lines.append(f"{by}: {j.verdict}: {j.reason}")
     return lines
-
-
-async def _ask_pending(client: Client, wf: WorkflowExecution, query: Any) -> list[Any] | str:
-    """The conversation's pending approvals (or client calls), or why it did not say (no worker
-    answered)."""
-    handle = client.get_workflow_handle(wf.id)
-    try:
-        return await ask(client, handle, query, wf.task_queue)
-    except NoWorkerError as e:
-        return str(e)
-    except (RPCError, WorkflowQueryFailedError) as e:
-        return e.message
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

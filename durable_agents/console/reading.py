@@ -23,8 +23,10 @@ from durable_agents.conversations import (
     NoWorkerError,
     agent_state,
     ask,
+    ask_or_why,
     conversation_history,
     newest_conversations,
+    shown_once,
 )
 from workflows.agent import AgentWorkflow
 from workflows.api import (
@@ -98,9 +100,7 @@ async def inbox(client: Client) -> Inbox:
     """Every tool call waiting for a person. A sub-agent's calls show once, under the conversation
     that delegated to it (which forwards decisions), as ``starter.py pending`` shows them."""
     query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
-    listed = [wf async for wf in client.list_workflows(query)]
-    parents = {wf.id for wf in listed}
-    waiting = [wf for wf in listed if wf.typed_search_attributes.get(AGENT_PARENT) not in parents]
+    waiting = shown_once([wf async for wf in client.list_workflows(query)])
     asking_query = 'AgentStatus = "waiting_for_client" AND ExecutionStatus = "Running"'
     asking = [wf async for wf in client.list_workflows(asking_query)]
     answers, asked = await asyncio.gather(
@@ -123,30 +123,21 @@ async def inbox(client: Client) -> Inbox:
 
 
 async def _asking_in(client: Client, wf: WorkflowExecution) -> list[Asking] | str:
-    handle = client.get_workflow_handle(wf.id)
-    try:
-        calls = await ask(
-            client, handle, AgentWorkflow.pending_client_calls, wf.task_queue, INBOX_QUERY_TIMEOUT
-        )
-    except NoWorkerError as e:
-        return str(e)
-    except (RPCError, WorkflowQueryFailedError) as e:
-        return e.message
+    calls = await ask_or_why(client, wf, AgentWorkflow.pending_client_calls, INBOX_QUERY_TIMEOUT)
+    if isinstance(calls, str):
+        return calls
     agent = wf.typed_search_attributes.get(AGENT_NAME) or ""
     return [Asking(wf.id, agent, call) for call in calls]
 
 
 async def _waiting_in(client: Client, wf: WorkflowExecution) -> list[Waiting] | str:
-    handle = client.get_workflow_handle(wf.id)
-    try:
-        records, history = await asyncio.gather(
-            ask(client, handle, AgentWorkflow.pending_approvals, wf.task_queue, INBOX_QUERY_TIMEOUT),
-            ask(client, handle, AgentWorkflow.history, wf.task_queue, INBOX_QUERY_TIMEOUT),
-        )
-    except NoWorkerError as e:
-        return str(e)
-    except (RPCError, WorkflowQueryFailedError) as e:
-        return e.message
+    records, history = await asyncio.gather(
+        ask_or_why(client, wf, AgentWorkflow.pending_approvals, INBOX_QUERY_TIMEOUT),
+        ask_or_why(client, wf, AgentWorkflow.history, INBOX_QUERY_TIMEOUT),
+    )
+    for why in (records, history):
+        if isinstance(why, str):
+            return why
     agent = wf.typed_search_attributes.get(AGENT_NAME) or ""
     context = [m for m in history.messages if m.kind != "system"][-CONTEXT_MESSAGES:]
     return [Waiting(wf.id, agent, record, context) for record in records]

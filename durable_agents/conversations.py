@@ -4,10 +4,12 @@ if need be), ask it a query, read its history, fork it, and link to its page."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -234,8 +236,16 @@ def start_priority(conversation: ConversationInput, priority: int | None = None)
         return None
     weight = None
     if conversation.tenant is not None:
-        weight = BudgetsFile(Settings.from_env().budgets_file).current().fairness_weight(conversation.tenant)
+        weight = (
+            _budgets_file(Settings.from_env().budgets_file).current().fairness_weight(conversation.tenant)
+        )
     return Priority(priority_key=priority, fairness_key=conversation.tenant, fairness_weight=weight)
+
+
+@functools.lru_cache(maxsize=8)
+def _budgets_file(path: Path | None) -> BudgetsFile:
+    """One per file for the client's starts: read once, and again only when the file changes."""
+    return BudgetsFile(path)
 
 
 async def ask(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -425,3 +426,33 @@ def edited_arguments(text: str | None) -> dict[str, Any] | None:
     if not isinstance(arguments, dict):
         raise ValueError('give a JSON object, such as \'{"path": "notes.txt"}\'')
     return arguments
+
+
+_PYDANTIC_REPORT = re.compile(r"(?P<lead>.*?)(?P<count>\d+) validation errors? for \S+")
+
+
+def one_line(message: str) -> str:
+    """A reason on one line. Pydantic's report of several lines (an older worker sends it for a
+    refused update) becomes its first error, ``field: reason``; other text keeps its first line."""
+    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return message
+    report = _PYDANTIC_REPORT.fullmatch(lines[0])
+    if report is None or len(lines) < 2:
+        return lines[0]
+    if lines[1].startswith(" "):  # no field: the model's own check
+        where, reason = "input", lines[1]
+    else:
+        where, reason = lines[1], lines[2] if len(lines) > 2 else ""
+    reason = reason.strip().split(" [type=")[0]
+    count = int(report["count"])
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    return f"{report['lead']}{where}: {reason}{more}"
+
+
+def refusal(error: BaseException) -> str:
+    """The worker's reason for refusing an update (or failing it), on one line: the innermost cause
+    (the SDK's "Failed decoding arguments" wraps what pydantic found wrong)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return one_line(str(getattr(error, "message", error)))

@@ -54,10 +54,19 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         "approve": {"type": "boolean"},
         "reason": {"type": "string"},
         "arguments": {"type": "object", "description": "run the call with these arguments instead"},
+        "arguments_digest": {
+            "type": "string",
+            "description": "the metadata's argumentsDigest: what was shown",
+        },
+        "remember": {"type": "boolean", "description": "allow the tool for the rest of the conversation"},
+        "signature": {"type": "string", "description": "by the approver's key (docs/trust.md)"},
+        "by": {"type": "string"},
     },
     "required": ["approve"],
+    "additionalProperties": False,
 }
-"""The answer an approval interrupt expects (a ``resume`` entry's ``payload``)."""
+"""The answer an approval interrupt expects (a ``resume`` entry's ``payload``): the fields of a
+decision (durable_agents/decisions.py reads it as every door reads one)."""
 
 
 def _approval(record: ApprovalRecord) -> dict[str, Any]:
@@ -261,7 +270,11 @@ class AgUi:
             "message": f"approve {record.tool}({json.dumps(record.arguments)})?",
             "toolCallId": record.call_id,
             "responseSchema": APPROVAL_SCHEMA,
-            "metadata": {"tool": record.tool, "argumentsDigest": record.arguments_digest},
+            "metadata": {
+                "tool": record.tool,
+                "argumentsDigest": record.arguments_digest,
+                "conversation": record.conversation,
+            },
         }
         if record.deadline is not None:
             interrupt["expiresAt"] = record.deadline.isoformat()

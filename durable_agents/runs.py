@@ -38,7 +38,8 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.conversations import start_message
+from durable_agents import decisions
+from durable_agents.conversations import refusal, start_message
 from durable_agents.fanout import Hub, Subscription
 from durable_agents.live import next_offset
 from durable_agents.protocols import AgUi, Chunk, UiMessages
@@ -54,7 +55,7 @@ from workflows.events import (
     ModelCallStarted,
     ReplySent,
 )
-from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Reply
+from workflows.records import ApprovalRecord, ClientCall, ClientResult, Reply
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 
@@ -158,34 +159,25 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             headers=UI_MESSAGE_STREAM_HEADERS,
         )  # type: ignore[return-value]
 
-    async def decisions(request: Request) -> Response:
+    async def decide(request: Request) -> Response:
         body = await _json(request)
         if isinstance(body, Response):
             return body
-        workflow_id = request.path_params["workflow_id"]
+        handle = client.get_workflow_handle(request.path_params["workflow_id"])
         try:
-            decision = Decision(
-                call_id=body.get("call_id", ""),
-                approve=body.get("approve", False),
-                by=body.get("by", "web"),
-                reason=body.get("reason", ""),
-                arguments=body.get("arguments"),
-                arguments_digest=body.get("digest"),
-            )
-        except ValidationError as e:
-            return PlainTextResponse(f"invalid decision: {e.errors()[0]['msg']}\n", status_code=400)
+            decision = decisions.decision_from({"by": "web", **body} if isinstance(body, dict) else body)
+        except decisions.Refused as e:
+            return PlainTextResponse(f"not decided: {e}\n", status_code=400)
         try:
-            record = await client.get_workflow_handle(workflow_id).execute_update(
-                AgentWorkflow.decide, decision
-            )
-        except WorkflowUpdateFailedError as e:
-            return PlainTextResponse(f"not decided: {_reason(e)}\n", status_code=409)
+            record = await decisions.decide(handle, decision)
+        except decisions.Refused as e:
+            return PlainTextResponse(f"not decided: {e}\n", status_code=409)
         return JSONResponse(record.model_dump(mode="json"))
 
     return [
         Route("/agents/{agent}/ag-ui", ag_ui, methods=["POST"]),
         Route("/agents/{agent}/chat", chat, methods=["POST"]),
-        Route("/conversations/{workflow_id}/decisions", decisions, methods=["POST"]),
+        Route("/conversations/{workflow_id:path}/decisions", decide, methods=["POST"]),
     ]
 
 
@@ -295,7 +287,7 @@ async def _run(
                 following = asyncio.ensure_future(anext(events))
             if waiting is not None and waiting.done():
                 if (failure := waiting.exception()) is not None:
-                    yield RunEnd(error=_reason(failure))
+                    yield RunEnd(error=refusal(failure))
                     return
                 if waiting.result().message_id in replied:
                     yield RunEnd(reply=waiting.result())
@@ -364,7 +356,7 @@ async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) 
     try:
         waiting = {c.call_id: c for c in await handle.query(AgentWorkflow.pending_client_calls)}
     except (RPCError, WorkflowQueryFailedError) as e:
-        return f"not delivered: {_reason(e)}"
+        return f"not delivered: {refusal(e)}"
     for result in [r for r in results if r.call_id in waiting] or results[-1:]:
         value = result.value
         call = waiting.get(result.call_id)
@@ -377,7 +369,7 @@ async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) 
         except ValidationError as e:
             return f"not delivered: {e.errors()[0]['msg']}"
         except WorkflowUpdateFailedError as e:
-            return f"not delivered: {_reason(e)}"
+            return f"not delivered: {refusal(e)}"
     return None
 
 
@@ -412,34 +404,25 @@ async def _send(
     except WorkflowAlreadyStartedError:
         return None, f"{workflow_id} has closed; send to a new id"
     except WorkflowUpdateFailedError as e:
-        return None, f"not sent: {_reason(e)}"
+        return None, f"not sent: {refusal(e)}"
     except ValidationError as e:
         return None, f"not sent: {e.errors()[0]['msg']}"
 
 
 async def _answer(client: Client, workflow_id: str, resume: list[Any], by: str) -> str | None:
-    """Decide each approval a resume entry answers; why one was not taken, or None."""
+    """Decide each approval a resume entry answers (its ``payload``: the decision's fields, such as
+    ``approve``, ``reason``, ``arguments_digest``, ``signature``); why one was not taken, or None."""
     handle = client.get_workflow_handle(workflow_id)
     for entry in resume:
         payload = entry.get("payload") or {}
+        resolved = entry.get("status") == "resolved"
         try:
-            decision = Decision(
-                call_id=entry.get("interruptId", ""),
-                approve=entry.get("status") == "resolved" and bool(payload.get("approve")),
-                by=by,
-                reason=payload.get("reason", "" if entry.get("status") == "resolved" else "cancelled"),
-                arguments=payload.get("arguments"),
-            )
-            await handle.execute_update(AgentWorkflow.decide, decision)
-        except ValidationError as e:
-            return f"not decided: {e.errors()[0]['msg']}"
-        except WorkflowUpdateFailedError as e:
-            return f"not decided: {_reason(e)}"
+            if not isinstance(payload, dict):
+                raise decisions.Refused("a resume entry's payload is a JSON object of the decision's fields")
+            given = {"by": by, "reason": "" if resolved else "cancelled", **payload}
+            approve = resolved and bool(payload.get("approve"))
+            decision = decisions.decision_from(given, call_id=entry.get("interruptId", ""), approve=approve)
+            await decisions.decide(handle, decision)
+        except decisions.Refused as e:
+            return f"not decided: {e}"
     return None
-
-
-def _reason(error: BaseException) -> str:
-    """The innermost reason a refusal gives."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return str(getattr(error, "message", error))

@@ -9,7 +9,6 @@ import contextlib
 import getpass
 import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -39,8 +38,8 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.approver_keys import secret_of, sign
 from activities.delta_channel import DeltaListener
+from durable_agents import decisions
 from durable_agents.connection import connect, connect_config
 from durable_agents.conversations import (
     NoWorkerError,
@@ -51,6 +50,8 @@ from durable_agents.conversations import (
     edited_arguments,
     fork_conversation,
     newest_conversations,
+    one_line,
+    refusal,
     resent_while_rolling_over,
     send_or_start,
     shown_once,
@@ -96,7 +97,6 @@ from workflows.events import (
 )
 from workflows.inputs import first_error
 from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Reply, Revocation
-from workflows.signatures import SignedDecision
 
 M = TypeVar("M")
 
@@ -190,7 +190,7 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         except WorkflowUpdateFailedError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
                 await client.get_workflow_handle(args.workflow_id).result()  # a failure says why
-            raise CommandError(f"not sent: {_refusal(e)}") from e
+            raise CommandError(f"not sent: {refusal(e)}") from e
         except WorkflowAlreadyStartedError as e:
             raise CommandError(f"{args.workflow_id} has closed; send to a new id") from e
         print(reply.text)
@@ -247,7 +247,7 @@ async def send_message(handle: WorkflowHandle, text: str) -> Reply:
             lambda: handle.execute_update(AgentWorkflow.send_message, message, result_type=Reply)
         )
     except WorkflowUpdateFailedError as e:
-        raise CommandError(f"not sent: {_refusal(e)}") from e
+        raise CommandError(f"not sent: {refusal(e)}") from e
 
 
 async def end(client: Client, args: argparse.Namespace) -> None:
@@ -323,13 +323,13 @@ async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener 
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
         events = _Events(client, handle.id, 0, deltas)
     try:
-        await _chat_turns(handle, events, first, _Signer(args.settings, handle.id, args.by))
+        await _chat_turns(handle, events, first, _signer(args))
     finally:
         await events.close()
 
 
 async def _chat_turns(
-    handle: WorkflowHandle, events: _Events, first: MessageInput | None, signer: _Signer
+    handle: WorkflowHandle, events: _Events, first: MessageInput | None, signer: decisions.Signer
 ) -> None:
     while True:
         if first is not None:
@@ -401,7 +401,7 @@ class _Events:
 
 
 async def _answering_approvals(
-    handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply], signer: _Signer
+    handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply], signer: decisions.Signer
 ) -> Reply:
     """Wait for the reply, asking the operator about each tool call that needs approval as the
     stream says it waits; each decision is the signer's (``--by``, signed with its key if any)."""
@@ -422,14 +422,12 @@ async def _answering_approvals(
             continue
         question = f"approve {record.tool}({json.dumps(record.arguments)})? [y/N] "
         answer = (await asyncio.to_thread(input, question)).strip().lower()
-        decision = Decision(
-            call_id=record.call_id,
-            approve=answer in ("y", "yes"),
-            by=signer.by,
+        decision = decisions.decision_from(
+            {"call_id": record.call_id, "approve": answer in ("y", "yes"), "by": signer.by},
             reason="answered in chat",
             arguments_digest=record.arguments_digest,
         )
-        await handle.execute_update(AgentWorkflow.decide, signer.sign(decision, record.arguments_digest))
+        await decisions.decide(handle, decision, signer=signer, waiting=[record])
     return await reply
 
 
@@ -451,7 +449,7 @@ async def _answer_in_chat(handle: WorkflowHandle, call: ClientCall) -> None:
             AgentWorkflow.deliver_client_result, ClientResult(call_id=call.call_id, result=value)
         )
     except WorkflowUpdateFailedError as e:
-        print(f"(not delivered: {_refusal(e)})", flush=True)
+        print(f"(not delivered: {refusal(e)})", flush=True)
 
 
 def _message(text: str) -> MessageInput:
@@ -537,16 +535,14 @@ async def pending(client: Client, args: argparse.Namespace) -> None:
     rows = []
     for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
         if isinstance(records, str):
-            print(f"warning: {workflow_id}: no answer: {_one_line(records)}", file=sys.stderr)
+            print(f"warning: {workflow_id}: no answer: {one_line(records)}", file=sys.stderr)
             continue
         for record in records:
             age = _duration(now - record.requested_at)
             deadline = _deadline(record.deadline)
             digest, arguments = record.arguments_digest, json.dumps(record.arguments)
-            decisions = ",".join(record.allowed_decisions)
-            rows.append(
-                (workflow_id, record.call_id, record.tool, digest, age, deadline, decisions, arguments)
-            )
+            allowed = ",".join(record.allowed_decisions)
+            rows.append((workflow_id, record.call_id, record.tool, digest, age, deadline, allowed, arguments))
     client_rows = [
         (
             workflow_id,
@@ -602,12 +598,14 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 async def decide(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
     decision = _decision(args)
-    signer = _Signer(args.settings, args.workflow_id, args.by)
+    signer = _signer(args)
     waiting = await _pending(client, handle)  # first: a decision its worker cannot load would wait
-    if signer.signs:  # over the arguments the call waits with: `--digest`, else as pending shows them
-        digest = args.digest or _digest_of(waiting, args.call_id)
-        decision = signer.sign(decision.model_copy(update={"arguments_digest": digest}), digest)
-    record = await _update(handle, AgentWorkflow.decide, decision, f"not {args.command.rstrip('e')}ed")
+    if signer.secret is not None and not args.digest:  # signed over the arguments as pending shows them
+        _digest_of(waiting, args.call_id)
+    try:
+        record = await decisions.decide(handle, decision, signer=signer, waiting=waiting)
+    except decisions.Refused as e:
+        raise CommandError(f"not {args.command.rstrip('e')}ed: {e}") from e
     extra = f" (signed with key {record.verdict.key})" if record.verdict and record.verdict.key else ""
     extra += " with edited arguments" if record.edited_arguments is not None else ""
     extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
@@ -615,21 +613,22 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
 
 
 def _decision(args: argparse.Namespace) -> Decision:
-    """The decision ``approve``/``reject``/``sign`` describe."""
-    return _valid(
-        "decision",
-        lambda: Decision(
-            call_id=args.call_id,
-            approve=args.approve,
-            by=args.by,
-            reason=args.reason,
-            arguments_digest=args.digest,
-            arguments=_edited_arguments(getattr(args, "arguments", None)),
-            remember=getattr(args, "remember", False) or None,
-            result=getattr(args, "result", None),
-            wait_seconds=args.settings.decide_timeout,
-        ),
-    )
+    """The decision ``approve``/``reject``/``sign`` describe, read as every door reads one."""
+    given = {
+        "call_id": args.call_id,
+        "approve": args.approve,
+        "by": args.by,
+        "reason": args.reason,
+        "arguments_digest": args.digest,
+        "arguments": _edited_arguments(getattr(args, "arguments", None)),
+        "remember": getattr(args, "remember", False) or None,
+        "result": getattr(args, "result", None),
+        "wait_seconds": args.settings.decide_timeout,
+    }
+    try:
+        return decisions.decision_from({k: v for k, v in given.items() if v is not None})
+    except decisions.Refused as e:
+        raise CommandError(f"invalid decision: {str(e).removeprefix('decide: ')}") from e
 
 
 async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecord] | None:
@@ -660,7 +659,7 @@ async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecor
     why = why or (failures[-1] if failures else "its workflow task fails")
     raise CommandError(
         f"{handle.id} cannot take a decision now: {cannot_replay(releases_in(events), described.task_queue)};"
-        f" nothing was sent (the worker: {_one_line(why)})"
+        f" nothing was sent (the worker: {one_line(why)})"
     )
 
 
@@ -676,37 +675,20 @@ def _digest_of(waiting: list[ApprovalRecord] | None, call_id: str) -> str:
     return record.arguments_digest
 
 
-class _Signer:
-    """Signs decisions as ``by`` with ``AGENT_APPROVER_KEY`` (none: they go unsigned)."""
-
-    def __init__(self, settings: Settings, workflow_id: str, by: str) -> None:
-        try:
-            self._secret = (
-                secret_of(settings.approver_key, "AGENT_APPROVER_KEY") if settings.approver_key else None
-            )
-        except ValueError as e:
-            raise CommandError(str(e)) from e
-        self._workflow_id, self.by = workflow_id, by
-
-    @property
-    def signs(self) -> bool:
-        return self._secret is not None
-
-    def sign(self, decision: Decision, digest: str) -> Decision:
-        """``decision``, signed over the call's arguments ``digest`` (as it is without a key)."""
-        if self._secret is None:
-            return decision
-        signed = SignedDecision.of(self._workflow_id, digest, decision)
-        return decision.model_copy(update={"signature": sign(self._secret, signed)})
+def _signer(args: argparse.Namespace) -> decisions.Signer:
+    """``--by``, signing with ``AGENT_APPROVER_KEY`` when set."""
+    try:
+        return decisions.Signer.of(args.by, args.settings.approver_key)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
 
 
 async def sign_decision(client: Client | None, args: argparse.Namespace) -> None:
     """``starter.py sign``: the signature of a decision, for another tool to send (the temporal CLI)."""
-    signer = _Signer(args.settings, args.workflow_id, args.by)
-    if not signer.signs:
+    signer = _signer(args)
+    if signer.secret is None:
         raise CommandError("set AGENT_APPROVER_KEY to the approver's key (base64) to sign")
-    decision = _decision(args)
-    print(signer.sign(decision, args.digest).signature)
+    print(signer.signature(args.workflow_id, args.conversation, args.digest, _decision(args)))
 
 
 def _edited_arguments(text: str | None) -> dict | None:
@@ -841,38 +823,7 @@ async def _update(handle: WorkflowHandle, update: Any, arg: Any, refused: str) -
     try:
         return await (handle.execute_update(update) if arg is None else handle.execute_update(update, arg))
     except WorkflowUpdateFailedError as e:
-        raise CommandError(f"{refused}: {_refusal(e)}") from e
-
-
-def _refusal(error: WorkflowUpdateFailedError) -> str:
-    """The worker's reason. The innermost one: the SDK's "Failed decoding arguments" wraps what
-    pydantic found wrong with an input the worker's version of the model refuses."""
-    cause: BaseException = error.cause
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(getattr(cause, "message", cause))
-
-
-_PYDANTIC_REPORT = re.compile(r"(?P<lead>.*?)(?P<count>\d+) validation errors? for \S+")
-
-
-def _one_line(message: str) -> str:
-    """A reason on one line. Pydantic's report of several lines (an older worker sends it for a
-    refused update) becomes its first error, ``field: reason``; other text keeps its first line."""
-    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
-    if not lines:
-        return message
-    report = _PYDANTIC_REPORT.fullmatch(lines[0])
-    if report is None or len(lines) < 2:
-        return lines[0]
-    if lines[1].startswith(" "):  # no field: the model's own check
-        where, reason = "input", lines[1]
-    else:
-        where, reason = lines[1], lines[2] if len(lines) > 2 else ""
-    reason = reason.strip().split(" [type=")[0]
-    count = int(report["count"])
-    more = f" (and {count - 1} more)" if count > 1 else ""
-    return f"{report['lead']}{where}: {reason}{more}"
+        raise CommandError(f"{refused}: {refusal(e)}") from e
 
 
 def _unreadable(error: Exception) -> str | None:
@@ -889,7 +840,7 @@ def _unreadable(error: Exception) -> str | None:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {_one_line(message)}", file=sys.stderr)
+    print(f"error: {one_line(message)}", file=sys.stderr)
     return 1
 
 
@@ -1019,6 +970,12 @@ def parser() -> argparse.ArgumentParser:
     kind.add_argument("--reject", dest="approve", action="store_false")
     sg.add_argument("--by", required=True, help="the approver: the name of the key")
     sg.add_argument("--digest", required=True, help="the call's arguments digest, as `pending` shows it")
+    sg.add_argument(
+        "--conversation",
+        required=True,
+        metavar="RUN_ID",
+        help="the conversation that asked: the first run id of its chain (pending_approvals' `conversation`)",
+    )
     sg.add_argument("--reason", default="")
     sg.add_argument(
         "--arguments", metavar="JSON", help="edited arguments, exactly as the decision sends them"

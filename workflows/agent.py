@@ -166,7 +166,11 @@ class AgentWorkflow:
         self._input = input
         self._s = input.state or ConversationState()
         self._approvals = Approvals(
-            self._s.approvals, self._s.early_decisions, self._s.allowances, schema_of=self._schema_of
+            self._s.approvals,
+            self._s.early_decisions,
+            self._s.allowances,
+            schema_of=self._schema_of,
+            conversation=info.first_execution_run_id,
         )
         self._events = ConversationEvents(self._s.stream)  # the stream's handlers are registered here
         self._s.stream = None  # the stream holds it now; the next run gets it back from the stream
@@ -433,7 +437,9 @@ class AgentWorkflow:
         """The worker's verdict on who made ``decision`` (``verify_decision``, a local activity: the
         keys stay on the worker). ``record``: the call it decides, when not one of ours (a sub-agent's)."""
         record = record or self._approvals.records[decision.call_id]
-        signed = SignedDecision.of(workflow.info().workflow_id, record.arguments_digest, decision)
+        info = workflow.info()
+        conversation = record.conversation or info.first_execution_run_id  # asked before records kept it
+        signed = SignedDecision.of(info.workflow_id, conversation, record.arguments_digest, decision)
         with self._waiting_update():  # no continue-as-new while a decision is being checked
             try:
                 return await VERIFY_DECISION.execute(

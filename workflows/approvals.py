@@ -44,13 +44,18 @@ class Approvals:
         early: list[Decision] = (),  # type: ignore[assignment]
         allowances: list[ToolAllowance] = (),  # type: ignore[assignment]
         schema_of: Callable[[str], dict[str, Any] | None] = lambda tool: None,
+        conversation: str | None = None,
     ) -> None:
         self.records: dict[str, ApprovalRecord] = {r.call_id: r for r in records}
+        for record in self.records.values():  # asked before records named their conversation
+            record.conversation = record.conversation or conversation
         self._early: dict[str, Decision] = {d.call_id: d for d in early}
         self.allowances: list[ToolAllowance] = list(allowances)
         """Tools allowed for the rest of the conversation, revoked ones included (the audit)."""
         self._schema_of = schema_of
         """The JSON schema of a tool's arguments, to check edited ones."""
+        self.conversation = conversation
+        """The first run id of the conversation's chain: every record it asks names it."""
 
     @property
     def early(self) -> list[Decision]:
@@ -77,6 +82,7 @@ class Approvals:
             arguments=call.arguments,
             requested_at=now,
             deadline=now + deadline if deadline is not None else None,
+            conversation=self.conversation,
         )
         if decisions is not None:
             record.allowed_decisions = decisions
@@ -102,6 +108,7 @@ class Approvals:
             allowed_decisions=list(OUTCOME_DECISIONS),
             asked="outcome_unknown",
             for_call=call.id,
+            conversation=self.conversation,
         )
         self.records[record.call_id] = record
         return record

@@ -156,6 +156,10 @@ class ApprovalRecord(BaseModel):
     """The judges' opinions, in the order they came (workflows/judges.py)."""
     late: list[LateDecision] = Field(default_factory=list)
     """People's decisions that came after a judge had decided: too late, not taken."""
+    conversation: str | None = None
+    """The conversation that asked: the first run id of its chain (kept across continue-as-new; a
+    sub-agent's own). Signatures name it, so that one made for this call fits no other conversation
+    that reuses the workflow id. None in records asked before it was kept (the conversation's own)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -4,7 +4,10 @@ and any ops tool sign the same text (docs/trust.md shows it in a few lines of Py
 
 The text names the call as ``<workflow id>/<call id>``: a sub-agent's call decided at its parent
 (``parent`` and ``call_2_0/call_1_0``) reads the same as at the sub-agent (``parent/call_2_0`` and
-``call_1_0``), so one signature holds at both.
+``call_1_0``), so one signature holds at both. It also names the conversation that asked (the first
+run id of its chain, the record's ``conversation``, which ``pending_approvals`` shows): Temporal lets a
+closed conversation's workflow id be used again, and a signature taken from the old one's history
+fits nothing in the new one.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pydantic import BaseModel
 from workflows.decisions import parse
 from workflows.records import Decision, arguments_digest
 
-SIGNED_TAG = "durable-agents decision v1"
+SIGNED_TAG = "durable-agents decision v2"
 
 
 class SignedDecision(BaseModel):
@@ -24,6 +27,8 @@ class SignedDecision(BaseModel):
 
     call: str
     """``<workflow id>/<call id>``."""
+    conversation: str
+    """The first run id of the chain of the conversation that asked (the record's ``conversation``)."""
     arguments_digest: str
     """Of the arguments the call waits with (what a person was shown)."""
     kind: str
@@ -36,9 +41,9 @@ class SignedDecision(BaseModel):
     signature: str | None = None
 
     @classmethod
-    def of(cls, workflow_id: str, digest: str, decision: Decision) -> SignedDecision:
-        """The decision on call ``decision.call_id`` of conversation ``workflow_id``, whose arguments
-        have ``digest``."""
+    def of(cls, workflow_id: str, conversation: str, digest: str, decision: Decision) -> SignedDecision:
+        """The decision on call ``decision.call_id`` of conversation ``workflow_id`` (whose chain
+        began with run ``conversation``), whose arguments have ``digest``."""
         edited = decision.arguments
         if decision.result is not None:  # a result recorded for a call whose outcome is unknown
             kind, edited = "result", {"result": decision.result}
@@ -46,6 +51,7 @@ class SignedDecision(BaseModel):
             kind = "+".join(parse(decision).kinds)
         return cls(
             call=f"{workflow_id}/{decision.call_id}",
+            conversation=conversation,
             arguments_digest=digest,
             kind=kind,
             edited_digest=None if edited is None else arguments_digest(edited),
@@ -56,5 +62,6 @@ class SignedDecision(BaseModel):
 
     def text(self) -> bytes:
         """The bytes the approver's key signs: compact JSON of the tag and the fields, in order."""
-        fields = [SIGNED_TAG, self.call, self.arguments_digest, self.kind, self.edited_digest, self.by]
-        return json.dumps([*fields, self.reason], separators=(",", ":"), ensure_ascii=False).encode()
+        fields = [SIGNED_TAG, self.call, self.conversation, self.arguments_digest, self.kind]
+        fields += [self.edited_digest, self.by, self.reason]
+        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()

@@ -18,19 +18,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from activities.approver_keys import sign
-from durable_agents import conversations
+from durable_agents import conversations, decisions
 from durable_agents.console.sessions import Session
-from durable_agents.conversations import fork_conversation
+from durable_agents.conversations import fork_conversation, refusal
+from durable_agents.decisions import Refused
 from workflows.agent import AgentWorkflow
 from workflows.api import MessageInput
 from workflows.inputs import first_error
-from workflows.records import ApprovalRecord, ClientCall, ClientResult, Decision, Revocation, ToolAllowance
-from workflows.signatures import SignedDecision
-
-
-class Refused(Exception):
-    """The action did not take: why, on one line."""
+from workflows.records import ApprovalRecord, ClientCall, ClientResult, Revocation, ToolAllowance
 
 
 def edited_arguments(text: str) -> dict[str, Any] | None:
@@ -57,23 +52,14 @@ async def decide(
     """The ``decide`` update, as the logged-in person, bound to the ``digest`` they saw; signed with
     their approver key when they have one. The worker checks edited arguments against the tool's
     schema (the update's validator: a refusal leaves no trace in history)."""
-    try:
-        decision = Decision(
-            call_id=call_id,
-            approve=approve,
-            by=session.name,
-            reason=reason,
-            arguments_digest=digest,
-            arguments=arguments,
-            remember=remember or None,
-            wait_seconds=wait_seconds,
-        )
-    except ValidationError as e:
-        raise Refused(f"invalid decision: {first_error(e)}") from e
-    if session.secret is not None:
-        signed = SignedDecision.of(workflow_id, digest, decision)
-        decision = decision.model_copy(update={"signature": sign(session.secret, signed)})
-    return await _update(client.get_workflow_handle(workflow_id), AgentWorkflow.decide, decision)
+    given = {"call_id": call_id, "approve": approve, "reason": reason, "arguments_digest": digest}
+    decision = decisions.decision_from(
+        given | {"arguments": arguments, "remember": remember or None},
+        by=session.name,
+        wait_seconds=wait_seconds,
+    )
+    signer = decisions.Signer(session.name, session.secret)
+    return await decisions.decide(client.get_workflow_handle(workflow_id), decision, signer=signer)
 
 
 async def answer(client: Client, workflow_id: str, call_id: str, text: str, *, as_json: bool) -> ClientCall:
@@ -113,7 +99,7 @@ async def send_message(client: Client, workflow_id: str, text: str) -> None:
             AgentWorkflow.send_message, message, wait_for_stage=WorkflowUpdateStage.ACCEPTED
         )
     except WorkflowUpdateFailedError as e:
-        raise Refused(_reason(e)) from e
+        raise Refused(refusal(e)) from e
     except RPCError as e:
         raise Refused(e.message) from e
 
@@ -148,7 +134,7 @@ async def _update(handle: WorkflowHandle, update: Any, arg: Any) -> Any:
     try:
         return await handle.execute_update(update, arg)
     except WorkflowUpdateFailedError as e:
-        raise Refused(_reason(e)) from e
+        raise Refused(refusal(e)) from e
     except RPCError as e:
         raise Refused(e.message) from e
 
@@ -158,11 +144,3 @@ async def _rpc(call: Any) -> None:
         await call
     except RPCError as e:
         raise Refused(e.message) from e
-
-
-def _reason(error: WorkflowUpdateFailedError) -> str:
-    """The worker's reason: the innermost cause (the SDK wraps what pydantic found wrong)."""
-    cause: BaseException = error.cause
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(getattr(cause, "message", cause)).strip().splitlines()[0]

@@ -125,7 +125,7 @@ def test_what_a_person_s_decision_means(
     decision = Decision(call_id="call_1_0", **payload)
     assert parse(decision) == kind
     assert kind.kinds == names
-    assert SignedDecision.of("wf", "0123456789ab", decision).kind == "+".join(names)
+    assert SignedDecision.of("wf", "run-1", "0123456789ab", decision).kind == "+".join(names)
     assert kind.then(CALL) == step
 
     record, verdict = _pending(), Verdict(approver="self-declared")

@@ -61,7 +61,9 @@ def _signature(
 ) -> str:
     decision = Decision(call_id=call_id, approve=approve, by=by)
     digest = arguments_digest(WRITES[int(call_id.rsplit("_", 1)[1])])
-    return sign(base64.b64decode(secret), SignedDecision.of(handle.id, digest, decision))
+    conversation = handle.first_execution_run_id or handle.run_id
+    assert conversation is not None
+    return sign(base64.b64decode(secret), SignedDecision.of(handle.id, conversation, digest, decision))
 
 
 def _refused(done: subprocess.CompletedProcess[str]) -> str:
@@ -157,7 +159,8 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
     assert out == f"write_file call call_1_0 of {handle.id}: approved by alice (signed with key alice)\n"
     code, signature, err = await starter(
         server, "sign", handle.id, "call_1_1", "--reject", "--by", "ops-lead", "--reason", "not f1",
-        "--digest", arguments_digest(WRITES[1]), AGENT_APPROVER_KEY=OPS,
+        "--digest", arguments_digest(WRITES[1]), "--conversation", handle.first_execution_run_id,
+        AGENT_APPROVER_KEY=OPS,
     )  # fmt: skip
     assert (code, err) == (0, "")
     rejected = await temporal_decide(server, handle, {
@@ -168,8 +171,9 @@ async def test_a_signed_decision_takes_and_forged_replayed_or_unsigned_ones_are_
     docs_sign = _docs_signer()
     for i in (2, 3):
         by_script = docs_sign(
-            ALICE, handle.id, f"call_1_{i}", arguments_digest(WRITES[i]), "approve", "alice"
-        )
+            ALICE, handle.id, handle.first_execution_run_id, f"call_1_{i}", arguments_digest(WRITES[i]),
+            "approve", "alice",
+        )  # fmt: skip
         await temporal_signal(
             server, handle, "approve", {"call_id": f"call_1_{i}", "by": "alice", "signature": by_script}
         )
@@ -308,8 +312,9 @@ def test_the_docs_signer_signs_as_the_starter_does_edits_and_remember_included()
     decision = Decision(
         call_id="call_2_0", approve=True, by="ops-lead", reason="größer", arguments=edited, remember=True
     )
-    ours = sign(base64.b64decode(OPS), SignedDecision.of("wf/call_1_0", "0123456789ab", decision))
+    signed = SignedDecision.of("wf/call_1_0", "run-1", "0123456789ab", decision)
+    ours = sign(base64.b64decode(OPS), signed)
     theirs = _docs_signer()(
-        OPS, "wf/call_1_0", "call_2_0", "0123456789ab", "edit+remember", "ops-lead", "größer", edited
+        OPS, "wf/call_1_0", "run-1", "call_2_0", "0123456789ab", "edit+remember", "ops-lead", "größer", edited
     )
     assert theirs == ours

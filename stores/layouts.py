@@ -26,6 +26,10 @@ def folder_name(conversation_key: str) -> str:
     return f"{readable}-{hashlib.sha256(conversation_key.encode()).hexdigest()[:16]}"
 
 
+_KEYED_NAME = re.compile(r"[A-Za-z0-9._-]{0,40}-[0-9a-fA-F]{16}")
+"""The shape of ``folder_name``'s names, case aside (file systems that ignore it find them so)."""
+
+
 def workflow_id_folder(conversation_key: str) -> str:
     """The first release's folder name: the workflow id made safe, nothing else (a later
     conversation reusing the id shared the folder)."""
@@ -46,7 +50,8 @@ class WorkspaceLayout:
     folder: Callable[[str], str]
     """The folder name of the conversation ``<workflow id>/<first run id>``."""
     keyed: bool
-    """The name holds the first run id: the folder is that conversation's alone."""
+    """The name holds a hash of the key: the folder is that conversation's alone. A name without
+    one records only a workflow id, which any caller may choose."""
 
     def root(self, configured: Path | None, data_dir: Path) -> Path:
         if configured is not None:
@@ -75,10 +80,14 @@ class EarlierWorkspaces:
 
     def folders(self, conversation_key: str, current: Path) -> list[tuple[Path, bool]]:
         """Folders an earlier release may have given the conversation, newest layout first, each
-        with whether it is the conversation's alone (``WorkspaceLayout.keyed``); never ``current``."""
+        with whether it is the conversation's alone (``WorkspaceLayout.keyed``); never ``current``,
+        and never a name by workflow id that has a keyed name's shape: the keyed layouts share its
+        root, so such a folder may be another conversation's, whose id a caller copied."""
         found: list[tuple[Path, bool]] = []
         for layout, root in reversed(self.roots):
             folder = root / layout.folder(conversation_key)
+            if not layout.keyed and _KEYED_NAME.fullmatch(folder.name):
+                continue
             if folder != current and folder not in [f for f, _ in found]:
                 found.append((folder, layout.keyed))
         return found

@@ -140,7 +140,9 @@ class LocalWorkspace:
 
 
 async def first_run_started(conversation_key: str) -> datetime | None:
-    """When the conversation's first run started, asked of Temporal by the activity; None outside one."""
+    """When the conversation's first run started, asked of Temporal by the activity; None outside one.
+    A tenant's key (``tenants/<tenant>/<workflow id>/<run id>``) names no run: Temporal's refusal
+    then keeps the tenant from the first release's folders, which predate tenants."""
     if not activity.in_activity():
         return None
     workflow_id, _, run_id = conversation_key.rpartition("/")
@@ -155,7 +157,9 @@ class LocalWorkspaces:
     in what an earlier release kept in the folder that release gave it: a conversation in flight
     across an upgrade keeps its files, in one folder. A folder named by the workflow id alone (the
     first release's) is taken only if it changed after the conversation began (``started``): an
-    older one is a finished conversation's that had the same id, and is left where it is."""
+    older one is a finished conversation's that had the same id, and is left where it is, as is
+    one whose conversation Temporal cannot name, and one named like a keyed folder
+    (``EarlierWorkspaces.folders``)."""
 
     def __init__(
         self,
@@ -188,9 +192,9 @@ class LocalWorkspaces:
     async def _began_before(self, conversation_key: str, earlier: Path) -> bool:
         try:
             started = await self._started(conversation_key)
-        except Exception as e:  # Temporal did not answer: the first release's rule, the id's folder
-            logger.warning("workspace of %s: start unknown (%s); taking %s", conversation_key, e, earlier)
-            return True
+        except Exception as e:  # not shown to own it: left, and asked again at the next file call
+            logger.warning("workspace of %s: start unknown (%s); leaving %s", conversation_key, e, earlier)
+            return False
         changed = await asyncio.to_thread(last_change, earlier)
         return started is None or changed >= started.timestamp() - CLOCK_SLACK
 

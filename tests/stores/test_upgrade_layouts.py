@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowHandle
 from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.layouts import WORKSPACE_LAYOUTS, workflow_id_folder
+from stores.layouts import WORKSPACE_LAYOUTS, EarlierWorkspaces, workflow_id_folder
 from stores.workspaces import folder_name, move_into
 from tests.support.conversations import wait_for_pending
 from workflows.agent import AgentWorkflow
@@ -129,3 +129,93 @@ def test_the_layouts_name_the_first_release_folder_by_workflow_id_and_later_ones
         Path("workspace").resolve(),
         Path("d/workspace").resolve(),
     ]
+
+
+def _writes(path: str, content: str, then: tuple[str, dict] | None = None) -> object:
+    """Writes ``path`` (a person approves it), then makes ``then``'s call, if any, and answers."""
+    steps = [step("", ("write_file", {"path": path, "content": content}))]
+    if then is not None:
+        steps.append(step("", then, ("list_files", {"path": "."})))
+    return scripted_agent(*steps, step("{last_result}"), tools=FILE_TOOLS)
+
+
+async def test_a_conversation_whose_id_is_another_tenants_folder_name_gets_none_of_its_files(
+    client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "workspace"  # AGENT_WORKSPACE set: every layout's folders under one root
+    settings = Settings(data_dir=tmp_path / "data", workspace=root)
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    async with build_worker(client, task_queue=task_queue, settings=settings):
+        victim = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(_writes("answer.txt", "42"), tenant="acme"),
+            id=f"victim-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        victims = root / folder_name(f"tenants/acme/{victim.id}/{victim.first_execution_run_id}")
+        attacker = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(_writes("mine.txt", "mine", ("read_file", {"path": "answer.txt"}))),
+            id=victims.name,
+            task_queue=task_queue,
+        )
+        await wait_for_pending(attacker, timeout=60)
+        await wait_for_pending(victim, timeout=60)
+        await victim.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="t"))
+        await victim.result()
+        await attacker.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="t"))
+        result = await attacker.result()
+
+    assert [(c.content, c.is_error) for c in result.tool_calls] == [
+        ("Wrote 4 bytes to mine.txt.", False),
+        ("No file 'answer.txt' in the workspace.", True),
+        ('["mine.txt"]', False),
+    ]
+    assert sorted(p.name for p in victims.iterdir()) == ["answer.txt"]
+
+
+async def test_a_tenants_conversation_leaves_the_first_release_folder_its_scoped_key_flattens_to(
+    client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "workspace"
+    settings = Settings(data_dir=tmp_path / "data", workspace=root)
+    workflow_id = f"notes-{uuid.uuid4().hex[:8]}"
+    first_release = root / workflow_id_folder(f"tenants/acme/{workflow_id}/r")
+    first_release.mkdir(parents=True)
+    (first_release / "keep.txt").write_text("theirs")
+    an_hour_ago = time.time() - 3600
+    for path in (first_release / "keep.txt", first_release):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    async with build_worker(client, task_queue=task_queue, settings=settings):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(_writes("mine.txt", "mine", ("read_file", {"path": "keep.txt"})), tenant="acme"),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+        await wait_for_pending(handle, timeout=60)
+        await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="t"))
+        result = await handle.result()
+
+    assert [(c.content, c.is_error) for c in result.tool_calls] == [
+        ("Wrote 4 bytes to mine.txt.", False),
+        ("No file 'keep.txt' in the workspace.", True),
+        ('["mine.txt"]', False),
+    ]
+    assert (first_release / "keep.txt").read_text() == "theirs"
+
+
+def test_a_folder_by_workflow_id_is_never_offered_when_a_keyed_layout_could_have_named_it(
+    tmp_path: Path,
+) -> None:
+    earlier = EarlierWorkspaces.of(tmp_path, tmp_path / "data")  # AGENT_WORKSPACE: one root
+
+    def offered(workflow_id: str) -> list[tuple[Path, bool]]:
+        key = f"{workflow_id}/0194-run"
+        return earlier.folders(key, tmp_path / folder_name(key))
+
+    victims = folder_name("tenants/acme/victim-1/0193-run")
+    copies = [victims, victims.upper(), "-" + victims.rpartition("-")[2]]
+    assert [offered(workflow_id) for workflow_id in copies] == [[], [], []]
+    assert offered("victim-1") == [(tmp_path / "victim-1", False)]

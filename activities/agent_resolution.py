@@ -85,6 +85,11 @@ class AgentResolver:
                 for entry in spec.model.fallback
                 if (price := self.models.price(entry.partition(":")[2])) is not None
             },
+            judge_prices={
+                judge.model.label: price
+                for judge in spec.approval.judges
+                if judge.model is not None and (price := self.models.price(judge.model.model)) is not None
+            },
             context_window=spec.model.context_window
             or self.models.context_window(spec.model.provider, ref.model or spec.model.model),
             stores=await self.stores(),

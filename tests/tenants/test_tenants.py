@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from activities.budgets import BudgetsFile
 from durable_agents.conversations import send_or_start, start_conversation
@@ -191,6 +191,23 @@ async def test_a_judge_the_tenants_budget_refuses_escalates_to_a_person_unasked(
     await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="bob"))
     result = await handle.result()
     assert (result.final_text, result.approvals[0].by) == ("written", "bob")
+
+
+async def test_an_inline_agent_asking_for_negative_max_tokens_is_refused_before_any_charge(
+    env: Env, environ: dict[str, str]
+) -> None:
+    tenant = _tenant()
+    _budgets(environ, f"[tenants.{tenant}]\ntokens_per_day = 1\n")
+    agent = scripted_agent(step("hi"), tools=[])
+    agent.model.max_tokens = -100_000  # its worst case would fit any budget
+    handle = await env.start(conversation(agent, tenant=tenant))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert (info.value.cause.type, info.value.cause.message) == (  # type: ignore[attr-defined]
+        "ConfigError",
+        "inline agent 'test-agent': field 'model.max_tokens': -100000 is not a positive number of tokens",
+    )
+    assert await Settings.from_env().stores.ledger().usage(period="day", now=time.time(), tenant=tenant) == []
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -23,7 +23,18 @@ class AgentFileError(ValueError):
     """A bad agent file: the message names the file and the field."""
 
 
-def load_agent_file(path: Path, registry: ToolRegistry, hooks: HookRegistry | None = None) -> AgentSpec:
+MaxOutput = Callable[[str], int | None]
+"""The most output tokens of a model, by its name (``ModelTable.max_output_tokens``); None: unknown."""
+
+
+def no_limits(model: str) -> int | None:
+    """Knows no model's limit: ``max_tokens`` need only be positive."""
+    return None
+
+
+def load_agent_file(
+    path: Path, registry: ToolRegistry, hooks: HookRegistry | None = None, max_output: MaxOutput = no_limits
+) -> AgentSpec:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -36,6 +47,7 @@ def load_agent_file(path: Path, registry: ToolRegistry, hooks: HookRegistry | No
     except ValidationError as e:
         raise AgentFileError(f"{path}: {field_errors(e)}") from e
     check_agent(spec, registry, hooks, where=str(path))
+    check_max_tokens(spec, max_output, where=str(path))
     return spec
 
 
@@ -105,14 +117,41 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
                 raise AgentFileError(f"{where}: field 'hooks.{event}': hook {name!r} {problem}")
 
 
+def check_max_tokens(spec: AgentSpec, max_output: MaxOutput, *, where: str, model: str | None = None) -> None:
+    """Every model the agent may call (its own, or ``model`` instead; its fallbacks; its judges') is
+    asked for at least one output token and at most what the models table says it writes: the ledger
+    reserves a call's ``max_tokens`` before it runs, so a negative one would slip past any budget."""
+    fallbacks = [entry.partition(":")[2] for entry in spec.model.fallback]
+    asked = [
+        ("model.max_tokens", spec.model.max_tokens, name) for name in [model or spec.model.model, *fallbacks]
+    ]
+    asked += [
+        (f"approval.judges.{i}.model.max_tokens", judge.model.max_tokens, judge.model.model)
+        for i, judge in enumerate(spec.approval.judges)
+        if judge.model is not None
+    ]
+    for field, tokens, name in asked:
+        if tokens < 1:
+            raise AgentFileError(f"{where}: field '{field}': {tokens} is not a positive number of tokens")
+        if (most := max_output(name)) is not None and tokens > most:
+            raise AgentFileError(
+                f"{where}: field '{field}': {tokens} is more than {name} writes"
+                f" ({most} tokens at most, in the models table)"
+            )
+
+
 def load_agents(
-    directory: Path, registry: ToolRegistry, hooks: HookRegistry | None = None
+    directory: Path,
+    registry: ToolRegistry,
+    hooks: HookRegistry | None = None,
+    max_output: MaxOutput = no_limits,
 ) -> dict[str, AgentSpec]:
-    """Every ``*.toml`` in ``directory``, by agent name; any bad file stops the worker."""
+    """Every ``*.toml`` in ``directory``, by agent name; any bad file stops the worker. ``max_output``
+    bounds their ``max_tokens`` (the models table's limits)."""
     agents: dict[str, AgentSpec] = {}
     paths: dict[str, str] = {}
     for path in sorted(directory.glob("*.toml")):
-        spec = load_agent_file(path, registry, hooks)
+        spec = load_agent_file(path, registry, hooks, max_output)
         if spec.name in agents:
             raise AgentFileError(f"{path}: field 'name': agent {spec.name!r} is defined twice")
         agents[spec.name], paths[spec.name] = spec, str(path)

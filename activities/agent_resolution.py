@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError, check_agent
+from activities.agent_files import AgentFileError, check_agent, check_max_tokens
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.models import ModelTable
@@ -61,6 +61,12 @@ class AgentResolver:
                 non_retryable=True,
             )
 
+        where = f"inline agent {spec.name!r}" if ref.spec is not None else f"agent {spec.name!r}"
+        try:  # an agent in code, or the start's model instead of the agent's, unchecked until now
+            check_max_tokens(spec, self.models.max_output_tokens, where=where, model=ref.model)
+        except AgentFileError as e:
+            raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
+
         def local(name: str) -> bool:
             """The agent's ``local_tools``, or the tool's own default unless the agent sends it to a queue."""
             routed = spec.tool_task_queue is not None or name in spec.tool_task_queues
@@ -84,6 +90,11 @@ class AgentResolver:
                 entry: price
                 for entry in spec.model.fallback
                 if (price := self.models.price(entry.partition(":")[2])) is not None
+            },
+            judge_prices={
+                judge.model.label: price
+                for judge in spec.approval.judges
+                if judge.model is not None and (price := self.models.price(judge.model.model)) is not None
             },
             context_window=spec.model.context_window
             or self.models.context_window(spec.model.provider, ref.model or spec.model.model),

@@ -83,7 +83,7 @@ class AgentActivities:
         )
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)
-        meter = Meter(stores.ledger, budgets) if budgets is not None else None
+        meter = Meter(stores.ledger, budgets)
         self._models = ModelActivities(store, providers, registry, identity, deltas, meter)
         resolver = AgentResolver(
             agents, models if models is not None else load_models(), registry, hooks, self._mcp, identity
@@ -103,7 +103,7 @@ class AgentActivities:
         self.run_hook = HookActivities(hooks).run_hook
         self.list_mcp_tools = MCPActivities(self._mcp).list_mcp_tools
         self.verify_decision = ApproverKeys(approver_keys or {}).verify_decision
-        self.judge = JudgeActivities(self._models.provider).judge
+        self.judge = JudgeActivities(self._models.provider, meter).judge
 
     @property
     def mcp(self) -> MCPPool:

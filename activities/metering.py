@@ -1,7 +1,8 @@
 """A model call as the shared ledger sees it (stores/ledger.py, docs/tenants.md): the tenant's and
 user's budgets reserved before it runs and settled after, the provider's limits waited for, and a
-provider's 429 slowing every worker. Calls of conversations without a tenant or user, to models
-without provider limits, pass straight through (no ledger I/O)."""
+provider's 429 slowing every worker. The model activity's calls and the model judges' go through
+``Meter.call`` alike. Calls of conversations without a tenant or user, to models without provider
+limits, pass straight through (no ledger I/O)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.budgets import Budgets, BudgetsFile, ProviderLimit
 from stores.ledger import Ledger
-from workflows.activity_io import ModelCallInput
+from workflows.config import Price
 from workflows.messages import ModelRequest, ModelResponse, Usage
 from workflows.outages import STORE_UNAVAILABLE, StoreOutage
 from workflows.tenancy import BUDGET_EXHAUSTED
@@ -32,8 +34,22 @@ NO_OUTAGE_BUDGET = 10 * 365 * 86_400.0
 """A wait for a provider's limit is never shown as a store outage (``waiting_for_storage``)."""
 
 
+class Account(Protocol):
+    """Whom a call is counted against, and at what price: ``ModelCallInput`` and ``JudgeInput``."""
+
+    @property
+    def conversation_key(self) -> str: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def price(self) -> Price | None: ...
+
+
 class Meter:
-    """The worker's view of the ledger and the budgets file; ``ledger`` is made on first use."""
+    """The worker's view of the ledger and the budgets file; ``ledger`` is made on first use. Without
+    a budgets file (or a ledger) every call passes straight through."""
 
     def __init__(self, ledger: Callable[[], Ledger] | None, budgets: BudgetsFile | None) -> None:
         self._make_ledger = ledger
@@ -47,7 +63,7 @@ class Meter:
         return self._ledger
 
     async def call(
-        self, input: ModelCallInput, request: ModelRequest, complete: Callable[[], Awaitable[ModelResponse]]
+        self, input: Account, request: ModelRequest, complete: Callable[[], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         if self._budgets is None or self._make_ledger is None:
             return await complete()

@@ -43,7 +43,7 @@ class ModelActivities:
         fast channel to readers (None: streamed text goes to the event stream in batches), closed by
         ``lifetime``; ``meter`` counts calls in the shared ledger (activities/metering.py)."""
         self._deltas = deltas
-        self._meter = meter
+        self._meter = meter or Meter(None, None)
         self._store = store
         self._identity = identity or StoreIdentity(store.identity)
         self._registry = registry
@@ -83,8 +83,6 @@ class ModelActivities:
                 )
 
             try:
-                if self._meter is None:
-                    return await complete()
                 return await self._meter.call(input, request, complete)
             except ValueError as e:  # a response we cannot map: retrying would give the same
                 raise ApplicationError(

@@ -1,5 +1,6 @@
-"""The models table: per model, its context window (for context compaction) and its prices (for the
-cost budgets), from one TOML file loaded at worker start: config/models.toml, or ``AGENT_MODELS``."""
+"""The models table: per model, its context window (for context compaction), its most output tokens
+(the bound of an agent's ``max_tokens``) and its prices (for the cost budgets), from one TOML file
+loaded at worker start: config/models.toml, or ``AGENT_MODELS``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class ModelEntry(BaseModel):
 
     context_window: int | None = Field(default=None, ge=1)
     """Tokens the model takes in."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Tokens the model writes at most in one answer: an agent's ``max_tokens`` may not ask for more."""
     input: float | None = Field(default=None, ge=0)
     """US dollars per million input tokens."""
     output: float | None = Field(default=None, ge=0)
@@ -68,15 +71,22 @@ class ModelTable:
         entry = self.entries.get(model)
         return entry.context_window if entry and entry.context_window else DEFAULT_CONTEXT_WINDOW
 
+    def max_output_tokens(self, model: str) -> int | None:
+        """None for a model the table gives no limit: its ``max_tokens`` need only be positive."""
+        entry = self.entries.get(model)
+        return entry.max_output_tokens if entry else None
+
     def with_prices_of(self, other: ModelTable) -> ModelTable:
         """``other``'s prices instead of this table's (a model it does not price has none), and the
-        context windows it gives instead of this table's: what ``AGENT_PRICES`` names."""
+        context windows and output limits it gives instead of this table's: what ``AGENT_PRICES`` names."""
         entries: dict[str, ModelEntry] = {}
         for model in [*self.entries, *(m for m in other.entries if m not in self.entries)]:
             own, given = self.entries.get(model), other.entries.get(model)
             window = (given and given.context_window) or (own and own.context_window) or None
+            most = (given and given.max_output_tokens) or (own and own.max_output_tokens) or None
             entries[model] = ModelEntry(
                 context_window=window,
+                max_output_tokens=most,
                 input=given.input if given else None,
                 output=given.output if given else None,
             )

@@ -125,9 +125,14 @@ class AgentPlugin(SimplePlugin):
     ) -> None:
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
-        agents = dict(agents) if agents is not None else load_agents(agents_dir, registry, hooks)
-        check_subagents(agents)
         settings = settings or Settings.from_env()
+        models = load_models(models_file or settings.models_file, prices_file or settings.prices_file)
+        agents = (
+            dict(agents)
+            if agents is not None
+            else load_agents(agents_dir, registry, hooks, models.max_output_tokens)
+        )
+        check_subagents(agents)
         self._leases = settings.data_dir / "workers"
         stores = stores or settings.stores
         self._database_url = stores.database_url
@@ -140,7 +145,7 @@ class AgentPlugin(SimplePlugin):
             providers=providers,
             store=store,
             hooks=hooks,
-            models=load_models(models_file or settings.models_file, prices_file or settings.prices_file),
+            models=models,
             allow_inline_mcp=allow_inline_mcp,
             stores=stores,
             approver_keys=load_approver_keys(settings.approver_keys),

@@ -47,8 +47,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     stores = settings.stores
     try:
         registry = default_registry()
-        load_agents(args.agents_dir, registry, default_hooks())  # fail before connecting on a bad file
-        load_models(settings.models_file, settings.prices_file)
+        models = load_models(settings.models_file, settings.prices_file)  # fail before connecting on
+        load_agents(args.agents_dir, registry, default_hooks(), models.max_output_tokens)  # a bad file
         if not stores.shared:  # the stores' files and the leases
             _check_writable(settings.data_dir)
         data_converter(settings)  # and on a bad AGENT_ENCRYPTION_KEY

@@ -82,6 +82,9 @@ class ResolvedAgent(BaseModel):
     """The model's price from the worker's price table, when it has one."""
     fallback_prices: dict[str, Price] = Field(default_factory=dict)
     """The prices of the fallback models (by their ``provider:model`` entry) that the table has."""
+    judge_prices: dict[str, Price] = Field(default_factory=dict)
+    """The prices of the model judges' models (by ``provider:model``) that the table has: a judge's
+    call is counted in the ledger at its own model's price."""
     context_window: int | None = None
     """The model's context window: the agent's ``model.context_window``, else the worker's table.
     None in conversations resolved before context compaction existed: they never compact."""
@@ -217,6 +220,15 @@ class JudgeInput(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     transcript: list[Message] = Field(default_factory=list)
     """The latest messages of the conversation (``judge.transcript_messages``)."""
+    conversation_key: str = ""
+    """The conversation's key, as the ledger records its calls (empty in calls scheduled before
+    judges were metered)."""
+    tenant: str | None = None
+    """The conversation's tenant and user: the judge's call counts against their budgets in the
+    shared ledger as a model call does, and a refusal (``BudgetExhausted``) escalates to a person."""
+    user: str | None = None
+    price: Price | None = None
+    """The judge's model's price, for the ledger's cost (None: its tokens only)."""
 
 
 class JudgeAnswer(BaseModel):

@@ -947,7 +947,7 @@ class AgentWorkflow:
                     self._events.publish(ApprovalRequested(record=record))
                 # decided already: by a tool a person allowed, or a decision that came first (older runs)
                 self._events.approvals_decided([record])
-            self._judges.start(agent.spec, tool, record)  # judges, if any, race the person
+            self._judges.start(agent, tool, record)  # judges, if any, race the person
             # A call of a tool a person allowed for the conversation is approved already: no wait.
             if asks(record) and not await self._wait_for_decision(record):
                 return None

@@ -14,7 +14,9 @@ escalates (unsure, or a denial that is not final) leaves its opinion on the reco
 out, or has spent its calls escalates: judges fail closed. Judge and person race: whoever decides
 first wins; a judge's opinion that comes later is kept with ``too_late``, a person's decision that
 comes later is refused and kept in the record's ``late``. A model judge's tokens count in the
-conversation's usage (its token and cost budgets), and a spent budget escalates unjudged.
+conversation's usage (its token and cost budgets), and a spent budget escalates unjudged. Its call
+is counted in the shared ledger as a model call is (the tenant's and user's budgets at the judge's
+model's price, the provider's limits): a refusal there escalates too.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows.activity_io import JudgeAnswer, JudgeInput, ToolSpec
-from workflows.activity_refs import JUDGE, failure_text
+from workflows import tenancy
+from workflows.activity_io import JudgeAnswer, JudgeInput, ResolvedAgent, ToolSpec
+from workflows.activity_refs import JUDGE, conversation_key, failure_text
 from workflows.config import AgentSpec, JudgeConfig, Rule
 from workflows.decisions import Judged
 from workflows.events import ApprovalDecided, ApprovalJudged, ConversationEvents
@@ -128,12 +131,12 @@ class Judges:
         self._counted = counted
         self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self, spec: AgentSpec, tool: ToolSpec, record: ApprovalRecord) -> None:
+    def start(self, agent: ResolvedAgent, tool: ToolSpec, record: ApprovalRecord) -> None:
         """Judge ``record``'s call, if its tool has judges and none has judged it yet (a call carried
         to a new run was judged in the run before: a continue-as-new waits for its judges)."""
-        judges = spec.approval.judges_for(record.tool)
+        judges = agent.spec.approval.judges_for(record.tool)
         if judges and record.state == "pending" and not record.judgements:
-            self._tasks.append(asyncio.create_task(self._judge(spec, judges, tool, record)))
+            self._tasks.append(asyncio.create_task(self._judge(agent, judges, tool, record)))
 
     @property
     def running(self) -> bool:
@@ -144,13 +147,13 @@ class Judges:
             task.cancel()
 
     async def _judge(
-        self, spec: AgentSpec, judges: list[JudgeConfig], tool: ToolSpec, record: ApprovalRecord
+        self, agent: ResolvedAgent, judges: list[JudgeConfig], tool: ToolSpec, record: ApprovalRecord
     ) -> None:
         with self._holding():
             for judge in judges:
                 if record.state != "pending":
                     return
-                opinion = await self._opinion(spec, judge, tool, record)
+                opinion = await self._opinion(agent, judge, tool, record)
                 opinion.too_late = record.state != "pending"
                 record.judgements.append(opinion)
                 if opinion.usage is not None:
@@ -171,7 +174,7 @@ class Judges:
                 self._events.publish(ApprovalJudged(record=record))
 
     async def _opinion(
-        self, spec: AgentSpec, judge: JudgeConfig, tool: ToolSpec, record: ApprovalRecord
+        self, agent: ResolvedAgent, judge: JudgeConfig, tool: ToolSpec, record: ApprovalRecord
     ) -> Judgement:
         if judge.kind == "rules":
             verdict, reason = rules_verdict(judge.rules, record.arguments)
@@ -180,6 +183,7 @@ class Judges:
             )  # type: ignore[arg-type]
         assert judge.model is not None
         model = judge.model.label
+        spec = agent.spec
         if (spent := self._spent(spec, judge)) is not None:
             return Judgement(
                 judge=judge.name,
@@ -190,6 +194,7 @@ class Judges:
                 model=model,
             )
         transcript = self._s.messages[-judge.transcript_messages :] if judge.transcript_messages else []
+        owner = tenancy.current()
         try:
             answer: JudgeAnswer = await JUDGE.execute(
                 JudgeInput(
@@ -198,17 +203,24 @@ class Judges:
                     description=tool.definition.description,
                     arguments=record.arguments,
                     transcript=list(_briefly(transcript)),
+                    conversation_key=conversation_key(),
+                    tenant=owner.tenant,
+                    user=owner.user,
+                    price=agent.judge_prices.get(model),
                 ),
                 task_queue=spec.model_task_queue,
                 summary=f"judge {judge.name}: {record.tool} ({record.call_id})",
                 **judge.call.activity_options(),
             )
         except ActivityError as err:  # fails closed: a person decides
+            refused = tenancy.refusal(err)
             return Judgement(
                 judge=judge.name,
                 kind="model",
                 verdict="escalate",
-                reason=f"the judge failed: {failure_text(err)}",
+                reason=f"the judge was not asked: {refused.text}"
+                if refused
+                else f"the judge failed: {failure_text(err)}",
                 at=workflow.now(),
                 model=model,
             )

@@ -61,8 +61,20 @@ def test_start_input_naming_no_agent_is_refused() -> None:
         ConversationInput(prompt="hi")
 
 
-def test_worker_refuses_to_start_on_a_bad_agent_file(tmp_path: Path) -> None:
-    (tmp_path / "broken.toml").write_text('tools = ["add"]\n[model]\nprovider = "scripted"\n')
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('tools = ["add"]\n[model]\nprovider = "scripted"\n', "field 'model.model': Field required"),
+        (
+            '[model]\nprovider = "openai"\nmodel = "gpt-4o-mini"\nmax_tokens = 100_000\n',
+            "field 'model.max_tokens': 100000 is more than gpt-4o-mini writes (16384 tokens at most,"
+            " in the models table)",
+        ),
+    ],
+    ids=["no-model-name", "max-tokens-past-the-models-limit"],
+)
+def test_worker_refuses_to_start_on_a_bad_agent_file(tmp_path: Path, text: str, error: str) -> None:
+    (tmp_path / "broken.toml").write_text(text)
     done = subprocess.run(
         [sys.executable, "worker.py", "--agents-dir", str(tmp_path)],
         cwd=ROOT,
@@ -71,7 +83,7 @@ def test_worker_refuses_to_start_on_a_bad_agent_file(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2
-    assert done.stderr.strip() == f"worker: {tmp_path / 'broken.toml'}: field 'model.model': Field required"
+    assert done.stderr.strip() == f"worker: {tmp_path / 'broken.toml'}: {error}"
 
 
 @pytest.mark.parametrize("variable", ["AGENT_MODELS", "AGENT_PRICES"])

@@ -3,11 +3,13 @@ from one file; the older ``AGENT_PRICES`` still replaces the prices; a bad file 
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError
+from activities.agent_files import AgentFileError, load_agents
 from activities.agent_resolution import AgentResolver
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
@@ -31,14 +33,22 @@ from workflows.messages import ModelSettings
 def test_the_projects_table_loads_each_model_with_its_values() -> None:
     assert DEFAULT_MODELS == ROOT / "config" / "models.toml"
     assert dict(load_models().entries) == {
-        "gpt-4o-mini": ModelEntry(context_window=128_000, input=0.15, output=0.60),
-        "gpt-4o": ModelEntry(context_window=128_000, input=2.50, output=10.00),
-        "claude-haiku-4-5": ModelEntry(context_window=200_000, input=1.00, output=5.00),
-        "claude-sonnet-4-5": ModelEntry(context_window=200_000, input=3.00, output=15.00),
+        "gpt-4o-mini": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=0.15, output=0.60),
+        "gpt-4o": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=2.50, output=10.00),
+        "claude-haiku-4-5": ModelEntry(
+            context_window=200_000, max_output_tokens=64_000, input=1.00, output=5.00
+        ),
+        "claude-sonnet-4-5": ModelEntry(
+            context_window=200_000, max_output_tokens=64_000, input=3.00, output=15.00
+        ),
         "scripted-demo": ModelEntry(input=1.00, output=2.00),
     }
     table = load_models()
     assert table.price("claude-sonnet-4-5") == Price(input=3.00, output=15.00)
+    assert (table.max_output_tokens("gpt-4o-mini"), table.max_output_tokens("scripted-demo")) == (
+        16_384,
+        None,
+    )
     assert table.context_window("anthropic", "claude-sonnet-4-5") == 200_000
     assert table.context_window("openai", "gpt-4o-mini") == 128_000
 
@@ -75,6 +85,86 @@ async def test_the_resolved_agent_carries_the_tables_price_and_window() -> None:
     )
     other = await resolver.resolve_agent(AgentRef(spec=AgentSpec(name="a", model=settings), model="x"))
     assert (other.price, other.context_window) == (None, DEFAULT_CONTEXT_WINDOW)
+
+
+def _resolver(agents: dict[str, AgentSpec] | None = None) -> AgentResolver:
+    async def identity() -> str:
+        return "test-stores"
+
+    return AgentResolver(
+        agents or {},
+        load_models(),
+        default_registry(),
+        HookRegistry([]),
+        LazyMCPPool([]),
+        StoreIdentity(identity),
+    )
+
+
+_OPENAI_MINE = '[model]\nprovider = "openai"\nmodel = "mine"\n'
+_JUDGE = '[[approval.judges]]\nname = "j"\nkind = "model"\ntools = ["add"]\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            '[model]\nprovider = "scripted"\nmodel = "x"\nmax_tokens = -100_000\n',
+            "field 'model.max_tokens': -100000 is not a positive number of tokens",
+        ),
+        (
+            '[model]\nprovider = "openai"\nmodel = "gpt-4o-mini"\nmax_tokens = 16_385\n',
+            "field 'model.max_tokens': 16385 is more than gpt-4o-mini writes (16384 tokens at most,"
+            " in the models table)",
+        ),
+        (
+            _OPENAI_MINE + 'max_tokens = 20_000\nfallback = ["openai:gpt-4o"]\n',
+            "field 'model.max_tokens': 20000 is more than gpt-4o writes (16384 tokens at most,"
+            " in the models table)",
+        ),
+        (
+            _OPENAI_MINE
+            + _JUDGE
+            + 'model = { provider = "anthropic", model = "claude-haiku-4-5", max_tokens = 0 }\n',
+            "field 'approval.judges.0.model.max_tokens': 0 is not a positive number of tokens",
+        ),
+        (
+            _OPENAI_MINE
+            + _JUDGE
+            + 'model = { provider = "anthropic", model = "claude-haiku-4-5", max_tokens = 64_001 }\n',
+            "field 'approval.judges.0.model.max_tokens': 64001 is more than claude-haiku-4-5 writes"
+            " (64000 tokens at most, in the models table)",
+        ),
+    ],
+    ids=["negative", "past-its-model", "past-a-fallback", "judge-zero", "judge-past-its-model"],
+)
+async def test_max_tokens_not_positive_or_past_the_models_limit_is_refused_in_one_line(
+    tmp_path: Path, text: str, error: str
+) -> None:
+    spec = AgentSpec.model_validate({**tomllib.loads(text), "name": "a"})
+    with pytest.raises(ApplicationError) as refused:  # an inline agent: the conversation fails at once
+        await _resolver().resolve_agent(AgentRef(spec=spec))
+    assert (refused.value.type, refused.value.message) == ("ConfigError", f"inline agent 'a': {error}")
+
+    path = tmp_path / "a.toml"
+    path.write_text(text)
+    with pytest.raises(AgentFileError) as bad:  # an agent file: the worker does not start
+        load_agents(tmp_path, default_registry(), max_output=load_models().max_output_tokens)
+    assert str(bad.value) == f"{path}: {error}"
+
+
+async def test_max_tokens_within_the_limit_passes_and_is_checked_against_the_starts_model() -> None:
+    fits = AgentSpec(name="a", model=ModelSettings(provider="openai", model="gpt-4o-mini", max_tokens=16_384))
+    unknown = AgentSpec(name="b", model=ModelSettings(provider="openai", model="mine", max_tokens=1_000_000))
+    resolver = _resolver({"b": unknown})
+    assert (await resolver.resolve_agent(AgentRef(spec=fits))).spec == fits
+    assert (await resolver.resolve_agent(AgentRef(name="b"))).spec == unknown
+    with pytest.raises(ApplicationError) as refused:  # the start's model instead of the agent's
+        await resolver.resolve_agent(AgentRef(name="b", model="gpt-4o"))
+    assert refused.value.message == (
+        "agent 'b': field 'model.max_tokens': 1000000 is more than gpt-4o writes"
+        " (16384 tokens at most, in the models table)"
+    )
 
 
 @pytest.mark.parametrize(

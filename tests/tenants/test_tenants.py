@@ -4,24 +4,28 @@ every worker, a 429 that slows them all (docs/tenants.md). Counts and order only
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from activities.budgets import BudgetsFile
 from durable_agents.conversations import send_or_start, start_conversation
 from durable_agents.settings import Settings
+from durable_agents.testing import conversation, scripted_agent, step
 from stores.ledger import Ledger, Limit, SQLiteLedger
 from stores.postgres import Database, PostgresLedger
+from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, Reply, error_reply, openai_completion
 from tests.support.workers import Env, running_worker
 from workflows.agent import AgentWorkflow
 from workflows.api import AGENT_TENANT, AGENT_USER, ConversationInput
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
+from workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Price
+from workflows.messages import ModelSettings, Usage
+from workflows.records import Decision
 
 WINDOW = 1.0
 """The provider limits' window in these tests (a minute in production)."""
@@ -128,6 +132,82 @@ async def test_a_refused_chat_stays_open_for_later_messages(env: Env, fake: Fake
     later = await send_or_start(env.client, workflow_id, "again", agent=_agent(), task_queue=env.task_queue)
     assert (later.stop_reason, later.text, len(fake.received)) == ("completed", "now it answers", 1)
     await handle.signal(AgentWorkflow.end)
+
+
+def _judged_writer(tenant: str, judge_tokens: int = 50) -> ConversationInput:
+    """A scripted agent that writes a file, judged by a model judge on the fake OpenAI (gpt-4o-mini,
+    priced in the models table)."""
+    judge = JudgeConfig(
+        name="reviewer",
+        kind="model",
+        tools=["write_file"],
+        model=ModelSettings(provider="openai", model="gpt-4o-mini", max_tokens=judge_tokens),
+        on_deny="final",
+    )
+    agent = scripted_agent(
+        step("", ("write_file", {"path": "a.txt", "content": "hi"})),
+        step("written"),
+        tools=["write_file"],
+        approval=ApprovalPolicy(judges=[judge]),
+    )
+    agent.model.max_tokens = 50
+    return conversation(agent, tenant=tenant, user="ann")
+
+
+async def test_a_model_judges_tokens_and_cost_are_in_the_tenants_ledger_as_in_the_conversation(
+    env: Env, fake: FakeProvider
+) -> None:
+    tenant = _tenant()
+    fake.queue(_answer(json.dumps({"verdict": "approve", "reason": "a plain note"}), 900, 100))
+    handle = await env.start(_judged_writer(tenant))
+    result = await handle.result()
+    [record] = result.approvals
+    assert (record.state, record.by, len(fake.received)) == ("approved", "reviewer", 1)
+    # The scripted model's two answers (10 and 5 tokens each, unpriced) and the judge's.
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (2 * 10 + 900, 2 * 5 + 100)
+
+    [row] = await Settings.from_env().stores.ledger().usage(period="day", now=time.time(), tenant=tenant)
+    assert (row.calls, row.input_tokens, row.output_tokens, row.user) == (3, 920, 110, "ann")
+    assert row.cost == Price(input=0.15, output=0.60).cost(Usage(input_tokens=900, output_tokens=100))
+
+
+async def test_a_judge_the_tenants_budget_refuses_escalates_to_a_person_unasked(
+    env: Env, fake: FakeProvider, environ: dict[str, str]
+) -> None:
+    tenant = _tenant()
+    _budgets(environ, f"[tenants.{tenant}]\ntokens_per_day = 3000\n")
+    fake.queue(_answer(json.dumps({"verdict": "approve", "reason": "fine"}), 10, 5))
+    handle = await env.start(_judged_writer(tenant, judge_tokens=5000))  # its worst case passes 3000
+    for _ in range(400):  # the call waits at once; its judge's opinion comes after
+        [pending] = await wait_for_pending(handle)
+        if pending.judgements:
+            break
+        await asyncio.sleep(0.05)
+    [opinion] = pending.judgements
+    assert (opinion.verdict, len(fake.received)) == ("escalate", 0)
+    assert opinion.reason.startswith(
+        f"the judge was not asked: tenant {tenant}'s daily limit of 3000 tokens reached; it resets at "
+    ), opinion.reason
+    await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="bob"))
+    result = await handle.result()
+    assert (result.final_text, result.approvals[0].by) == ("written", "bob")
+
+
+async def test_an_inline_agent_asking_for_negative_max_tokens_is_refused_before_any_charge(
+    env: Env, environ: dict[str, str]
+) -> None:
+    tenant = _tenant()
+    _budgets(environ, f"[tenants.{tenant}]\ntokens_per_day = 1\n")
+    agent = scripted_agent(step("hi"), tools=[])
+    agent.model.max_tokens = -100_000  # its worst case would fit any budget
+    handle = await env.start(conversation(agent, tenant=tenant))
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert (info.value.cause.type, info.value.cause.message) == (  # type: ignore[attr-defined]
+        "ConfigError",
+        "inline agent 'test-agent': field 'model.max_tokens': -100000 is not a positive number of tokens",
+    )
+    assert await Settings.from_env().stores.ledger().usage(period="day", now=time.time(), tenant=tenant) == []
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -89,7 +89,7 @@ CHANGES = {
     ),
     "a model judge's opinion": Change(
         "workflows.judges",
-        "                opinion = await self._opinion(spec, judge, tool, record)\n",
+        "                opinion = await self._opinion(agent, judge, tool, record)\n",
         f"                if judge.kind == 'model':\n                    {SLEEP}\n",
         {"namespaced_judges"},
     ),

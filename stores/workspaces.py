@@ -247,6 +247,3 @@ def move_into(source: Path, target: Path) -> None:
                 (here / name).rmdir()
     with contextlib.suppress(OSError):
         source.rmdir()
-
-    def __str__(self) -> str:
-        return f"folders under {self.root}"

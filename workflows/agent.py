@@ -49,7 +49,7 @@ from workflows.api import (
     ConversationStatus,
     MessageInput,
 )
-from workflows.approvals import Approvals
+from workflows.approvals import Approvals, time_left
 from workflows.at_most_once import run_at_most_once
 from workflows.client_tools import ClientCalls, client_tool_specs
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
@@ -1050,9 +1050,7 @@ class AgentWorkflow:
         log = {"iteration": self._board.view.iteration, "call_id": record.call_id, "tool": record.tool}
         workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
-        remaining = None
-        if record.deadline is not None:
-            remaining = max(record.deadline - workflow.now(), timedelta(0))
+        remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
         try:
             await workflow.wait_condition(
                 lambda: record.state != "pending" or self._continue_as_new_due(),

@@ -23,6 +23,7 @@ from typing import Any
 from temporalio import workflow
 
 from workflows.activity_io import ToolOutcome, ToolSpec, cut
+from workflows.approvals import time_left
 from workflows.config import ClientToolConfig
 from workflows.decisions import schema_error
 from workflows.events import ClientToolRequested, ConversationEvents
@@ -109,9 +110,7 @@ class ClientCalls:
             self._events.publish(ClientToolRequested(call=waiting))
         record = waiting
         if record.state == "pending":
-            remaining = None
-            if record.deadline is not None:
-                remaining = max(record.deadline - workflow.now(), timedelta(0))
+            remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
             try:
                 await workflow.wait_condition(
                     lambda: record.state != "pending" or hand_over(),

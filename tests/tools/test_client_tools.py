@@ -175,6 +175,21 @@ async def test_a_deadline_that_passes_tells_the_model_the_user_did_not_answer(en
     assert [(c.call_id, c.state) for c in result.client_calls] == [("call_1_0", "timed_out")]
 
 
+async def test_a_deadline_is_waited_for_to_the_millisecond_rounded_up_on_every_python(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("ask_user", {"question": "Still there?"})), step("{last_result}"), tools=[]
+    )
+    agent.client_tools = [ASK_USER.model_copy(update={"deadline": 0.2505})]
+    handle = await env.start(conversation(agent))
+    assert [c.state for c in (await handle.result()).client_calls] == ["timed_out"]
+    [timer] = [
+        e.timer_started_event_attributes.start_to_fire_timeout
+        for e in (await handle.fetch_history()).events
+        if e.HasField("timer_started_event_attributes")
+    ]
+    assert round(timer.ToNanoseconds(), -3) == 251_000_000  # not 250.5 ms (3.11), nor 250 ms (3.12 on)
+
+
 async def test_ask_user_is_asked_and_answered_in_starter_chat(env: Env, server: EmbeddedServer) -> None:
     code, out, err = await starter(
         server, "--task-queue", env.task_queue, "chat", "--agent", "asker",

@@ -203,12 +203,18 @@ class ToolOutcome(BaseModel):
     """For a sub-agent call: the child conversation that answered it."""
 
     def truncated(self, limit: int) -> ToolOutcome:
-        """Cut to ``limit`` characters, saying so, before it enters history (no tool output, and no
-        person's words, may hit the 2 MB payload limit or flood the model's context)."""
+        """Cut to ``limit`` characters, saying so (``cut``)."""
         if len(self.content) <= limit:
             return self
-        note = f"\n[output truncated: {len(self.content)} characters, the first {limit} shown]"
-        return self.model_copy(update={"content": self.content[:limit] + note})
+        return self.model_copy(update={"content": cut(self.content, limit)})
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so, before it enters history (no tool output, no
+    client's result and no person's words may hit the 2 MB payload limit or flood the model's context)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[output truncated: {len(text)} characters, the first {limit} shown]"
 
 
 class JudgeInput(BaseModel):

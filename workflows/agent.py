@@ -49,7 +49,7 @@ from workflows.api import (
     ConversationStatus,
     MessageInput,
 )
-from workflows.approvals import Approvals
+from workflows.approvals import Approvals, time_left
 from workflows.at_most_once import run_at_most_once
 from workflows.client_tools import ClientCalls, client_tool_specs
 from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
@@ -288,17 +288,23 @@ class AgentWorkflow:
 
     @workflow.update(name=wire.DELIVER_CLIENT_RESULT)
     def deliver_client_result(self, *args: Any) -> ClientCall:
-        """``{"call_id": "...", "result": ...}``: a client tool's result, checked against its schema."""
+        """``{"call_id": "...", "result": ...}``: a client tool's result, checked against its schema
+        and cut to ``max_tool_output_chars`` as any tool's output."""
         result = one_input(ClientResult, args, "deliver_client_result", _RESULT_EXAMPLE, strict=False)
         try:  # checked by the validator; never a failed workflow task
-            return self._client_calls.deliver(result, workflow.now())
+            call = self._client_calls.check(result, workflow.now())
         except ValueError as e:
             raise ApplicationError(str(e), type="ResultRefused", non_retryable=True) from None
+        assert self._s.agent is not None  # a client tool's call waits only once the agent is resolved
+        return self._client_calls.deliver(
+            call, result, workflow.now(), self._s.agent.spec.max_tool_output_chars
+        )
 
     @deliver_client_result.validator
     def _check_client_result(self, *args: Any) -> None:
+        """Refused here, a result over ``max_message_bytes`` leaves nothing in history."""
         result = one_input(ClientResult, args, "deliver_client_result", _RESULT_EXAMPLE)
-        self._client_calls.check(result, workflow.now())
+        self._client_calls.check(result, workflow.now(), max_bytes=self._max_message_bytes())
 
     # -- user messages ------------------------------------------------------------
 
@@ -342,11 +348,15 @@ class AgentWorkflow:
         if self._s.ended or self._closing:
             raise ValueError("the conversation has been ended; start a new one")
         size = len(message.text.encode())
-        spec = self._s.agent.spec if self._s.agent else self._input.agent_spec  # named: not resolved yet
-        limit = spec.max_message_bytes if spec else DEFAULT_MAX_MESSAGE_BYTES
+        limit = self._max_message_bytes()
         if size > limit and self._s.messages_received:  # a first message is a prompt, and as large
             raise ValueError(f"{what}: the message is {size} bytes; this conversation takes at most {limit}")
         return message
+
+    def _max_message_bytes(self) -> int:
+        """What a client may send at once: a follow-up message, a client tool's result."""
+        spec = self._s.agent.spec if self._s.agent else self._input.agent_spec  # named: not resolved yet
+        return spec.max_message_bytes if spec else DEFAULT_MAX_MESSAGE_BYTES
 
     @workflow.signal(name=wire.END)
     def end(self, *args: Any) -> None:
@@ -1046,9 +1056,7 @@ class AgentWorkflow:
         log = {"iteration": self._board.view.iteration, "call_id": record.call_id, "tool": record.tool}
         workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
-        remaining = None
-        if record.deadline is not None:
-            remaining = max(record.deadline - workflow.now(), timedelta(0))
+        remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
         try:
             await workflow.wait_condition(
                 lambda: record.state != "pending" or self._continue_as_new_due(),

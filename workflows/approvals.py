@@ -32,6 +32,20 @@ from workflows.records import (
     Verdict,
 )
 
+_MILLISECOND = timedelta(milliseconds=1)
+
+
+def time_left(deadline: datetime, now: datetime) -> timedelta:
+    """The wait from ``now`` until ``deadline`` (an approval's, a client call's), rounded up to the
+    millisecond: Temporal's SDK rounds a ``wait_condition`` timeout to the nearest millisecond on
+    Python 3.12 and later (``asyncio.wait_for`` goes through ``loop.call_at``) and keeps its
+    microseconds on 3.11, so a run continued as new would time out up to half a millisecond before
+    a carried deadline on the one and not on the other. Whole, the timer is the same on every Python
+    and does not fire early."""
+    left = max(deadline - now, timedelta(0))
+    return -(-left // _MILLISECOND) * _MILLISECOND
+
+
 MAX_EARLY_DECISIONS = 100
 """Bound of the decisions kept for calls not requested yet (conversations started before
 decisions were bound to pending calls; see ``keep_early``)."""

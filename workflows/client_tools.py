@@ -7,8 +7,10 @@ deliver the result with the ``deliver_client_result`` update (``starter.py answe
 tool's deadline (then the model reads that the user did not answer), or until the conversation is
 cancelled. The wait holds nothing: it survives worker crashes, and a continue-as-new carries it to
 the next run (``client_calls`` in the carried state). A result is checked against the tool's
-``result_schema``; one for a call that does not wait (unknown, delivered, past its deadline), or of
-the wrong shape, is refused with one line.
+``result_schema``; one for a call that does not wait (unknown, delivered, past its deadline), of
+the wrong shape, or (the validator's bound) over ``max_message_bytes`` is refused with one line. A
+result longer than ``max_tool_output_chars`` is kept cut, as any tool's output: the record, the
+update's answer and what the model reads hold the same cut text.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 
-from workflows.activity_io import ToolOutcome, ToolSpec
+from workflows.activity_io import ToolOutcome, ToolSpec, cut
+from workflows.approvals import time_left
 from workflows.config import ClientToolConfig
 from workflows.decisions import schema_error
 from workflows.events import ClientToolRequested, ConversationEvents
@@ -50,8 +54,9 @@ class ClientCalls:
     def pending(self) -> list[ClientCall]:
         return [c for c in self.calls if c.state == "pending"]
 
-    def check(self, result: ClientResult, now: datetime) -> ClientCall:
-        """The waiting call ``result`` is for; ``ValueError`` with one line when it cannot be taken."""
+    def check(self, result: ClientResult, now: datetime, *, max_bytes: int | None = None) -> ClientCall:
+        """The waiting call ``result`` is for; ``ValueError`` with one line when it cannot be taken.
+        ``max_bytes`` is the validator's alone: the handler takes on replay what an older release took."""
         call = next((c for c in self.calls if c.call_id == result.call_id), None)
         if call is None:
             waiting = ", ".join(c.call_id for c in self.pending) or "none"
@@ -59,15 +64,21 @@ class ClientCalls:
         if call.state != "pending" or (call.deadline is not None and now >= call.deadline):
             state = "past its deadline" if call.state == "pending" else call.state
             raise ValueError(f"client tool call {result.call_id!r} is {state}: nothing waits for its result")
+        if max_bytes is not None and (size := len(result_text(result.result).encode())) > max_bytes:
+            raise ValueError(
+                f"the result for {call.tool} is {size} bytes; this conversation takes at most {max_bytes}"
+            )
         if not result.is_error and (problem := schema_error(result.result, call.result_schema)) is not None:
             raise ValueError(f"the result for {call.tool} does not fit its result schema: {problem}")
         return call
 
-    def deliver(self, result: ClientResult, now: datetime) -> ClientCall:
-        call = self.check(result, now)
+    def deliver(self, call: ClientCall, result: ClientResult, now: datetime, max_chars: int) -> ClientCall:
+        """Take ``result`` for ``call`` (as ``check`` found it), cut to ``max_chars``: then kept as the
+        text the model reads."""
+        text = result_text(result.result)
         call.state, call.result, call.is_error, call.delivered_at = (
             "delivered",
-            result.result,
+            result.result if len(text) <= max_chars else cut(text, max_chars),
             result.is_error,
             now,
         )
@@ -99,9 +110,7 @@ class ClientCalls:
             self._events.publish(ClientToolRequested(call=waiting))
         record = waiting
         if record.state == "pending":
-            remaining = None
-            if record.deadline is not None:
-                remaining = max(record.deadline - workflow.now(), timedelta(0))
+            remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
             try:
                 await workflow.wait_condition(
                     lambda: record.state != "pending" or hand_over(),
@@ -115,12 +124,15 @@ class ClientCalls:
             case "pending":
                 return None
             case "delivered":
-                value = record.result
-                content = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                return ToolOutcome(content=content, is_error=record.is_error)
+                return ToolOutcome(content=result_text(record.result), is_error=record.is_error)
             case "timed_out":
                 return ToolOutcome(
                     content=f"The user did not answer: no result for {record.tool} came before its deadline.",
                     is_error=True,
                 )
         return ToolOutcome(content=f"Client tool call '{record.tool}' was cancelled.", is_error=True)
+
+
+def result_text(value: Any) -> str:
+    """What the model reads of a client's result: the text, or any other value as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -389,7 +389,8 @@ class AgentSpec(BaseModel):
     continue_as_new_after: int | None = Field(default=None, ge=1)
     """Start a fresh run after this many model calls; otherwise when Temporal suggests it."""
     max_tool_output_chars: int = Field(default=20_000, ge=100)
-    """Longer tool outputs are cut before they enter history, and the model is told so."""
+    """Longer tool outputs (client tools' results too) are cut before they enter history, and the
+    model is told so."""
     hooks: HookConfig = Field(default_factory=HookConfig)
     mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
     """MCP servers whose tools the agent may use besides ``tools``; listed when the conversation starts."""
@@ -404,7 +405,8 @@ class AgentSpec(BaseModel):
     cost_budget: float | None = Field(default=None, gt=0)
     """US dollars the conversation may spend, priced by the worker's price table; checked before each call."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=MAX_PROMPT_CHARS)
-    """Follow-up messages (``send_message``, ``post_message``) above this many UTF-8 bytes are refused."""
+    """Follow-up messages (``send_message``, ``post_message``) and client tools' results above this
+    many UTF-8 bytes are refused."""
     output_schema: dict[str, Any] | None = None
     """JSON schema of a JSON object the final answer must be (workflows/answers.py); the reply carries
     the parsed object. In code, a pydantic model class stands for its JSON schema."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 
 from durable_agents.dev_server import EmbeddedServer
@@ -21,6 +23,8 @@ from workflows.agent import AgentWorkflow
 from workflows.api import AgentOverrides, ConversationInput
 from workflows.config import ASK_USER, ClientToolConfig
 from workflows.events import ClientToolRequested
+from workflows.messages import ToolResultMessage
+from workflows.records import ClientResult
 
 
 async def _waiting(handle: WorkflowHandle, *, continued: bool = False) -> None:
@@ -120,6 +124,47 @@ async def test_a_result_of_the_wrong_shape_or_for_no_waiting_call_is_refused_wit
     assert (await handle.result()).final_text == '{"ok": true}'
 
 
+async def test_a_long_result_is_cut_as_a_tools_output_and_one_over_max_message_bytes_is_refused(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = scripted_agent(
+        step("", ("ask_user", {"question": "Paste the log."})),
+        step("{last_result}"),
+        tools=[],
+        client_tools=[ASK_USER],
+        max_tool_output_chars=100,
+        max_message_bytes=1000,
+    )
+    handle = await env.start(conversation(agent))
+    await _waiting(handle)
+    code, _, err = await starter_cli(env, capsys, "answer", handle.id, "call_1_0", "é" * 501)
+    assert (code, err) == (
+        1,
+        "error: not delivered: the result for ask_user is 1002 bytes; this conversation takes at most 1000\n",
+    )
+    assert [c.state for c in await handle.query(AgentWorkflow.pending_client_calls)] == ["pending"]
+
+    log = "".join(f"line {n:03}; " for n in range(90))  # 900 characters, 900 bytes
+    cut = log[:100] + "\n[output truncated: 900 characters, the first 100 shown]"
+    delivered = await handle.execute_update(
+        AgentWorkflow.deliver_client_result, ClientResult(call_id="call_1_0", result=log)
+    )
+    assert (delivered.state, delivered.result) == ("delivered", cut)
+    result = await handle.result()
+    assert [(c.call_id, c.content, c.is_error) for c in result.tool_calls] == [("call_1_0", cut, False)]
+    assert [m.content for m in result.messages if isinstance(m, ToolResultMessage)] == [cut]
+    assert [c.result for c in result.client_calls] == [cut]
+    assert result.final_text == cut
+    # The refused result left nothing in history; the whole log is in its update's input alone (the
+    # update's answer, the model's next call and the result hold it cut).
+    events = (await handle.fetch_history()).events
+    assert [e.event_type for e in events].count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) == 1
+    recorded = b"".join(e.SerializeToString() for e in events)
+    assert "é".encode() not in recorded
+    assert recorded.count(log.encode()) == 1
+    assert json.dumps(cut)[1:-1].encode() in recorded
+
+
 async def test_a_deadline_that_passes_tells_the_model_the_user_did_not_answer(env: Env) -> None:
     agent = scripted_agent(
         step("", ("ask_user", {"question": "Still there?"})), step("{last_result}"), tools=[]
@@ -128,6 +173,21 @@ async def test_a_deadline_that_passes_tells_the_model_the_user_did_not_answer(en
     result = await (await env.start(conversation(agent))).result()
     assert result.final_text == "The user did not answer: no result for ask_user came before its deadline."
     assert [(c.call_id, c.state) for c in result.client_calls] == [("call_1_0", "timed_out")]
+
+
+async def test_a_deadline_is_waited_for_to_the_millisecond_rounded_up_on_every_python(env: Env) -> None:
+    agent = scripted_agent(
+        step("", ("ask_user", {"question": "Still there?"})), step("{last_result}"), tools=[]
+    )
+    agent.client_tools = [ASK_USER.model_copy(update={"deadline": 0.2505})]
+    handle = await env.start(conversation(agent))
+    assert [c.state for c in (await handle.result()).client_calls] == ["timed_out"]
+    [timer] = [
+        e.timer_started_event_attributes.start_to_fire_timeout
+        for e in (await handle.fetch_history()).events
+        if e.HasField("timer_started_event_attributes")
+    ]
+    assert round(timer.ToNanoseconds(), -3) == 251_000_000  # not 250.5 ms (3.11), nor 250 ms (3.12 on)
 
 
 async def test_ask_user_is_asked_and_answered_in_starter_chat(env: Env, server: EmbeddedServer) -> None:

@@ -53,7 +53,8 @@ CHANGES = {
     ),
     "a pending approval carried across": Change(
         "workflows.agent",
-        "        remaining = None\n        if record.deadline is not None:\n",
+        "        remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())"
+        "\n",
         f"        if any(a.call_id == record.call_id for a in self._s.approvals):\n            {SLEEP}\n",
         {"continued_approval"},
     ),

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from activities.approver_keys import secret_of, sign
 from durable_agents.conversations import one_line, refusal
@@ -77,15 +76,14 @@ async def decide(
     """Send ``decision`` to the conversation of ``handle`` (a sub-agent's too, or its call's id at the
     parent: ``call_2_0/call_1_0``); the record once it took. An unsigned decision is signed by
     ``signer`` when it holds a key, bound to the digest it signs. ``waiting``: the calls the
-    conversation was seen waiting with, if the door asked already. ``Refused`` with the reason."""
+    conversation was seen waiting with, if the door asked already. ``Refused`` with the reason; an
+    ``RPCError`` when the conversation cannot be reached (gone, closed, the server down)."""
     if signer is not None and signer.secret is not None and decision.signature is None:
         decision = await _signed(handle, decision, signer, waiting)
     try:
         return await handle.execute_update(AgentWorkflow.decide, decision)
     except WorkflowUpdateFailedError as e:
         raise Refused(refusal(e)) from e
-    except RPCError as e:
-        raise Refused(f"{handle.id}: {e.message}") from e
 
 
 async def _signed(
@@ -96,8 +94,8 @@ async def _signed(
     if waiting is None:
         try:
             waiting = await handle.query(AgentWorkflow.pending_approvals)
-        except (RPCError, WorkflowQueryFailedError) as e:
-            raise Refused(f"{handle.id}: {one_line(str(getattr(e, 'message', e)))}") from e
+        except WorkflowQueryFailedError as e:
+            raise Refused(one_line(e.message)) from e
     record = next((r for r in waiting or [] if r.call_id == decision.call_id), None)
     if record is None or record.conversation is None:
         return decision

@@ -172,6 +172,9 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             record = await decisions.decide(handle, decision)
         except decisions.Refused as e:
             return PlainTextResponse(f"not decided: {e}\n", status_code=409)
+        except RPCError as e:
+            status = 404 if e.status == RPCStatusCode.NOT_FOUND else 409
+            return PlainTextResponse(f"not decided: {handle.id}: {e.message}\n", status_code=status)
         return JSONResponse(record.model_dump(mode="json"))
 
     return [
@@ -425,4 +428,6 @@ async def _answer(client: Client, workflow_id: str, resume: list[Any], by: str) 
             await decisions.decide(handle, decision)
         except decisions.Refused as e:
             return f"not decided: {e}"
+        except RPCError as e:
+            return f"not decided: {workflow_id}: {e.message}"
     return None

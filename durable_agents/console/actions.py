@@ -59,7 +59,10 @@ async def decide(
         wait_seconds=wait_seconds,
     )
     signer = decisions.Signer(session.name, session.secret)
-    return await decisions.decide(client.get_workflow_handle(workflow_id), decision, signer=signer)
+    try:
+        return await decisions.decide(client.get_workflow_handle(workflow_id), decision, signer=signer)
+    except RPCError as e:
+        raise Refused(e.message) from e
 
 
 async def answer(client: Client, workflow_id: str, call_id: str, text: str, *, as_json: bool) -> ClientCall:

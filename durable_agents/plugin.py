@@ -98,8 +98,8 @@ class AgentPlugin(SimplePlugin):
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
     need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling; and the settings' graceful
-    shutdown) and two
-    workflow threads; the cache size stays the worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
+    shutdown, ``AGENT_SHUTDOWN_GRACE_SECONDS``) and two workflow threads; the cache size stays the
+    worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
     worker (``deployment_config``) conversations are pinned unless their agent says ``auto_upgrade``
     (durable_agents/versioning.py). Raises
     ``AgentFileError`` naming the file and field when an agent file is bad.

@@ -53,8 +53,8 @@ class Settings:
     answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
     shutdown_grace_seconds: float = 5.0
     """``AGENT_SHUTDOWN_GRACE_SECONDS``: how long a stopping worker lets its running calls finish
-    before it cancels them; ``worker.py`` has exited within a second after (a call that ignores
-    its cancellation is left to its retry). Keep it under the supervisor's stop timeout."""
+    before it cancels them; ``worker.py`` has exited half a second after (a call that ignores its
+    cancellation is left to its retry). Keep it under the supervisor's stop timeout."""
     encryption_key: str = field(default="", repr=False)
     """``AGENT_ENCRYPTION_KEY``: ``base64key`` or ``id1:key1,id2:key2`` encrypts every payload."""
     codec_token: str | None = field(default=None, repr=False)

@@ -117,7 +117,7 @@ async def run(args: argparse.Namespace, settings: Settings, registry: ToolRegist
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, asked_to_stop)
     deadline.code = await _run_until_stopped(worker, stop, args, address)
-    deadline.start()  # stopped on its own: the interpreter's exit would wait for the calls' threads
+    deadline.start()  # however it stopped: the interpreter's exit waits for the calls' threads
     if server:
         await server.stop()
     return deadline.code

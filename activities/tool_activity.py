@@ -1,10 +1,10 @@
 """The tool activity: one call to a registry tool or an MCP server's, then the post_tool_use hooks.
 
 A tool's body that has returned is never reported as failed for a store's sake: a large outcome
-(kept in the payload store as the activity completes) waits, heartbeating, until that store answers,
-and the worker keeps it meanwhile, so an attempt run again after the outage (``workflows/outages.py``)
-returns it instead of running the body again. With ``ctx.once`` an effect's result is also in the
-idempotency store, for a retry on any host.
+(kept in the payload store as the activity completes) waits, heartbeating, until that store answers
+and has room for it, and the worker keeps it meanwhile, so an attempt run again after the outage
+(``workflows/outages.py``) returns it instead of running the body again. With ``ctx.once`` an
+effect's result is also in the idempotency store, for a retry on any host.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ class ToolActivities:
     mcp: LazyMCPPool
     stores: StoreIdentity
     """Checked before the tool runs: a conversation's effects happen against its own stores only."""
-    payload_store_answers: Callable[[], Awaitable[None]]
-    """Returns once the payload store answers (``patiently``): a large outcome is stored as the
-    activity completes, when it can no longer heartbeat."""
+    payload_store_answers: Callable[[int], Awaitable[None]]
+    """Returns once the payload store answers and has room for that many bytes (``patiently``): a
+    large outcome is stored as the activity completes, when it can no longer heartbeat."""
     _finished: OrderedDict[str, ToolOutcome] = field(default_factory=OrderedDict)
     """Large outcomes by idempotency key, kept for an attempt run again after a store outage."""
 
@@ -63,7 +63,7 @@ class ToolActivities:
             outcome = await self._run(invocation)
             if len(outcome.content) >= LARGE:
                 self._keep(invocation.idempotency_key, outcome)
-                await self.payload_store_answers()
+                await self.payload_store_answers(len(outcome.content.encode()))
         return outcome
 
     def _keep(self, key: str, outcome: ToolOutcome) -> None:

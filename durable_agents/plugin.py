@@ -78,7 +78,6 @@ _SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them a
     "sticky_queue_schedule_to_start_timeout": (timedelta(seconds=10), timedelta(seconds=STICKY_SECONDS)),
     "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
     "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
-    "graceful_shutdown_timeout": (timedelta(0), timedelta(seconds=5)),
     # A call refused by this worker (its stores are not the conversation's, stores/errors.py)
     # must be able to go to another: an eagerly executed activity goes back to the worker that
     # scheduled it. Measured: eager execution saved nothing (a waiting poller gets a task at once).
@@ -98,8 +97,9 @@ class AgentPlugin(SimplePlugin):
     ``workspace_root``, ``models_file``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
 
     Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
-    need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling, a graceful shutdown) and two
-    workflow threads; the cache size stays the worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
+    need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling; and the settings' graceful
+    shutdown, ``AGENT_SHUTDOWN_GRACE_SECONDS``) and two workflow threads; the cache size stays the
+    worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
     worker (``deployment_config``) conversations are pinned unless their agent says ``auto_upgrade``
     (durable_agents/versioning.py). Raises
     ``AgentFileError`` naming the file and field when an agent file is bad.
@@ -134,6 +134,7 @@ class AgentPlugin(SimplePlugin):
         )
         check_subagents(agents)
         self._leases = settings.data_dir / "workers"
+        self._grace = timedelta(seconds=settings.shutdown_grace_seconds)
         stores = stores or settings.stores
         self._database_url = stores.database_url
         if allow_inline_mcp is None:
@@ -191,7 +192,8 @@ class AgentPlugin(SimplePlugin):
             config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
         )
         config = version_config(name_releases(config))
-        for option, (sdk_default, ours) in _SDK_DEFAULTS.items():
+        grace = {"graceful_shutdown_timeout": (timedelta(0), self._grace)}  # AGENT_SHUTDOWN_GRACE_SECONDS
+        for option, (sdk_default, ours) in (_SDK_DEFAULTS | grace).items():
             if config.get(option, sdk_default) == sdk_default:
                 config[option] = ours  # type: ignore[literal-required]
         if config.get("workflow_task_executor") is None and config.get("workflows"):

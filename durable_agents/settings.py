@@ -51,6 +51,10 @@ class Settings:
     store_outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """``AGENT_STORE_OUTAGE_SECONDS``: how long a model or tool call waits for a store that does not
     answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
+    shutdown_grace_seconds: float = 5.0
+    """``AGENT_SHUTDOWN_GRACE_SECONDS``: how long a stopping worker lets its running calls finish
+    before it cancels them; ``worker.py`` has exited half a second after (a call that ignores its
+    cancellation is left to its retry). Keep it under the supervisor's stop timeout."""
     encryption_key: str = field(default="", repr=False)
     """``AGENT_ENCRYPTION_KEY``: ``base64key`` or ``id1:key1,id2:key2`` encrypts every payload."""
     codec_token: str | None = field(default=None, repr=False)
@@ -133,6 +137,9 @@ class Settings:
         decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
         if decide_timeout is not None and not 0 < decide_timeout <= 600:
             raise ValueError(f"AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not {decide_timeout:g}")
+        grace = number("AGENT_SHUTDOWN_GRACE_SECONDS", environ.get("AGENT_SHUTDOWN_GRACE_SECONDS"), float)
+        if grace is not None and grace < 0:
+            raise ValueError(f"AGENT_SHUTDOWN_GRACE_SECONDS must be 0 or more seconds, not {grace:g}")
         return cls(
             data_dir=Path(environ.get("AGENT_DATA_DIR") or "data"),
             conversation_store=path(environ.get("AGENT_STORE")),
@@ -145,6 +152,7 @@ class Settings:
                 "AGENT_STORE_OUTAGE_SECONDS", environ.get("AGENT_STORE_OUTAGE_SECONDS"), float
             )
             or DEFAULT_OUTAGE_SECONDS,
+            shutdown_grace_seconds=5.0 if grace is None else grace,
             encryption_key=environ.get("AGENT_ENCRYPTION_KEY", ""),
             codec_token=environ.get("AGENT_CODEC_TOKEN") or None,
             codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),

@@ -1,6 +1,7 @@
 """The worker's command line (``python worker.py``): checks the agent files, models table, keys and the
 data dir before connecting, starts the embedded dev server when no server is named and none
-answers, then runs ``build_worker`` until SIGINT/SIGTERM.
+answers, then runs ``build_worker`` until SIGINT/SIGTERM, and has exited within its graceful
+shutdown time (``AGENT_SHUTDOWN_GRACE_SECONDS``) and half a second after.
 
 A worker that cannot run does not pretend to: "running" is printed once the worker polls, and any
 failure of its own machinery (data dir, stores, lease, the polling itself) ends the process with
@@ -15,7 +16,9 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -26,8 +29,8 @@ from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agen
 from activities.approver_keys import load_approver_keys
 from activities.hooks import default_hooks
 from activities.models import load_models
-from activities.tools import default_registry
-from durable_agents.cli import settings_or_exit
+from activities.tools import ToolRegistry, default_registry
+from durable_agents.cli import exit_now, settings_or_exit
 from durable_agents.connection import (
     address_is_explicit,
     connect,
@@ -42,11 +45,11 @@ from durable_agents.settings import ROLES, LogFormat, Settings, Trace
 from durable_agents.telemetry import configure_logging, metrics_runtime, tracing_interceptor
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> int:
+async def run(args: argparse.Namespace, settings: Settings, registry: ToolRegistry | None = None) -> int:
     configure_logging(args.log_format)
     stores = settings.stores
     try:
-        registry = default_registry()
+        registry = registry or default_registry()
         models = load_models(settings.models_file, settings.prices_file)  # fail before connecting on
         load_agents(args.agents_dir, registry, default_hooks(), models.max_output_tokens)  # a bad file
         if not stores.shared:  # the stores' files and the leases
@@ -103,13 +106,21 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"worker: cannot open the stores on this host: {e}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
+    grace = worker.config(active_config=True).get("graceful_shutdown_timeout") or timedelta(0)
+    deadline = _Deadline(grace.total_seconds() + EXIT_MARGIN)
     loop = asyncio.get_running_loop()
+
+    def asked_to_stop(signum: int, frame: object) -> None:
+        deadline.start()  # here, not on the loop: a call may be blocking the loop
+        loop.call_soon_threadsafe(stop.set)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    code = await _run_until_stopped(worker, stop, args, address)
+        signal.signal(sig, asked_to_stop)
+    deadline.code = await _run_until_stopped(worker, stop, args, address)
+    deadline.start()  # however it stopped: the interpreter's exit waits for the calls' threads
     if server:
         await server.stop()
-    return code
+    return deadline.code
 
 
 async def _run_until_stopped(
@@ -137,6 +148,38 @@ async def _run_until_stopped(
         print(f"worker: {_one_line(error)}", file=sys.stderr)
         return 1
     return 0  # it ends without an error only when asked to
+
+
+EXIT_MARGIN = 0.5
+"""Seconds past the graceful shutdown time (``AGENT_SHUTDOWN_GRACE_SECONDS``) by which a stopping
+worker has exited, whatever still runs."""
+
+
+class _Deadline:
+    """Once the worker stops, the process ends within the grace and ``EXIT_MARGIN``. A call that
+    ignores its cancellation (a tool blocked in synchronous code) would otherwise hold the SDK's
+    shutdown, and then the interpreter's exit, which waits for every thread, for as long as it runs;
+    a thread of its own ends the process even when such a call blocks the event loop. The call's
+    attempt is retried as a dead worker's are (``durable_agents/lost_calls.py``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.code = 0
+        """The exit status: 0 (asked to stop) until ``run`` knows better."""
+        self._seconds = seconds
+        self._timer = threading.Timer(seconds, self._end)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        if self._timer.ident is None:  # a second signal changes nothing
+            self._timer.start()
+
+    def _end(self) -> None:
+        print(
+            f"worker: still stopping after {self._seconds:g} s (a call ignores its cancellation);"
+            " exiting without it",
+            file=sys.stderr,
+        )
+        exit_now(self.code)
 
 
 def _versioned(version: WorkerDeploymentVersion) -> str:
@@ -193,7 +236,8 @@ _FROM_SETTINGS: dict[str, dict[str, Any]] = {
 """Options whose default is the setting of the same name (``AGENT_*``, durable_agents/settings.py)."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, registry: ToolRegistry | None = None) -> int:
+    """``worker.py``: with ``registry``, a worker of your own tools (default: ``default_registry()``)."""
     parser = argparse.ArgumentParser(description="Run the durable agent worker.")
     settings = settings_or_exit("worker")
     for name, options in _FROM_SETTINGS.items():
@@ -202,4 +246,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
     )
-    return asyncio.run(run(parser.parse_args(argv), settings))
+    return asyncio.run(run(parser.parse_args(argv), settings, registry))

@@ -8,6 +8,6 @@ and the errors a store's outage raises.
 - ``postgres``: every store above on one PostgreSQL database (``AGENT_DATABASE_URL``).
 - ``leases``: the worker leases in that database, by which hosts see each other's death.
 - ``settings``: ``StoreSettings``, which store lives where, and opening them.
-- ``errors``: ``StoreDown`` (an outage, waited out) and the store identity that keeps workers of
-  different stores apart.
+- ``errors``: ``outage`` (which errors are a store's outage), ``StoreDown`` (an outage, waited out)
+  and the store identity that keeps workers of different stores apart.
 """

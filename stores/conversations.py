@@ -29,7 +29,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
 from workflows.messages import Message
 
 T = TypeVar("T")
@@ -49,7 +49,8 @@ def masked(url: str) -> str:
 
 class SQLiteFile:
     """One SQLite file shared by the threads of a worker (and, through WAL, by its sibling processes).
-    A file locked past the wait below, a full disk or an I/O error is a ``StoreDown``, waited out."""
+    A file locked past the wait below, a full disk or an I/O error is a ``StoreDown`` (``outage``),
+    waited out."""
 
     def __init__(self, path: Path, schema: str, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +76,10 @@ class SQLiteFile:
     async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
-        except sqlite3.OperationalError as e:  # locked, disk full, I/O error: not the call's fault
-            raise StoreDown(str(self), str(e)) from e
+        except Exception as e:
+            if (reason := outage(e)) is None:
+                raise
+            raise StoreDown(str(self), reason) from e
 
     async def identity(self) -> str:
         """The file's identity: made with it (a random id), kept in it."""
@@ -171,9 +174,11 @@ class SQLitePayloadDriver(StorageDriver):
     def name(self) -> str:
         return "agent-sqlite"
 
-    async def ping(self) -> None:
-        """Wait (``patiently``) until the store answers."""
-        await self._file.read("SELECT 1", ())
+    async def ping(self, size: int) -> None:
+        """Wait (``patiently``) until the store answers and has room for ``size`` bytes: a row that
+        large written and removed (on a full disk a read still answers, a write does not)."""
+        await self._file.write("INSERT OR REPLACE INTO payloads VALUES ('probe', randomblob(?))", [(size,)])
+        await self._file.write("DELETE FROM payloads WHERE key = 'probe'", [()])
 
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]

@@ -1,9 +1,11 @@
 """Waiting for a store that does not answer, so that an outage costs a call time, never an attempt.
 
-Every store (the conversation store, ``ctx.once`` results, workspaces, large payloads; SQLite files
-or PostgreSQL) raises ``StoreDown`` for a fault a later try may not meet: connection refused or
-lost, the server restarting, read-only, ``too many connections``, its tables gone, a SQLite file
-locked or its disk full. ``patiently`` is the one place that decides how long to try again:
+Every store (the conversation store, ``ctx.once`` results, workspaces, large payloads, the ledger;
+SQLite files or PostgreSQL) raises ``StoreDown`` for a fault a later try may not meet, and
+``outage`` is the one place that says which faults those are: connection refused or lost, the
+server restarting, read-only, out of disk, memory or connections, its tables gone, a SQLite file
+locked or its disk full, a disk full, over quota, failing or read-only under a folder or file.
+``patiently`` is the one place that decides how long to try again:
 
 - In an activity, until the outage budget (``AGENT_STORE_OUTAGE_SECONDS``) or shortly before the
   attempt's own timeout, whichever comes first (model and tool calls heartbeat meanwhile). Then the attempt
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -42,6 +46,47 @@ UNSTORED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar
 """Results an attempt holds that its store has not taken yet (``ctx.once`` results whose effect
 happened): an attempt that gives up on its store hands them to the workflow in its error, and the
 call run again gets them in its input, whichever worker runs it (``ToolInvocation.kept``)."""
+
+
+DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""A disk under a store that is full, over quota, failing or read-only: not the fault of a path."""
+
+_SQLSTATES = {
+    "08": "cannot be reached",  # connection_exception
+    "57": "cannot be reached",  # operator_intervention: shutting down, restarting, starting up
+    "53100": "is out of disk space",  # disk_full
+    "53200": "is out of memory",  # out_of_memory
+    "53300": "refuses connections",  # too_many_connections
+    "53400": "is at a configured limit",  # configuration_limit_exceeded
+    "53": "is out of resources",  # insufficient_resources, and any code the class gains
+    "58030": "cannot use its disk",  # io_error
+    "3D000": "does not exist",  # invalid_catalog_name: the database dropped, not yet made again
+}
+"""PostgreSQL's SQLSTATEs (a code, else its class) of faults of the server, not of the statement."""
+
+
+def outage(error: BaseException) -> str | None:
+    """Why ``error`` is a store's outage, in one line; None when it is not one (the caller's fault,
+    or a bug), and goes up as it is. Read-only and tables gone are said apart: a store makes its
+    tables again when they are found gone (``stores/postgres.py``)."""
+    if isinstance(error, OSError) and error.errno in DISK_FAULTS:
+        return error.strerror or str(error)
+    if isinstance(error, sqlite3.OperationalError):  # locked, disk full, I/O error, read-only
+        return str(error)
+    sqlstate = getattr(error, "sqlstate", None)
+    if not isinstance(sqlstate, str):
+        return None
+    if sqlstate == "25006":  # read_only_sql_transaction: a standby, or a failover under way
+        return f"is read-only ({first_line(error)})"
+    if sqlstate == "42P01":  # undefined_table
+        return "its tables are gone (the database emptied or made anew)"
+    said = _SQLSTATES.get(sqlstate) or _SQLSTATES.get(sqlstate[:2])
+    return f"{said}: {first_line(error)}" if said else None
+
+
+def first_line(error: BaseException) -> str:
+    """An error in one line: its first, or its type when it says nothing."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 class StoreDown(Exception):

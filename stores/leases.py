@@ -13,7 +13,7 @@ import asyncpg
 
 from stores.conversations import masked
 from stores.errors import StoreDown
-from stores.postgres import TRANSIENT, database, first_line
+from stores.postgres import database, down
 
 LEASE_DEAD_SECONDS = 1.5
 """A worker lease not refreshed for this long, by the database's clock, is a dead worker's: three
@@ -111,7 +111,7 @@ class PostgresLeases:
         return True
 
     async def _query(self, method: str, query: str, *args: object) -> Any:
-        """``connection.<method>(query, *args)``; None when the database cannot be reached: then
+        """``connection.<method>(query, *args)``; None when the database is out (``down``): then
         nobody is judged until the refreshes have succeeded again for ``LEASE_DEAD_SECONDS``."""
         async with self._lock:
             try:
@@ -123,11 +123,11 @@ class PostgresLeases:
                     await database(self._url).tables_again()
                 self._trusted_since = None
                 return None
-            except (*TRANSIENT, asyncpg.exceptions.ReadOnlySQLTransactionError) as e:
+            except Exception as e:
+                if (reason := down(e)) is None:
+                    raise
                 if self._trusted_since is not None:
-                    _leases_logger.warning(
-                        "worker leases: database %s unreachable: %s", masked(self._url), first_line(e)
-                    )
+                    _leases_logger.warning("worker leases: database %s %s", masked(self._url), reason)
                 self._trusted_since = None
                 if self._connection is not None:
                     self._connection.terminate()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from stores.conversations import SQLiteFile
-from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
 
 T = TypeVar("T")
 Period = Literal["day", "month"]
@@ -307,8 +307,10 @@ class SQLiteLedger(Ledger):
     async def _in_thread(self, op: Callable[[Tx], Awaitable[T]]) -> T:
         try:
             return await asyncio.to_thread(self._run, op)
-        except sqlite3.OperationalError as e:
-            raise StoreDown(str(self), str(e)) from e
+        except Exception as e:
+            if (reason := outage(e)) is None:
+                raise
+            raise StoreDown(str(self), reason) from e
 
     def _run(self, op: Callable[[Tx], Awaitable[T]]) -> T:
         db = self._file._db

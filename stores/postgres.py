@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -27,7 +28,7 @@ from temporalio.converter import (
 )
 
 from stores.conversations import MESSAGE, masked, stored_payloads
-from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, first_line, outage, patiently
 from stores.layouts import folder_name
 from stores.ledger import TABLES as LEDGER_TABLES
 from stores.ledger import Ledger, Tx, numbered
@@ -61,15 +62,20 @@ _LEDGER_LOCK = 7_233_002
 
 UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError)
 """No server answered at all (what start-up calls "cannot reach")."""
-TRANSIENT = (
+_BROKEN = (
     *UNREACHABLE,
-    asyncpg.exceptions.OperatorInterventionError,  # shutdown, restart, "starting up"
-    asyncpg.exceptions.TooManyConnectionsError,
-    asyncpg.exceptions.InvalidCatalogNameError,  # the database dropped (and not yet made again)
     asyncpg.InterfaceError,  # "connection is closed"
     asyncpg.exceptions.InternalClientError,  # a connection whose protocol broke mid-operation
 )
-"""Errors a later attempt may not meet: the server restarting, a connection dropped."""
+"""The connection failed, so the server said nothing (no SQLSTATE)."""
+
+
+def down(error: BaseException) -> str | None:
+    """Why the database is out (``stores.errors.outage``, or a connection that failed), or None: the
+    one test the stores, the leases and the worker apply to PostgreSQL's errors."""
+    if (reason := outage(error)) is not None:
+        return reason
+    return f"cannot be reached: {first_line(error)}" if isinstance(error, _BROKEN) else None
 
 
 class Database:
@@ -132,18 +138,14 @@ class Database:
             await self._tables(pool)
             async with pool.acquire() as connection:
                 return await op(connection)
-        except asyncpg.exceptions.UndefinedTableError as e:
-            self._schema = None  # the next try creates them again
-            raise StoreDown(str(self), "its tables are gone (the database emptied or made anew)") from e
-        except asyncpg.exceptions.ReadOnlySQLTransactionError as e:
-            self._schema = None  # a read-only database cannot have had its tables made
-            raise StoreDown(str(self), f"is read-only ({first_line(e)})") from e
-        except asyncpg.exceptions.TooManyConnectionsError as e:
-            raise StoreDown(str(self), f"refuses connections: {first_line(e)}") from e
-        except asyncpg.exceptions.InvalidCatalogNameError as e:
-            raise StoreDown(str(self), f"does not exist: {first_line(e)}") from e
-        except TRANSIENT as e:
-            raise StoreDown(str(self), f"cannot be reached: {first_line(e)}") from e
+        except Exception as e:
+            if (reason := down(e)) is None:
+                raise
+            if isinstance(
+                e, asyncpg.exceptions.UndefinedTableError | asyncpg.exceptions.ReadOnlySQLTransactionError
+            ):
+                self._schema = None  # the next try makes them (again): a read-only database could not
+            raise StoreDown(str(self), reason) from e
 
     async def _pool(self) -> asyncpg.Pool:
         loop = asyncio.get_running_loop()
@@ -289,9 +291,23 @@ class PostgresPayloadDriver(StorageDriver):
     def name(self) -> str:
         return "agent-postgres"
 
-    async def ping(self) -> None:
-        """Wait (``patiently``) until the store answers."""
-        await self._db.run(lambda c: c.fetchval("SELECT 1"))
+    async def ping(self, size: int) -> None:
+        """Wait (``patiently``) until the store answers and has room for ``size`` bytes: a write of
+        that many, rolled back (on a full disk ``SELECT 1`` still answers, a write does not)."""
+
+        async def probe(connection: asyncpg.Connection) -> None:
+            transaction = connection.transaction()
+            await transaction.start()
+            try:
+                await connection.execute(
+                    "INSERT INTO agent_payloads (key, data) VALUES ($1, $2)",
+                    f"probe-{uuid.uuid4()}",
+                    os.urandom(size),  # random bytes: compressed, they would take no room
+                )
+            finally:
+                await transaction.rollback()
+
+        await self._db.run(probe)
 
     def __str__(self) -> str:
         return str(self._db)
@@ -438,8 +454,3 @@ class _PostgresTx:
 
 def _failed(future: asyncio.Future) -> bool:
     return future.cancelled() or future.exception() is not None
-
-
-def first_line(error: BaseException) -> str:
-    """An error in one line: its first, or its type when it says nothing."""
-    return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import posixpath
@@ -22,13 +21,10 @@ from typing import Protocol
 
 from temporalio import activity
 
-from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, patiently
+from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
 from stores.layouts import EarlierWorkspaces, folder_name
 
 logger = logging.getLogger(__name__)
-
-_DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
-"""Faults of the disk, not of the path the model chose."""
 
 
 class WorkspaceError(Exception):
@@ -110,9 +106,9 @@ class LocalWorkspace:
         try:
             await asyncio.to_thread(fn, *args)
         except OSError as e:
-            if e.errno not in _DISK_FAULTS:
+            if (reason := outage(e)) is None:
                 raise
-            raise StoreDown(f"the workspace folder {self.root.parent}", e.strerror or str(e)) from e
+            raise StoreDown(f"the workspace folder {self.root.parent}", reason) from e
 
     def _read(self, path: str) -> bytes:
         target = self._target(path)

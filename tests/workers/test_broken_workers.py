@@ -12,6 +12,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,6 +141,60 @@ async def test_a_worker_that_cannot_write_its_lease_stops_with_one_line_naming_i
     [line] = _errors(process)
     assert line.startswith(f"worker: cannot write the lease {small_disk}/workers/")
     assert line.endswith(f": {NO_SPACE}")
+
+
+async def test_a_worker_sent_sigterm_while_a_tool_is_stuck_in_synchronous_code_has_exited_after_its_grace(
+    server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    """A tool blocks for two minutes in code that never hears a cancellation: the worker gives it its
+    grace (1 s here), then exits all the same, as asked (0), by the time the grace and 3 s are past."""
+    grace = 1
+    task_queue = f"stuck-{uuid.uuid4().hex}"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {
+        "TEMPORAL_ADDRESS": server.address,
+        "AGENT_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_TASK_QUEUE": task_queue,
+        "AGENT_SHUTDOWN_GRACE_SECONDS": str(grace),
+        "STUCK_MARK": str(tmp_path / "stuck"),
+    }
+    with (tmp_path / "worker.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.stuck_worker"],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+    try:
+        assert " running on " in _until_running(process)[-1]
+        await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(
+                scripted_agent(step("", ("stuck", {"seconds": 120})), step("done"), tools=["stuck"])
+            ),
+            id=f"stuck-{uuid.uuid4().hex}",
+            task_queue=task_queue,
+        )
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while not (tmp_path / "stuck").exists():
+            assert time.monotonic() < deadline, "the tool never started"
+            await asyncio.sleep(0.05)
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, grace + 3)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker was still running {grace + 3} s after SIGTERM")
+    finally:
+        process.kill()
+
+    assert process.returncode == 0
+    errors = [
+        line for line in (tmp_path / "worker.log").read_text().splitlines() if line.startswith("worker:")
+    ]
+    assert errors == [
+        "worker: still stopping after 1.5 s (a call ignores its cancellation); exiting without it"
+    ]
 
 
 def test_a_store_file_that_cannot_be_opened_stops_the_worker_with_one_line(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,31 @@ async def test_workers_cache_200_conversations_unless_told(client: Client, tmp_p
         settings = Settings.from_env({"AGENT_MAX_CACHED_WORKFLOWS": str(asked)})
         told = plugin.build_worker(client, settings, task_queue=f"cache-{asked}", workspace_root=tmp_path)
         assert told.config(active_config=True)["max_cached_workflows"] == asked
+
+
+async def test_workers_give_running_calls_the_shutdown_grace_of_the_settings(
+    client: Client, tmp_path: Path
+) -> None:
+    default = plugin.build_worker(client, task_queue="grace-default", workspace_root=tmp_path)
+    assert default.config(active_config=True)["graceful_shutdown_timeout"] == timedelta(seconds=5)
+    settings = Settings.from_env({"AGENT_SHUTDOWN_GRACE_SECONDS": "2.5"})
+    told = plugin.build_worker(client, settings, task_queue="grace-told", workspace_root=tmp_path)
+    assert told.config(active_config=True)["graceful_shutdown_timeout"] == timedelta(seconds=2.5)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("-1", "AGENT_SHUTDOWN_GRACE_SECONDS must be 0 or more seconds, not -1"),
+        ("soon", "AGENT_SHUTDOWN_GRACE_SECONDS must be a number, not 'soon'"),
+    ],
+)
+def test_a_shutdown_grace_that_is_no_number_of_seconds_is_refused_naming_the_variable(
+    value: str, error: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        Settings.from_env({"AGENT_SHUTDOWN_GRACE_SECONDS": value})
+    assert str(refused.value) == error
 
 
 def test_the_agent_workflow_runs_outside_the_sandbox_and_others_inside() -> None:

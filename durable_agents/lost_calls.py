@@ -18,7 +18,11 @@ share the data dir see each other (one host). ``stores.leases.PostgresLeases`` (
 was not refreshed for a while; every host sees every other.
 
 A worker that cannot write its lease stops (``LeaseError``): running on, its calls would wait for
-their timeouts after a crash, and nobody would know why.
+their timeouts after a crash, and nobody would know why. So does a worker whose lease another took
+(it was paused or cut off past the dead interval: its calls were retried elsewhere): it cancels the
+attempts it runs, and an attempt it was handed starts only after a fresh read of the lease says it
+was not taken (``check``; ``stores/leases.py``), its epoch then the fencing token of its
+``ctx.once`` claims (``stores/idempotency.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from temporalio.worker import (
 )
 
 from durable_agents.runners import Activate, Around, WatchingRunner
+from stores.idempotency import EPOCH, StaleEpoch
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +69,10 @@ WRITE_DELAY = 0.05
 may be missed: its heartbeat timeout then retries it)."""
 REFRESH_SECONDS = 0.5
 """How often a worker says it is alive where its lease needs that (PostgreSQL)."""
+LEASE_DEAD_SECONDS = 1.5
+"""The default of ``AGENT_LEASE_DEAD_SECONDS``: a PostgreSQL lease not refreshed for this long, by
+the database's clock, is a dead worker's (three refreshes missed; with a sweep every 0.5 s a dead
+host is noticed within 2 s)."""
 LOST_ERROR = "WorkerLost"
 RETRY_AT_ONCE = timedelta(milliseconds=10)
 """The retry delay a dead worker's attempts get instead of their retry policy's backoff."""
@@ -93,6 +102,11 @@ class LeaseStore(Protocol):
     async def sweep(self, reclaim: Reclaim) -> None:
         """``reclaim`` each dead worker's record, then remove its lease (left for the next sweep
         if ``reclaim`` raises)."""
+        ...
+
+    async def check(self) -> int | None:
+        """This worker's epoch (None where leases carry none), read afresh: raises ``StaleEpoch``
+        when another worker took the lease."""
         ...
 
     async def release(self) -> None:
@@ -172,6 +186,10 @@ class FileLeases:
             finally:
                 os.close(fd)
 
+    async def check(self) -> int | None:
+        """No epoch: a locked file cannot be taken from a process that is alive, paused or not."""
+        return None
+
     async def release(self) -> None:
         if self._fd is None:
             return
@@ -203,14 +221,25 @@ class Lease:
         self._cached: set[tuple[str, str]] = set()
         """The conversations (workflow id, run id) this worker has in its cache."""
         self._changed = asyncio.Event()
+        self._attempts: dict[bytes, asyncio.Task] = {}
+        """Task token → the task running the attempt: cancelled when the lease is taken."""
 
     def started(self, task_token: bytes, workflow_id: str, run_id: str) -> None:
         self._running[task_token] = (workflow_id, run_id)
+        if (task := asyncio.current_task()) is not None:
+            self._attempts[task_token] = task
         self._changed.set()
 
     def finished(self, task_token: bytes) -> None:
         self._running.pop(task_token, None)
+        self._attempts.pop(task_token, None)
         self._changed.set()
+
+    def cancel_running(self) -> None:
+        """The lease was taken: every attempt runs elsewhere now. A ``ctx.once`` step that has run
+        its function still records its result (``stores/idempotency.py``)."""
+        for task in self._attempts.values():
+            task.cancel()
 
     def cached(self, workflow_id: str, run_id: str) -> None:
         self._cached.add((workflow_id, run_id))
@@ -229,16 +258,20 @@ class Lease:
 
     async def keep(self) -> None:
         """Write the record within ``WRITE_DELAY`` of a change, else say every ``REFRESH_SECONDS``
-        that the worker is alive. Returns only by raising: the lease cannot be kept."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), REFRESH_SECONDS)
-            if not self._changed.is_set():
-                await self.store.write(None)
-                continue
-            await asyncio.sleep(WRITE_DELAY)  # one write for the attempts that start together
-            self._changed.clear()
-            await self.store.write(self.record())
+        that the worker is alive. Returns only by raising: the lease cannot be kept, or was taken."""
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), REFRESH_SECONDS)
+                if not self._changed.is_set():
+                    await self.store.write(None)
+                    continue
+                await asyncio.sleep(WRITE_DELAY)  # one write for the attempts that start together
+                self._changed.clear()
+                await self.store.write(self.record())
+        except StaleEpoch as e:
+            self.cancel_running()
+            raise LeaseError(str(e)) from e
 
     async def sweep(self, client: Client) -> None:
         """Every ``SWEEP_SECONDS`` (the first time at once: a replacement retries its predecessor's
@@ -322,19 +355,26 @@ async def run_with_lease(
         await lease.store.release()
 
 
-def lease_store(database_url: str | None, leases: Path, client: Client, identity: str) -> LeaseStore:
-    """PostgreSQL leases with a database (every host sees them), else files under ``leases``."""
+def lease_store(
+    database_url: str | None,
+    leases: Path,
+    client: Client,
+    identity: str,
+    dead_seconds: float = LEASE_DEAD_SECONDS,
+) -> LeaseStore:
+    """PostgreSQL leases with a database (every host sees them, dead after ``dead_seconds``
+    without a refresh), else files under ``leases``."""
     name = f"{identity.replace('/', '_')}-{uuid.uuid4().hex[:8]}"
     if database_url:
         from stores.leases import PostgresLeases  # asyncpg only where a database is used
 
-        return PostgresLeases(database_url, server_of(client), name)
+        return PostgresLeases(database_url, server_of(client), name, dead_seconds)
     return FileLeases(leases / server_of(client).replace("/", "_"), name)
 
 
 class RecordRunningCalls(Interceptor):
-    """Keeps the lease's list of running attempts (local activities run inside a workflow task:
-    a dead worker's workflow task is retried, not them)."""
+    """Keeps the lease's list of running attempts, each started only while the lease holds (local
+    activities run inside a workflow task: a dead worker's workflow task is retried, not them)."""
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
@@ -344,6 +384,8 @@ class RecordRunningCalls(Interceptor):
 
 
 class _Recording(ActivityInboundInterceptor):
+    """Starts an attempt only after a fresh read says the lease was not taken, and records it."""
+
     def __init__(self, next: ActivityInboundInterceptor, lease: Lease) -> None:
         super().__init__(next)
         self._lease = lease
@@ -352,6 +394,13 @@ class _Recording(ActivityInboundInterceptor):
         info = activity.info()
         if info.is_local:
             return await super().execute_activity(input)
+        try:
+            EPOCH.set(await self._lease.store.check())
+        except StaleEpoch as e:  # handed to this worker before its lease was taken: it runs elsewhere
+            logger.warning("refused an attempt of %s: %s", info.activity_type, e)
+            raise ApplicationError(
+                f"{e}: this attempt runs elsewhere", type=LOST_ERROR, next_retry_delay=RETRY_AT_ONCE
+            ) from e
         self._lease.started(info.task_token, info.workflow_id or "", info.workflow_run_id or "")
         try:
             return await super().execute_activity(input)

@@ -135,6 +135,7 @@ class AgentPlugin(SimplePlugin):
         check_subagents(agents)
         self._leases = settings.data_dir / "workers"
         self._grace = timedelta(seconds=settings.shutdown_grace_seconds)
+        self._lease_dead_seconds = settings.lease_dead_seconds
         stores = stores or settings.stores
         self._database_url = stores.database_url
         if allow_inline_mcp is None:
@@ -183,7 +184,8 @@ class AgentPlugin(SimplePlugin):
         config["activities"] = self._yielding_old_names(config.get("activities") or [])
         client: Client = config["client"]  # type: ignore[typeddict-item]
         identity = config.get("identity") or client.identity
-        lease = Lease(lease_store(self._database_url, self._leases, client, identity), identity)
+        leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
+        lease = Lease(leases, identity)
         config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
         config["workflow_runner"] = RecordCachedConversations(
             config.get("workflow_runner") or SandboxedWorkflowRunner(), lease

@@ -15,6 +15,7 @@ from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from activities.delta_channel import default_folder
+from durable_agents.lost_calls import LEASE_DEAD_SECONDS, REFRESH_SECONDS
 from stores.conversations import masked
 from stores.errors import DEFAULT_OUTAGE_SECONDS
 from stores.layouts import EarlierWorkspaces
@@ -48,6 +49,10 @@ class Settings:
     """``AGENT_DELTA_DIR``: the folder where this host's readers (``serve``, ``watch``, ``chat``) take
     streamed deltas from the model activities, without a database (``from_env``'s default: a private
     folder under ``$XDG_RUNTIME_DIR`` or the temp folder). With ``database_url`` they go by NOTIFY."""
+    lease_dead_seconds: float = LEASE_DEAD_SECONDS
+    """``AGENT_LEASE_DEAD_SECONDS``: with ``database_url``, a worker whose lease was not refreshed
+    for this long is taken for dead and its calls retried elsewhere (above the longest stall of a
+    busy worker's event loop: docs/benchmarks.md)."""
     store_outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     """``AGENT_STORE_OUTAGE_SECONDS``: how long a model or tool call waits for a store that does not
     answer before the conversation says ``waiting_for_storage`` (it goes on waiting, never fails)."""
@@ -135,6 +140,12 @@ class Settings:
         origins = environ.get("AGENT_CODEC_ORIGINS", "")
         serve_origins = environ.get("AGENT_SERVE_ORIGINS", "")
         decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
+        dead = number("AGENT_LEASE_DEAD_SECONDS", environ.get("AGENT_LEASE_DEAD_SECONDS"), float)
+        if dead is not None and not dead > 2 * REFRESH_SECONDS:
+            raise ValueError(
+                f"AGENT_LEASE_DEAD_SECONDS must be above {2 * REFRESH_SECONDS:g} seconds (two lease"
+                f" refreshes), not {dead:g}"
+            )
         if decide_timeout is not None and not 0 < decide_timeout <= 600:
             raise ValueError(f"AGENT_DECIDE_TIMEOUT must be in (0, 600] seconds, not {decide_timeout:g}")
         grace = number("AGENT_SHUTDOWN_GRACE_SECONDS", environ.get("AGENT_SHUTDOWN_GRACE_SECONDS"), float)
@@ -148,6 +159,7 @@ class Settings:
             workspace=path(environ.get("AGENT_WORKSPACE")),
             database_url=url,
             delta_dir=path(environ.get("AGENT_DELTA_DIR")) or default_folder(environ.get("XDG_RUNTIME_DIR")),
+            lease_dead_seconds=LEASE_DEAD_SECONDS if dead is None else dead,
             store_outage_seconds=number(
                 "AGENT_STORE_OUTAGE_SECONDS", environ.get("AGENT_STORE_OUTAGE_SECONDS"), float
             )

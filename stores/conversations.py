@@ -62,7 +62,7 @@ class SQLiteFile:
             self._db.execute("PRAGMA journal_mode=WAL")
             # Commits survive a killed process; only a power cut may lose the last ones.
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(schema)
+            self._db.executescript(schema)  # one statement or several
 
     def __str__(self) -> str:
         return f"SQLite {self._path}"

@@ -29,6 +29,7 @@ from temporalio.converter import (
 
 from stores.conversations import MESSAGE, masked, stored_payloads
 from stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, first_line, outage, patiently
+from stores.idempotency import StaleEpoch
 from stores.layouts import folder_name
 from stores.ledger import TABLES as LEDGER_TABLES
 from stores.ledger import Ledger, Tx, numbered
@@ -37,7 +38,7 @@ from workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -54,6 +55,14 @@ _MIGRATIONS: dict[int, list[str]] = {
         " refreshed_at timestamptz NOT NULL, record text NOT NULL)",
     ],
     3: LEDGER_TABLES,  # PostgresLedger
+    4: [  # fencing: lease epochs, takeovers (stores/leases.py) and ctx.once claims (PostgresIdempotencyStore)
+        "CREATE SEQUENCE agent_lease_epochs",
+        "ALTER TABLE agent_workers ADD COLUMN epoch bigint NOT NULL DEFAULT 0",
+        "CREATE TABLE agent_takeovers (worker text PRIMARY KEY, server text NOT NULL, epoch bigint NOT NULL,"
+        " taken_at timestamptz NOT NULL, record text)",
+        "CREATE TABLE agent_claims (key text PRIMARY KEY, claimant text NOT NULL, epoch bigint,"
+        " expires_at timestamptz NOT NULL)",
+    ],
 }
 _SCHEMA_LOCK = 7_233_001
 _LEDGER_LOCK = 7_233_002
@@ -261,7 +270,8 @@ class PostgresConversationStore:
 
 
 class PostgresIdempotencyStore:
-    """``ctx.once`` results by key: a retry on another host finds the first host's result."""
+    """``ctx.once`` results by key, and the claims of the steps running (``stores/idempotency.py``):
+    a retry on another host finds the first host's result, or waits for its claim."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -279,6 +289,55 @@ class PostgresIdempotencyStore:
                 key,
                 value,
             ),
+        )
+
+    async def claim(self, key: str, claimant: str, epoch: int | None, seconds: float) -> bool:
+        """One statement: refused for an epoch whose lease was taken, else the claim is made unless
+        another one holds the step and has not expired, or its result is stored."""
+        taken, claimed = await self._db.run(
+            lambda c: c.fetchrow(
+                "WITH fence AS (SELECT EXISTS (SELECT 1 FROM agent_takeovers WHERE epoch = $3) AS taken),"
+                " claimed AS (INSERT INTO agent_claims (key, claimant, epoch, expires_at)"
+                " SELECT $1, $2, $3, now() + make_interval(secs => $4) FROM fence WHERE NOT taken"
+                " AND NOT EXISTS (SELECT 1 FROM agent_results WHERE key = $1)"
+                " ON CONFLICT (key) DO UPDATE SET claimant = EXCLUDED.claimant, epoch = EXCLUDED.epoch,"
+                " expires_at = EXCLUDED.expires_at WHERE agent_claims.expires_at < now()"
+                " OR agent_claims.claimant = EXCLUDED.claimant RETURNING claimant)"
+                " SELECT (SELECT taken FROM fence), EXISTS (SELECT 1 FROM claimed)",
+                key,
+                claimant,
+                epoch,
+                seconds,
+            ),
+        )
+        if taken:
+            raise StaleEpoch(
+                f"the lease of epoch {epoch} was taken by another worker: step {key!r} not claimed"
+            )
+        return claimed
+
+    async def record(self, key: str, claimant: str, value: str) -> str | None:
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO agent_results (key, value) SELECT $1, $2 WHERE EXISTS"
+                " (SELECT 1 FROM agent_claims WHERE key = $1 AND claimant = $3) ON CONFLICT (key) DO NOTHING",
+                key,
+                value,
+                claimant,
+            ),
+        )
+        row = await self._db.run(
+            lambda c: c.fetchrow(
+                "SELECT r.value, c.claimant FROM agent_results r"
+                " LEFT JOIN agent_claims c ON c.key = r.key WHERE r.key = $1",
+                key,
+            ),
+        )
+        return row[0] if row is not None and row[1] == claimant else None
+
+    async def release(self, key: str, claimant: str) -> None:
+        await self._db.run(
+            lambda c: c.execute("DELETE FROM agent_claims WHERE key = $1 AND claimant = $2", key, claimant),
         )
 
 

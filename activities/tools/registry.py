@@ -15,6 +15,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
+from temporalio import activity
 from temporalio.exceptions import TemporalError
 
 from activities.named import NamedRegistry
@@ -39,12 +40,27 @@ class ToolContext:
     kept: Mapping[str, str] = field(default_factory=dict)
     """Results of ``once`` that an earlier try had when its store went out (``ToolInvocation.kept``)."""
 
-    async def once(self, step: str, fn: Callable[[], Any]) -> Any:
+    async def once(self, step: str, fn: Callable[[], Any] | Callable[[str], Any]) -> Any:
         """Run ``fn`` (sync or async) at most once for this call and ``step``; a retried attempt
-        gets the stored (JSON) result instead of repeating the effect."""
+        gets the stored (JSON) result instead of repeating the effect, or waits while the step is
+        claimed by an attempt still within the call's timeout (``stores/idempotency.py``). A ``fn``
+        that takes one argument gets the step's own key (``<idempotency_key>/<step>``, the same on
+        every attempt): hand it to an outside service that accepts one, for a crash mid-effect."""
         if self.store is None:
             raise RuntimeError("this worker has no idempotency store")
-        return await run_once(self.store, f"{self.idempotency_key}/{step}", fn, self.kept)
+        key = f"{self.idempotency_key}/{step}"
+        return await run_once(self.store, key, fn, self.kept, claim_seconds=_call_timeout())
+
+
+def _call_timeout() -> float:
+    """How long a claim holds: the attempt's own timeout, after which Temporal has given up on it."""
+    if activity.in_activity() and (timeout := activity.info().start_to_close_timeout):
+        return timeout.total_seconds()
+    return DEFAULT_CLAIM_SECONDS
+
+
+DEFAULT_CLAIM_SECONDS = 30.0
+"""A claim's life outside an activity (a tool called directly, as in a test): ``@tool``'s default timeout."""
 
 
 class ToolError(Exception):

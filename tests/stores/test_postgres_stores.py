@@ -69,6 +69,8 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
         "agent_payloads",
         "agent_files",
         "agent_workers",  # the worker leases (durable_agents/lost_calls.py)
+        "agent_takeovers",  # leases taken, their epochs fenced (stores/leases.py)
+        "agent_claims",  # ctx.once steps running (stores/idempotency.py)
         "agent_ledger",  # the shared ledger (stores/ledger.py)
         "agent_rate",
         "agent_slowdown",

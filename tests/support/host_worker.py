@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from temporalio.client import Client
@@ -63,6 +64,56 @@ async def charge_then_wait(amount: float, ctx: ToolContext) -> str:
     return await ctx.once("charge", pay)
 
 
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=5, heartbeat_seconds=2))
+async def pay_inside(amount: float, blocking: bool, ctx: ToolContext) -> str:
+    """Pay once: inside ``ctx.once`` say so (FAULT_EFFECTS.inside), work FAULT_INSIDE_SECONDS (in a
+    blocking call in a thread, or awaiting), then append the payment to FAULT_EFFECTS.
+
+    Args:
+        amount: Euros.
+        blocking: Whether the work blocks a thread (nothing can cancel it).
+    """
+    effects = Path(os.environ["FAULT_EFFECTS"])
+    seconds = float(os.environ.get("FAULT_INSIDE_SECONDS", "0"))
+    step_key = f"{ctx.idempotency_key}/pay"
+
+    def said() -> None:
+        with effects.with_suffix(".inside").open("a") as inside:
+            inside.write(f"{step_key}\n")
+
+    def paid() -> str:
+        with effects.open("a") as out:
+            out.write(f"{step_key} {amount:g}\n")
+        return f"paid {amount:g} EUR"
+
+    def blocked() -> str:
+        said()
+        time.sleep(seconds)
+        return paid()
+
+    async def pay_blocking() -> str:
+        return await asyncio.to_thread(blocked)
+
+    async def pay_awaiting() -> str:
+        said()
+        await asyncio.sleep(seconds)
+        return paid()
+
+    return await ctx.once("pay", pay_blocking if blocking else pay_awaiting)
+
+
+@tool(call=CallPolicy(timeout_seconds=30, max_attempts=5, heartbeat_seconds=1))
+def note(text: str, ctx: ToolContext) -> str:
+    """Append a line to FAULT_EFFECTS: a plain effect, no ``ctx.once``.
+
+    Args:
+        text: The line.
+    """
+    with Path(os.environ["FAULT_EFFECTS"]).open("a") as out:
+        out.write(f"{ctx.idempotency_key} {text}\n")
+    return f"noted {text}"
+
+
 def big_text(chars: int, seed: int) -> str:
     unit = f"[{seed}:{chars}]"
     return (unit * (chars // len(unit) + 1))[:chars]
@@ -76,12 +127,16 @@ async def main() -> None:
     worker = build_worker(
         client,
         task_queue=os.environ["AGENT_TASK_QUEUE"],
-        registry=default_registry(slow_step, charge, emit, charge_and_report, charge_then_wait),
+        registry=default_registry(
+            slow_step, charge, emit, charge_and_report, charge_then_wait, pay_inside, note
+        ),
         stores=stores,
     )
-    async with worker:
-        print("ready", flush=True)
-        await asyncio.Event().wait()
+    running = asyncio.create_task(worker.run())
+    while not (worker.is_running or running.done()):
+        await asyncio.sleep(0.05)
+    print("ready", flush=True)
+    await running  # a worker that stops by itself (its lease taken) ends the process, saying why
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.lost_calls import LEASE_DEAD_SECONDS
 from durable_agents.testing import conversation, scripted_agent, step
 from stores.conversations import SQLitePayloadDriver, masked
 from stores.errors import StoreDown
@@ -211,7 +212,7 @@ async def test_a_database_out_of_resources_is_waited_out_by_the_stores_and_the_l
     tried again until its budget is spent, then ``StoreDown`` says why in one line; a lease refresh
     waits for the next one. Neither raises the server's error, which would end the worker."""
     url = await postgres.new_database()
-    leases = PostgresLeases(url, "server", f"worker-{uuid.uuid4().hex[:8]}")
+    leases = PostgresLeases(url, "server", f"worker-{uuid.uuid4().hex[:8]}", LEASE_DEAD_SECONDS)
     await leases.hold("{}")
     db = Database(url, outage_seconds=0.5)
     insert = "INSERT INTO agent_payloads (key, data) VALUES ($1, '')"

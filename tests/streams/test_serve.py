@@ -21,6 +21,7 @@ import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.settings import Settings
 from durable_agents.sse import Access
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import starter
@@ -271,6 +272,29 @@ def test_the_address_bound_is_answered_unless_it_is_every_interface() -> None:
     assert not Access().serves_host("agents.internal:8765")
     assert not Access().bound_to("0.0.0.0").serves_host("0.0.0.0:8765")
     assert Access().bound_to("::").hosts == ()
+
+
+def test_serve_s_host_names_and_body_limit_are_read_from_the_environment_and_checked() -> None:
+    settings = Settings.from_env(
+        {"AGENT_SERVE_HOSTS": " agents.example, [::1],fd00::7", "AGENT_SERVE_MAX_BODY": "4096"}
+    )
+    assert (settings.serve_hosts, settings.serve_max_body) == (("agents.example", "[::1]", "fd00::7"), 4096)
+    assert Settings.from_env({}).serve_max_body == 1048576
+    for environ, error in [
+        (
+            {"AGENT_SERVE_HOSTS": "https://agents.example"},
+            "AGENT_SERVE_HOSTS lists host names without scheme or port, not 'https://agents.example'",
+        ),
+        (
+            {"AGENT_SERVE_HOSTS": "agents.example:443"},
+            "AGENT_SERVE_HOSTS lists host names without scheme or port, not 'agents.example:443'",
+        ),
+        ({"AGENT_SERVE_MAX_BODY": "1MB"}, "AGENT_SERVE_MAX_BODY must be a number, not '1MB'"),
+        ({"AGENT_SERVE_MAX_BODY": "0"}, "AGENT_SERVE_MAX_BODY must be a number of bytes above 0, not 0"),
+    ]:
+        with pytest.raises(ValueError) as refused:
+            Settings.from_env(environ)
+        assert str(refused.value) == error
 
 
 async def test_a_body_over_the_limit_is_refused_before_it_is_read(open_serve: Served) -> None:

@@ -121,7 +121,7 @@ class Reader:
 async def read_sse(port: int, workflow_id: str, reader: Reader) -> Reader:
     """Read ``/conversations/ID/events`` to its ``end`` event."""
     stream, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
-    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     kind = b""
     try:
         status = await stream.readline()

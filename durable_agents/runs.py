@@ -23,9 +23,9 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -72,18 +72,19 @@ class RunEnd:
 
 def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
     async def ag_ui(request: Request) -> Response:
-        body = await _json(request)
+        body = await _body(request, AgUiInput)
         if isinstance(body, Response):
             return body
-        thread_id = str(body.get("threadId") or uuid.uuid4())
+        thread_id = body.threadId or str(uuid.uuid4())
         offset = await _offset_now(client, thread_id)
-        resume = body.get("resume") or []
-        by = str((body.get("forwardedProps") or {}).get("by") or "ag-ui")
-        results = [] if resume else _ag_ui_results(body.get("messages") or [])
-        text = None if resume or results else _last_user_text(body.get("messages") or [], "content")
+        resume = [entry.model_dump(exclude_unset=True) for entry in body.resume or []]
+        by = str((body.forwardedProps or {}).get("by") or "ag-ui")
+        messages = body.messages or []
+        results = [] if resume else _ag_ui_results(messages)
+        text = None if resume or results else _last_user_text(messages)
         if not resume and not results and text is None:
             return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
-        run = AgUi(thread_id, str(body.get("runId") or uuid.uuid4()), answered={r.call_id for r in results})
+        run = AgUi(thread_id, body.runId or str(uuid.uuid4()), answered={r.call_id for r in results})
         subscription = hub.subscribe(thread_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
@@ -113,15 +114,15 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
 
     async def chat(request: Request) -> Response:
-        body = await _json(request)
+        body = await _body(request, ChatInput)
         if isinstance(body, Response):
             return body
-        workflow_id = str(body.get("id") or uuid.uuid4())
-        if body.get("trigger", "submit-message") != "submit-message":
+        workflow_id = body.id or str(uuid.uuid4())
+        if body.trigger != "submit-message":
             return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
-        messages = body.get("messages") or []
+        messages = body.messages or []
         results = _ui_results(messages)
-        text = None if results else _last_user_text(messages, "parts")
+        text = None if results else _last_user_text(messages)
         if not results and text is None:
             return PlainTextResponse(
                 "the last message must be the user's, or the assistant's with a tool's output\n",
@@ -129,7 +130,7 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             )
         offset = await _offset_now(client, workflow_id)
         # a tool's output continues the assistant message it is part of
-        message = UiMessages(str(messages[-1].get("id")) if results else f"{workflow_id}-{offset}")
+        message = UiMessages(str(messages[-1].id) if results else f"{workflow_id}-{offset}")
         subscription = hub.subscribe(workflow_id, offset)
 
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
@@ -306,10 +307,112 @@ async def _run(
         await events.aclose()  # type: ignore[attr-defined]
 
 
-async def _json(request: Request) -> dict[str, Any] | Response:
+# -- what the bodies may hold ------------------------------------------------------------------------
+
+
+class Part(BaseModel):
+    """A part of a message (AG-UI's content parts, a UI message's parts): the fields a run reads, and
+    the others kept (a tool's result passes on as it came)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = ""
+    text: str = ""
+    toolCallId: str = ""
+    state: str | None = None
+    output: Any = None
+    errorText: str | None = None
+
+
+class AgUiMessage(BaseModel):
+    """An AG-UI message: the user's text, or a frontend tool's result (``tool``); an ``activity``
+    message's content is an object."""
+
+    role: str | None = None
+    content: str | list[Part] | dict[str, Any] | None = None
+    toolCallId: str = ""
+    error: str | None = None
+
+
+class ResumeEntry(BaseModel):
+    """An AG-UI ``resume`` entry: the answer to an interrupt (an approval). Read as the JSON object it
+    came as (``_answer``); here only its shape is checked."""
+
+    model_config = ConfigDict(extra="allow")
+
+    interruptId: str = ""
+    status: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+class AgUiInput(BaseModel):
+    """What a run reads of AG-UI's ``RunAgentInput`` (the rest is the frontend's own)."""
+
+    threadId: str | None = None
+    runId: str | None = None
+    messages: list[AgUiMessage] | None = None
+    resume: list[ResumeEntry] | None = None
+    forwardedProps: dict[str, Any] | None = None
+
+
+class UiMessage(BaseModel):
+    """A UI message of the Vercel AI SDK (``useChat``)."""
+
+    id: str | None = None
+    role: str | None = None
+    parts: list[Part] | None = None
+
+
+class ChatInput(BaseModel):
+    """What a run reads of what ``useChat`` sends."""
+
+    id: str | None = None
+    trigger: str | None = "submit-message"
+    messages: list[UiMessage] | None = None
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _body(request: Request, model: type[Body]) -> Body | Response:
+    """The body as ``model``, or the one-line answer why not (400 naming the field)."""
+    body = await _json(request)
+    if isinstance(body, Response):
+        return body
     try:
-        body = await request.json()
-    except ValueError:
+        return model.model_validate(body)
+    except ValidationError as e:
+        first = e.errors()[0]
+        why = "Input should be a valid dictionary" if first["type"] == "model_type" else first["msg"]
+        return PlainTextResponse(f"invalid body: {_where(first['loc'], body)}: {why}\n", status_code=400)
+
+
+def _where(loc: tuple[int | str, ...], body: Any) -> str:
+    """The field a validation error is about, as the body spells it (without the names pydantic adds
+    for the alternatives of a field that may be one of several types)."""
+    path: list[str] = []
+    for key in loc:
+        if (isinstance(body, dict) and key in body) or (isinstance(body, list) and isinstance(key, int)):
+            path.append(str(key))
+            body = body[key]
+        else:
+            break
+    return ".".join(path)
+
+
+async def _json(request: Request) -> dict[str, Any] | Response:
+    """The body as a JSON object, or the one-line answer why not. Only ``application/json``: a page
+    of another site can send text/plain or a form without the browser asking first (415)."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        return PlainTextResponse(
+            "send the body as JSON, with Content-Type: application/json\n", status_code=415
+        )
+    try:
+        body = json.loads((await request.body()).decode())
+    except UnicodeDecodeError:
+        return PlainTextResponse("the body must be UTF-8\n", status_code=400)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
         return PlainTextResponse("the body must be JSON\n", status_code=400)
     if not isinstance(body, dict):
         return PlainTextResponse("the body must be a JSON object\n", status_code=400)
@@ -325,30 +428,30 @@ class ToolResult:
     is_error: bool = False
 
 
-def _ag_ui_results(messages: list[Any]) -> list[ToolResult]:
+def _ag_ui_results(messages: list[AgUiMessage]) -> list[ToolResult]:
     """The ``tool`` messages the messages end with (AG-UI: a frontend tool's result is one)."""
     found: list[ToolResult] = []
     for m in reversed(messages):
-        if not isinstance(m, dict) or m.get("role") != "tool":
+        if m.role != "tool":
             break
-        error = m.get("error")
-        found.insert(0, ToolResult(str(m.get("toolCallId", "")), error or m.get("content"), bool(error)))
+        c = m.content
+        content = [p.model_dump(exclude_unset=True) for p in c] if isinstance(c, list) else c
+        found.insert(0, ToolResult(m.toolCallId, m.error or content, bool(m.error)))
     return found
 
 
-def _ui_results(messages: list[Any]) -> list[ToolResult]:
+def _ui_results(messages: list[UiMessage]) -> list[ToolResult]:
     """The tool outputs of the last message when it is the assistant's (useChat's ``addToolOutput``
     then sends it back)."""
-    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "assistant":
+    if not messages or messages[-1].role != "assistant":
         return []
     return [
-        ToolResult(str(p.get("toolCallId", "")), p.get("errorText"), True)
-        if p.get("state") == "output-error"
-        else ToolResult(str(p.get("toolCallId", "")), p.get("output"))
-        for p in messages[-1].get("parts") or []
-        if isinstance(p, dict)
-        and (p.get("type") == "dynamic-tool" or str(p.get("type", "")).startswith("tool-"))
-        and p.get("state") in ("output-available", "output-error")
+        ToolResult(p.toolCallId, p.errorText, True)
+        if p.state == "output-error"
+        else ToolResult(p.toolCallId, p.output)
+        for p in messages[-1].parts or []
+        if (p.type == "dynamic-tool" or p.type.startswith("tool-"))
+        and p.state in ("output-available", "output-error")
     ]
 
 
@@ -376,16 +479,17 @@ async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) 
     return None
 
 
-def _last_user_text(messages: list[Any], field_name: str) -> str | None:
+def _last_user_text(messages: list[AgUiMessage] | list[UiMessage]) -> str | None:
     """The text of the last message if it is the user's: AG-UI's ``content`` (a string or parts),
     or a UI message's ``parts``."""
-    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
+    if not messages or messages[-1].role != "user":
         return None
-    content = messages[-1].get(field_name)
+    last = messages[-1]
+    content = last.content if isinstance(last, AgUiMessage) else last.parts
     if isinstance(content, str):
         return content or None
-    texts = [p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
-    return "".join(texts) or None
+    parts = content if isinstance(content, list) else []
+    return "".join(p.text for p in parts if p.type == "text") or None
 
 
 async def _offset_now(client: Client, workflow_id: str) -> int:

@@ -7,6 +7,7 @@ are read where they are used: they never travel in an object that may be logged.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from stores.settings import StoreSettings
 
 DEFAULT_TASK_QUEUE = "agents"
 DEFAULT_UI_URL = "http://localhost:8233"
+DEFAULT_SERVE_MAX_BODY = 1 << 20
 ROLES = ("all", "workflows", "models", "tools")
 LogFormat = Literal["text", "json"]
 Trace = Literal["console", "otlp"]
@@ -70,7 +72,13 @@ class Settings:
     """``AGENT_SERVE_TOKEN``: ``starter.py serve`` requires ``Authorization: Bearer <token>`` or
     ``?token=<token>``; without it, ``serve`` binds only a loopback address."""
     serve_origins: tuple[str, ...] = ()
-    """``AGENT_SERVE_ORIGINS``: browser origins allowed to read ``serve``'s streams (comma-separated)."""
+    """``AGENT_SERVE_ORIGINS``: browser origins allowed to read ``serve``'s streams and to send it runs
+    and decisions (comma-separated)."""
+    serve_hosts: tuple[str, ...] = ()
+    """``AGENT_SERVE_HOSTS``: host names ``serve`` answers to (the ``Host`` header) besides loopback's
+    and the address it binds (comma-separated, without ports)."""
+    serve_max_body: int = DEFAULT_SERVE_MAX_BODY
+    """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have at ``serve`` (more: 413)."""
     approver_keys: Path | None = None
     """``AGENT_APPROVER_KEYS``: the workers' TOML file of approver keys (``name = "base64secret"``);
     set, every decision must be signed by the key of the approver it names."""
@@ -139,6 +147,9 @@ class Settings:
             raise ValueError(f"AGENT_UI_URL must be an http:// or https:// address, not {ui_url!r}")
         origins = environ.get("AGENT_CODEC_ORIGINS", "")
         serve_origins = environ.get("AGENT_SERVE_ORIGINS", "")
+        max_body = number("AGENT_SERVE_MAX_BODY", environ.get("AGENT_SERVE_MAX_BODY"), int)
+        if max_body is not None and max_body <= 0:
+            raise ValueError(f"AGENT_SERVE_MAX_BODY must be a number of bytes above 0, not {max_body}")
         decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
         dead = number("AGENT_LEASE_DEAD_SECONDS", environ.get("AGENT_LEASE_DEAD_SECONDS"), float)
         if dead is not None and not dead > 2 * REFRESH_SECONDS:
@@ -170,6 +181,8 @@ class Settings:
             codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),
             serve_token=environ.get("AGENT_SERVE_TOKEN") or None,
             serve_origins=tuple(o.strip() for o in serve_origins.split(",") if o.strip()),
+            serve_hosts=_host_names(environ.get("AGENT_SERVE_HOSTS", "")),
+            serve_max_body=int(max_body or DEFAULT_SERVE_MAX_BODY),
             approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
@@ -207,6 +220,23 @@ class Settings:
     def temporal_db(self) -> Path:
         """The embedded dev server's SQLite file."""
         return self.data_dir / "temporal.db"
+
+
+def _host_names(value: str) -> tuple[str, ...]:
+    """``AGENT_SERVE_HOSTS``'s names; ``ValueError`` for a URL or a name with a port, which no
+    ``Host`` header's name would ever equal."""
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    for name in names:
+        if "/" in name or (":" in name and not _ipv6(name.strip("[]"))):
+            raise ValueError(f"AGENT_SERVE_HOSTS lists host names without scheme or port, not {name!r}")
+    return names
+
+
+def _ipv6(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).version == 6
+    except ValueError:
+        return False
 
 
 def _deployment(environ: Mapping[str, str]) -> dict[str, str | None]:

@@ -16,8 +16,11 @@ Every conversation id is routable, a sub-agent's (``parent/call_2_0``) too, as i
 (``parent%2Fcall_2_0``). Who may read is ``Access``'s: a bearer token (``AGENT_SERVE_TOKEN``, in an
 ``Authorization`` header or, for a browser's ``EventSource``, which cannot set one, ``?token=``),
 required before ``serve`` binds anything but a loopback address, and the browser origins allowed to
-read from other pages (``AGENT_SERVE_ORIGINS``, CORS). The operator console (``console/``) is mounted
-at ``/console/``: its pages need a login with the same token, its actions a CSRF token as well.
+read from other pages (``AGENT_SERVE_ORIGINS``, CORS). Every route, the console's too, answers only
+the host names it serves (``AGENT_SERVE_HOSTS``), state-changing requests only from no page or from
+an allowed one, and bodies up to ``AGENT_SERVE_MAX_BODY`` (``_Guard``). The operator console
+(``console/``) is mounted at ``/console/``: its pages need a login with the same token, its actions
+a CSRF token as well.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -44,7 +48,7 @@ from activities.delta_channel import DeltaListener
 from durable_agents import runs
 from durable_agents.console import routes as console_routes
 from durable_agents.fanout import Entry, Hub, Subscription
-from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
+from durable_agents.settings import DEFAULT_SERVE_MAX_BODY, DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from durable_agents.streaming import EventStreamResponse, QuietDrops
 from workflows.events import Event, ModelCallFinished, StreamedText, TextDelta, TextReplaced
 
@@ -183,6 +187,7 @@ async def serve(
     fast channel. ``ValueError`` (one line) for an address other than loopback without a token."""
     access = access or Access()
     check_exposure(host, access)
+    access = access.bound_to(host)
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
         app(client, Hub(client, deltas=deltas), task_queue=task_queue, access=access, console=console),
@@ -195,17 +200,32 @@ async def serve(
 
 
 # ---------------------------------------------------------------------------------------------------
-# Who may read: the token and the allowed origins (apart from the streams, for an easy merge)
+# Who may read and who may act: the token, the origins, the host names, the body's size (apart from
+# the streams, for an easy merge)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+"""The host names every ``serve`` answers to, with any port (``[::1]`` in a Host header)."""
+WILDCARDS = ("0.0.0.0", "::", "")
+"""``--host`` values that bind every interface: they name no host a client would ask for."""
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+SAME_SITE = ("same-origin", "none")
+"""``Sec-Fetch-Site`` values of a request no other site's page made (``none``: the person typed it)."""
 
 
 @dataclass(frozen=True)
 class Access:
-    """Who may read the streams."""
+    """Who may read the streams, and which requests any route answers at all."""
 
     token: str | None = None
     """``AGENT_SERVE_TOKEN``: required as ``Authorization: Bearer <token>`` or ``?token=<token>``."""
     origins: tuple[str, ...] = ()
-    """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams (``*``: any)."""
+    """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams and send runs and
+    decisions (``*``: any)."""
+    hosts: tuple[str, ...] = ()
+    """``AGENT_SERVE_HOSTS``: host names answered besides loopback's (and the address bound): any other
+    ``Host`` header is a page's DNS rebinding, refused."""
+    max_body: int = DEFAULT_SERVE_MAX_BODY
+    """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have; larger is refused before it is read."""
 
     def allows_origin(self, origin: str) -> bool:
         return "*" in self.origins or origin.rstrip("/") in {o.rstrip("/") for o in self.origins}
@@ -221,6 +241,42 @@ class Access:
         candidates: Iterable[bytes] = [bearer, *(t.encode() for t in given)]
         return any(hmac.compare_digest(c, expected) for c in candidates if c)
 
+    def bound_to(self, host: str) -> Access:
+        """These settings, answering to the address ``serve --host`` binds as well (unless it binds
+        every interface, whose name a client may give in any form)."""
+        return self if host in WILDCARDS else replace(self, hosts=(*self.hosts, host))
+
+    def serves_host(self, host_header: str) -> bool:
+        """``Host`` names loopback, the address bound or one of ``hosts`` (any port)."""
+        served = {_bare(h) for h in (*LOOPBACK_NAMES, *self.hosts)}
+        return _host_name(host_header) in served
+
+    def refuses_origin(self, scope: Scope, origin: str) -> str | None:
+        """Why a state-changing request is refused, or None: it must come from no page of another
+        site (no ``Origin``, ``Sec-Fetch-Site`` absent, ``same-origin`` or ``none``: curl, the
+        starter, programs), from this server's own pages, or from an origin listed in ``origins``."""
+        if not origin:
+            site = (_header(scope, b"sec-fetch-site") or b"").decode("latin-1")
+            if not site or site in SAME_SITE:
+                return None
+            return f"refused: a {site} request from a page whose origin is not given\n"
+        own = f"{scope['scheme']}://{(_header(scope, b'host') or b'').decode('latin-1')}"
+        if origin.lower() == own.lower() or self.allows_origin(origin):
+            return None
+        return f"refused: pages of {origin} may not send here (AGENT_SERVE_ORIGINS lists those that may)\n"
+
+
+def _host_name(host_header: str) -> str:
+    """The name in a ``Host`` header, lower case, without its port (and an IPv6 address's brackets)."""
+    if host_header.startswith("["):
+        name, closed, _ = host_header[1:].partition("]")
+        return name.lower() if closed else host_header
+    return host_header.partition(":")[0].lower()
+
+
+def _bare(host: str) -> str:
+    return host.strip("[]").lower()
+
 
 def check_exposure(host: str, access: Access) -> None:
     """``ValueError`` (one line) for binding an address other than loopback without a token: the
@@ -230,6 +286,17 @@ def check_exposure(host: str, access: Access) -> None:
             f"serve --host {host}: an address other than loopback needs a token: set AGENT_SERVE_TOKEN"
             " (clients send it as 'Authorization: Bearer <token>', or '?token=' for EventSource)"
         )
+
+
+def plain_http_warning(host: str) -> str | None:
+    """The warning for serving beyond loopback: ``serve`` speaks plain http, so the token, the console's
+    session cookie and every conversation would cross the network readable."""
+    if is_loopback(host):
+        return None
+    return (
+        f"warning: serve --host {host} answers over plain http: the token and the conversations cross"
+        " the network unencrypted; put TLS in front of it (a reverse proxy)"
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -246,41 +313,83 @@ CORS_ALLOW_HEADERS = "Authorization, Last-Event-ID, Cache-Control, Content-Type"
 
 
 class _Guard:
-    """Refuses a request without the token (401), answers CORS preflights, and adds the CORS headers
-    for an allowed origin to every answer (a refusal too, so the page can read why)."""
+    """What every request passes, the console's included: its ``Host`` is served (421), a
+    state-changing request comes from no other site's page (403), its body is at most
+    ``max_body`` (413, counted as it comes). Beyond the console (which has its own login and CSRF):
+    the token (401), CORS preflights answered, and the CORS headers for an allowed origin added to
+    every answer (a refusal too, so the page can read why)."""
 
     def __init__(self, inner: ASGIApp, access: Access) -> None:
         self._inner, self._access = inner, access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or console_routes.is_console(scope["path"]) or scope["path"] == "/":
-            await self._inner(scope, receive, send)  # the console checks its own login and CSRF
+        if scope["type"] != "http":
+            await self._inner(scope, receive, send)
             return
+        console = console_routes.is_console(scope["path"]) or scope["path"] == "/"
         origin = (_header(scope, b"origin") or b"").decode("latin-1")
-        cors = self._cors(origin)
-        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
-            preflight = [
-                (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
-                (b"access-control-allow-headers", CORS_ALLOW_HEADERS.encode()),
-                (b"access-control-max-age", b"600"),
-            ]
-            allowed = cors + preflight if cors else []  # an origin not listed: no CORS headers, refused
-            await Response(status_code=204)(scope, receive, _with(send, allowed))
+        cors = [] if console else self._cors(origin)
+        answer = self._answer(scope, origin, console, cors)
+        if answer is not None:
+            await answer(scope, receive, _with(send, cors))
             return
-        if not self._access.admits(scope):
-            refusal = PlainTextResponse(
+        await self._inner(scope, _limited(receive, self._access.max_body), _with(send, cors))
+
+    def _answer(
+        self, scope: Scope, origin: str, console: bool, cors: list[tuple[bytes, bytes]]
+    ) -> Response | None:
+        """The guard's own answer to the request (a refusal, a preflight's), or None to pass it on."""
+        host = (_header(scope, b"host") or b"").decode("latin-1")
+        if not self._access.serves_host(host):
+            why = (
+                f"this server does not answer to Host {host!r} (AGENT_SERVE_HOSTS lists the names it does)\n"
+            )
+            return PlainTextResponse(why, status_code=421)
+        if not console and scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
+            preflight = {
+                "access-control-allow-methods": "GET, POST, OPTIONS",
+                "access-control-allow-headers": CORS_ALLOW_HEADERS,
+                "access-control-max-age": "600",
+            }
+            return Response(status_code=204, headers=preflight if cors else None)  # not listed: refused
+        if scope["method"] not in SAFE_METHODS and (why := self._access.refuses_origin(scope, origin)):
+            return PlainTextResponse(why, status_code=403)
+        if not console and not self._access.admits(scope):
+            return PlainTextResponse(
                 "missing or wrong token (Authorization: Bearer <token>, or ?token=<token>)\n",
                 status_code=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-            await refusal(scope, receive, _with(send, cors))
-            return
-        await self._inner(scope, receive, _with(send, cors))
+        length = (_header(scope, b"content-length") or b"").decode("latin-1")
+        if length.isdigit() and int(length) > self._access.max_body:
+            return PlainTextResponse(_too_large(self._access.max_body), status_code=413)
+        return None
 
     def _cors(self, origin: str) -> list[tuple[bytes, bytes]]:
         if not origin or not self._access.allows_origin(origin):
             return []
         return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is larger than {limit} bytes (AGENT_SERVE_MAX_BODY)\n"
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    """``receive``, refusing a body (413) as soon as more than ``limit`` bytes came: a chunked body
+    gives no length to check first."""
+    seen = 0
+
+    async def receiving() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise HTTPException(413, _too_large(limit))
+        return message
+
+    return receiving
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

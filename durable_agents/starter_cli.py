@@ -71,7 +71,7 @@ from durable_agents.display import (
 from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
 from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
-from durable_agents.sse import DEFAULT_PORT, Access, ConsoleOptions, check_exposure, serve
+from durable_agents.sse import DEFAULT_PORT, Access, ConsoleOptions, check_exposure, plain_http_warning, serve
 from durable_agents.versioning import cannot_replay, releases_in
 from stores.conversations import PayloadMissingError
 from stores.errors import StoreDown
@@ -840,11 +840,18 @@ def _offset(given: str) -> int:
 
 async def serve_events(client: Client, args: argparse.Namespace) -> None:
     settings: Settings = args.settings
-    access = Access(token=settings.serve_token, origins=settings.serve_origins)
+    access = Access(
+        token=settings.serve_token,
+        origins=settings.serve_origins,
+        hosts=settings.serve_hosts,
+        max_body=settings.serve_max_body,
+    )
     try:
         check_exposure(args.host, access)
     except ValueError as e:
         raise CommandError(str(e)) from e
+    if (warning := plain_http_warning(args.host)) is not None:
+        print(warning, file=sys.stderr)
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
     token = "token required" if access.token else "no token"
     origins = ", ".join(access.origins) or "none"

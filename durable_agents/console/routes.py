@@ -30,7 +30,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.console import actions, reading
-from durable_agents.console.sessions import COOKIE, CSRF_FIELD, LIFETIME, Session, Sessions, csrf_holds
+from durable_agents.console.sessions import (
+    COOKIE,
+    CSRF_FIELD,
+    LIFETIME,
+    Session,
+    Sessions,
+    Throttled,
+    csrf_holds,
+)
 from durable_agents.conversations import ui_link
 
 HERE = Path(__file__).parent
@@ -114,8 +122,16 @@ def mount(
         form = await request.form()
         try:
             session_id, _ = sessions.login(
-                str(form.get("name", "")), str(form.get("token", "")), str(form.get("approver_key", ""))
+                str(form.get("name", "")),
+                str(form.get("token", "")),
+                str(form.get("approver_key", "")),
+                request.client.host if request.client else "",
             )
+        except Throttled as e:
+            response = page(request, "login.html", None, error=str(e))
+            response.status_code = 429
+            response.headers["Retry-After"] = str(e.retry_after)
+            return response
         except ValueError as e:
             response = page(request, "login.html", None, error=str(e))
             response.status_code = 401

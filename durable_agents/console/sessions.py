@@ -1,5 +1,7 @@
 """Who is at the console: a login that checks ``AGENT_SERVE_TOKEN`` and names the person, a session
 cookie (HttpOnly, SameSite=Strict), and a CSRF token per session that every action must carry.
+Failed logins are counted per name and per address: past a few a minute, the next wait (429), so
+the token cannot be guessed at the speed of the network.
 
 Sessions live in the ``serve`` process's memory: a restart logs everyone out, which is the safe way
 round. A person's approver key, when given at login, stays here too and signs their decisions; it is
@@ -9,8 +11,10 @@ never sent back to the browser.
 from __future__ import annotations
 
 import hmac
+import math
 import secrets
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -24,6 +28,50 @@ LIFETIME = 12 * 3600
 """Seconds a login lasts."""
 MAX_SESSIONS = 1000
 """The oldest logins go first past this many (a flood of logins cannot fill the memory)."""
+FAILURES_PER_NAME = 5
+FAILURES_PER_ADDRESS = 20
+FAILURE_WINDOW = 60.0
+"""Seconds a failed login counts against its name and its address."""
+MAX_COUNTED = 10_000
+"""Names and addresses whose failures are kept; the longest quiet go first past this many."""
+
+
+class Throttled(Exception):
+    """Too many failed logins for a name or from an address: the next waits ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many failed logins: try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Throttle:
+    """The failed logins of the last ``FAILURE_WINDOW`` seconds, per key (a name, an address)."""
+
+    def __init__(self, limit: int, window: float = FAILURE_WINDOW) -> None:
+        self._limit, self._window = limit, window
+        self._failures: dict[str, deque[float]] = {}
+
+    def wait(self, key: str) -> int:
+        """Seconds before ``key`` may try again: 0 below the limit, else until its oldest failure
+        no longer counts."""
+        failures = self._recent(key)
+        if len(failures) < self._limit:
+            return 0
+        return max(1, math.ceil(failures[0] + self._window - time.monotonic()))
+
+    def failed(self, key: str) -> None:
+        failures = self._recent(key)
+        failures.append(time.monotonic())
+        self._failures.pop(key, None)
+        self._failures[key] = failures  # the most recent last
+        while len(self._failures) > MAX_COUNTED:
+            del self._failures[next(iter(self._failures))]
+
+    def _recent(self, key: str) -> deque[float]:
+        failures = self._failures.get(key, deque())
+        while failures and failures[0] <= time.monotonic() - self._window:
+            failures.popleft()
+        return failures
 
 
 @dataclass
@@ -44,14 +92,28 @@ class Sessions:
     def __init__(self, token: str | None, approver_key: str = "") -> None:
         self._token, self._approver_key = token, approver_key
         self._by_id: dict[str, Session] = {}
+        self._by_name, self._by_address = Throttle(FAILURES_PER_NAME), Throttle(FAILURES_PER_ADDRESS)
 
     @property
     def needs_token(self) -> bool:
         return self._token is not None
 
-    def login(self, name: str, token: str, approver_key: str) -> tuple[str, Session]:
+    def login(self, name: str, token: str, approver_key: str, address: str = "") -> tuple[str, Session]:
         """A new session's id and the session; ``ValueError`` (one line, naming no secret) when the
-        token is wrong, the name empty or the key not a key."""
+        token is wrong, the name empty or the key not a key; ``Throttled`` once the name or the
+        ``address`` failed too often of late (whatever this attempt gives)."""
+        key = name.strip().casefold()
+        wait = max(self._by_name.wait(key), self._by_address.wait(address))
+        if wait:
+            raise Throttled(wait)
+        try:
+            return self._login(name, token, approver_key)
+        except ValueError:
+            self._by_name.failed(key)
+            self._by_address.failed(address)
+            raise
+
+    def _login(self, name: str, token: str, approver_key: str) -> tuple[str, Session]:
         if self._token is not None and not hmac.compare_digest(token.encode(), self._token.encode()):
             raise ValueError("wrong token: give the AGENT_SERVE_TOKEN this console was started with")
         name = name.strip()

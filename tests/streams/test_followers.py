@@ -50,7 +50,7 @@ async def served(server: EmbeddedServer, tmp_path: Path) -> AsyncIterator[Served
 async def _sse_types(served: Served, workflow_id: str, seen: asyncio.Event) -> list[str]:
     """The event types one SSE client gets, to the end; ``seen`` once an approval is requested."""
     reader, writer = await asyncio.open_connection(served.host, served.port)
-    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: {served.host}\r\n\r\n".encode())
     types: list[str] = []
     try:
         assert (await reader.readline()).startswith(b"HTTP/1.1 200")

@@ -326,7 +326,7 @@ async def served(server: EmbeddedServer, tmp_path: Path) -> AsyncIterator[Served
 async def _sse_frames(served: Served, workflow_id: str, ready: asyncio.Event) -> list[dict[str, str]]:
     """Each frame's fields, to the ``end`` event; ``ready`` once the response has begun."""
     reader, writer = await asyncio.open_connection(served.host, served.port)
-    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET /conversations/{workflow_id}/events HTTP/1.1\r\nHost: {served.host}\r\n\r\n".encode())
     frames: list[dict[str, str]] = []
     fields: dict[str, str] = {}
     try:

@@ -71,6 +71,9 @@ class Settings:
     ``?token=<token>``; without it, ``serve`` binds only a loopback address."""
     serve_origins: tuple[str, ...] = ()
     """``AGENT_SERVE_ORIGINS``: browser origins allowed to read ``serve``'s streams (comma-separated)."""
+    serve_tokens: Path | None = None
+    """``AGENT_SERVE_TOKENS``: a TOML file of ``serve``'s tokens that say who holds them (each a
+    SHA-256, a user, a tenant, whether it decides, the agents it runs: durable_agents/identities.py)."""
     approver_keys: Path | None = None
     """``AGENT_APPROVER_KEYS``: the workers' TOML file of approver keys (``name = "base64secret"``);
     set, every decision must be signed by the key of the approver it names."""
@@ -170,6 +173,7 @@ class Settings:
             codec_origins=tuple(o for o in origins.split(",") if o.strip()) or (DEFAULT_UI_URL,),
             serve_token=environ.get("AGENT_SERVE_TOKEN") or None,
             serve_origins=tuple(o.strip() for o in serve_origins.split(",") if o.strip()),
+            serve_tokens=path(environ.get("AGENT_SERVE_TOKENS")),
             approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,

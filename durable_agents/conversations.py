@@ -374,11 +374,17 @@ def ui_link(workflow_id: str, namespace: str = "default", ui_url: str = DEFAULT_
     return f"{ui_url}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
 
 
+def quoted(value: str) -> str:
+    """``value`` as a string in a visibility query: quoted, its quotes and backslashes escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 async def newest_conversations(
-    client: Client, limit: int, before: datetime | None = None
+    client: Client, limit: int, before: datetime | None = None, tenant: str | None = None
 ) -> list[WorkflowExecution]:
-    """The ``limit`` conversations started last (before ``before``, for the next page), newest
-    first; a conversation that continued as new shows once, as its current run.
+    """The ``limit`` conversations started last (before ``before``, for the next page; ``tenant``'s
+    only, when given), newest first; a conversation that continued as new shows once, as its
+    current run.
 
     Temporal's SQL visibility has no ORDER BY and lists the open ones first, then the others by
     close time: so count back over a doubling span of start times until it holds ``limit`` of them
@@ -387,6 +393,8 @@ async def newest_conversations(
     query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
     if before is not None:
         query += f" AND StartTime < '{before.isoformat()}'"
+    if tenant is not None:
+        query += f" AND AgentTenant = {quoted(tenant)}"
     total = (await client.count_workflows(query)).count
     now, window = before or datetime.now(UTC), LIST_WINDOW
     scoped = query

@@ -23,8 +23,10 @@ import hashlib
 import hmac
 import secrets
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -139,15 +141,30 @@ def _entry(name: str, entry: object, where: str) -> tuple[Caller, str]:
     return caller, digest
 
 
-async def reaches(client: Client, caller: Caller, workflow_id: str) -> bool:
-    """Does ``caller`` reach conversation ``workflow_id``? Those of other tenants are, to it, as if
-    they did not exist; so is one that does not (the route answers 404 either way)."""
-    if caller.tenant is None:
-        return True
+SCOPE_KEY = "durable_agents.caller"
+"""Where serve's guard leaves the request's ``Caller`` in its ASGI scope."""
+
+
+def caller_of(scope: Mapping[str, Any]) -> Caller:
+    """The caller serve's guard admitted (``ANYONE`` where no guard ran: an app without one)."""
+    return scope.get(SCOPE_KEY, ANYONE)
+
+
+async def tenant_of(client: Client, workflow_id: str) -> tuple[bool, str | None]:
+    """Does conversation ``workflow_id`` exist, and whose tenant's is it (None: no tenant's)?"""
     try:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            return False
+            return False, None
         raise
-    return caller.reaches(described.typed_search_attributes.get(AGENT_TENANT))
+    return True, described.typed_search_attributes.get(AGENT_TENANT)
+
+
+async def reaches(client: Client, caller: Caller, workflow_id: str) -> bool:
+    """Does ``caller`` reach conversation ``workflow_id``? Those of other tenants are, to it, as if
+    they did not exist (a route answers 404 as for one that does not)."""
+    if caller.tenant is None:
+        return True
+    exists, tenant = await tenant_of(client, workflow_id)
+    return exists and caller.reaches(tenant)

@@ -41,6 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents import decisions
 from durable_agents.conversations import refusal, start_message
 from durable_agents.fanout import Hub, Subscription
+from durable_agents.identities import Caller, caller_of, tenant_of
 from durable_agents.live import next_offset
 from durable_agents.protocols import AgUi, Chunk, UiMessages
 from durable_agents.streaming import EventStreamResponse
@@ -76,14 +77,18 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         if isinstance(body, Response):
             return body
         thread_id = body.threadId or str(uuid.uuid4())
-        offset = await _offset_now(client, thread_id)
+        caller = caller_of(request.scope)
         resume = [entry.model_dump(exclude_unset=True) for entry in body.resume or []]
-        by = str((body.forwardedProps or {}).get("by") or "ag-ui")
+        by = caller.user or str((body.forwardedProps or {}).get("by") or "ag-ui")
         messages = body.messages or []
         results = [] if resume else _ag_ui_results(messages)
         text = None if resume or results else _last_user_text(messages)
         if not resume and not results and text is None:
             return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
+        agent = request.path_params["agent"] if text is not None else None
+        if refused := await _refused(client, caller, thread_id, agent=agent, deciding=bool(resume)):
+            return refused
+        offset = await _offset_now(client, thread_id)
         run = AgUi(thread_id, body.runId or str(uuid.uuid4()), answered={r.call_id for r in results})
         subscription = hub.subscribe(thread_id, offset)
 
@@ -91,13 +96,12 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             yield (run.started())
             with _deltas(hub, thread_id) as deltas:
                 if resume:
-                    reply, error = None, await _answer(client, thread_id, resume, by)
+                    reply, error = None, await _answer(client, thread_id, resume, by, caller.user is not None)
                 elif results:
                     reply, error = None, await _deliver(client, thread_id, results)
                 else:
-                    assert text is not None
-                    agent = request.path_params["agent"]
-                    reply, error = await _send(client, thread_id, text, agent, task_queue)
+                    assert text is not None and agent is not None
+                    reply, error = await _send(client, thread_id, text, agent, task_queue, caller)
                 if error is not None:
                     yield (run.failed(error))
                     return
@@ -128,6 +132,10 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
                 "the last message must be the user's, or the assistant's with a tool's output\n",
                 status_code=400,
             )
+        caller = caller_of(request.scope)
+        agent = request.path_params["agent"]
+        if refused := await _refused(client, caller, workflow_id, agent=None if results else agent):
+            return refused
         offset = await _offset_now(client, workflow_id)
         # a tool's output continues the assistant message it is part of
         message = UiMessages(str(messages[-1].id) if results else f"{workflow_id}-{offset}")
@@ -136,12 +144,11 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
             yield (message.started())
             with _deltas(hub, workflow_id) as deltas:
-                agent = request.path_params["agent"]
                 if results:
                     reply, error = None, await _deliver(client, workflow_id, results)
                 else:
                     assert text is not None
-                    reply, error = await _send(client, workflow_id, text, agent, task_queue)
+                    reply, error = await _send(client, workflow_id, text, agent, task_queue, caller)
                 if error is not None:
                     yield (message.failed(error))
                     return
@@ -165,8 +172,12 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         if isinstance(body, Response):
             return body
         handle = client.get_workflow_handle(request.path_params["workflow_id"])
+        caller = caller_of(request.scope)
+        if refused := await _refused(client, caller, handle.id, deciding=True):
+            return refused
         try:
-            decision = decisions.decision_from({"by": "web", **body} if isinstance(body, dict) else body)
+            given = {"by": "web", **body} if isinstance(body, dict) else body
+            decision = decisions.decision_from(given, by=caller.user)
         except decisions.Refused as e:
             return PlainTextResponse(f"not decided: {e}\n", status_code=400)
         try:
@@ -502,12 +513,38 @@ async def _offset_now(client: Client, workflow_id: str) -> int:
         raise
 
 
+async def _refused(
+    client: Client, caller: Caller, workflow_id: str, *, agent: str | None = None, deciding: bool = False
+) -> Response | None:
+    """Why ``caller`` may not run ``agent`` in, or decide in, conversation ``workflow_id`` (403), or
+    reach it at all (404: another tenant's is as one that does not exist); None when it may."""
+    if deciding and not caller.decide:
+        return PlainTextResponse(f"the token {caller.name} may not decide\n", status_code=403)
+    if agent is not None and not caller.may_run(agent):
+        return PlainTextResponse(f"the token {caller.name} may not run agent {agent!r}\n", status_code=403)
+    if caller.tenant is not None:
+        exists, tenant = await tenant_of(client, workflow_id)
+        if (exists and not caller.reaches(tenant)) or (deciding and not exists):
+            return PlainTextResponse(f"{workflow_id}: workflow not found\n", status_code=404)
+    return None
+
+
 async def _send(
-    client: Client, workflow_id: str, text: str, agent: str, task_queue: str
+    client: Client, workflow_id: str, text: str, agent: str, task_queue: str, caller: Caller
 ) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
-    """The accepted message's update, or why it was not sent."""
+    """The accepted message's update, or why it was not sent; a conversation it starts belongs to
+    the caller's tenant and user."""
     try:
-        return await start_message(client, workflow_id, text, agent=agent, task_queue=task_queue), None
+        sent = await start_message(
+            client,
+            workflow_id,
+            text,
+            agent=agent,
+            task_queue=task_queue,
+            tenant=caller.tenant,
+            user=caller.user,
+        )
+        return sent, None
     except WorkflowAlreadyStartedError:
         return None, f"{workflow_id} has closed; send to a new id"
     except WorkflowUpdateFailedError as e:
@@ -516,7 +553,9 @@ async def _send(
         return None, f"not sent: {e.errors()[0]['msg']}"
 
 
-async def _answer(client: Client, workflow_id: str, resume: list[Any], by: str) -> str | None:
+async def _answer(
+    client: Client, workflow_id: str, resume: list[Any], by: str, by_token: bool = False
+) -> str | None:
     """Decide each approval a resume entry answers (its ``payload``: the decision's fields, such as
     ``approve``, ``reason``, ``arguments_digest``, ``signature``); why one was not taken, or None."""
     handle = client.get_workflow_handle(workflow_id)
@@ -528,7 +567,9 @@ async def _answer(client: Client, workflow_id: str, resume: list[Any], by: str) 
                 raise decisions.Refused("a resume entry's payload is a JSON object of the decision's fields")
             given = {"by": by, "reason": "" if resolved else "cancelled", **payload}
             approve = resolved and bool(payload.get("approve"))
-            decision = decisions.decision_from(given, call_id=entry.get("interruptId", ""), approve=approve)
+            decision = decisions.decision_from(
+                given, call_id=entry.get("interruptId", ""), approve=approve, by=by if by_token else None
+            )
             await decisions.decide(handle, decision)
         except decisions.Refused as e:
             return f"not decided: {e}"

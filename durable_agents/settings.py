@@ -79,6 +79,9 @@ class Settings:
     and the address it binds (comma-separated, without ports)."""
     serve_max_body: int = DEFAULT_SERVE_MAX_BODY
     """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have at ``serve`` (more: 413)."""
+    serve_tokens: Path | None = None
+    """``AGENT_SERVE_TOKENS``: a TOML file of ``serve``'s tokens that say who holds them (each a
+    SHA-256, a user, a tenant, whether it decides, the agents it runs: durable_agents/identities.py)."""
     approver_keys: Path | None = None
     """``AGENT_APPROVER_KEYS``: the workers' TOML file of approver keys (``name = "base64secret"``);
     set, every decision must be signed by the key of the approver it names."""
@@ -183,6 +186,7 @@ class Settings:
             serve_origins=tuple(o.strip() for o in serve_origins.split(",") if o.strip()),
             serve_hosts=_host_names(environ.get("AGENT_SERVE_HOSTS", "")),
             serve_max_body=int(max_body or DEFAULT_SERVE_MAX_BODY),
+            serve_tokens=path(environ.get("AGENT_SERVE_TOKENS")),
             approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,

@@ -42,12 +42,13 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from activities.delta_channel import DeltaListener
 from durable_agents import runs
 from durable_agents.console import routes as console_routes
 from durable_agents.fanout import Entry, Hub, Subscription
+from durable_agents.identities import ANYONE, OPERATOR, SCOPE_KEY, Caller, Tokens, caller_of, tenant_of
 from durable_agents.settings import DEFAULT_SERVE_MAX_BODY, DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
 from durable_agents.streaming import EventStreamResponse, QuietDrops
 from workflows.events import Event, ModelCallFinished, StreamedText, TextDelta, TextReplaced
@@ -77,7 +78,7 @@ def app(
             start = _first_offset(request)
         except ValueError as e:
             return PlainTextResponse(f"{e}\n", status_code=400)
-        if (missing := await _missing(client, workflow_id)) is not None:
+        if (missing := await _missing(client, workflow_id, caller_of(request.scope))) is not None:
             return missing
         subscription = hub.subscribe(workflow_id, start)
         return EventStreamResponse(_sse(subscription), subscription.dropped, failed=_sse_error)  # type: ignore[return-value]
@@ -97,7 +98,8 @@ def app(
         console_routes.mount(
             client,
             events,
-            token=access.token,
+            holder=access.holder,
+            needs_token=access.needs_token,
             approver_key=console.approver_key,
             ui_url=console.ui_url,
             decide_timeout=console.decide_timeout,
@@ -118,13 +120,15 @@ class ConsoleOptions:
     """``AGENT_DECIDE_TIMEOUT``: how long a decision on a sub-agent's call waits for it to take."""
 
 
-async def _missing(client: Client, workflow_id: str) -> Response | None:
-    """A 404 (or 502) for a conversation that cannot be followed; None for one that can."""
+async def _missing(client: Client, workflow_id: str, caller: Caller) -> Response | None:
+    """A 404 (or 502) for a conversation that cannot be followed (another tenant's is as one that
+    does not exist); None for one that can."""
     try:
-        await client.get_workflow_handle(workflow_id).describe()
+        exists, tenant = await tenant_of(client, workflow_id)
     except RPCError as e:
-        status = 404 if e.status == RPCStatusCode.NOT_FOUND else 502
-        return PlainTextResponse(f"{workflow_id}: {e.message}\n", status_code=status)
+        return PlainTextResponse(f"{workflow_id}: {e.message}\n", status_code=502)
+    if not exists or not caller.reaches(tenant):
+        return PlainTextResponse(f"{workflow_id}: workflow not found\n", status_code=404)
     return None
 
 
@@ -214,10 +218,11 @@ SAME_SITE = ("same-origin", "none")
 
 @dataclass(frozen=True)
 class Access:
-    """Who may read the streams, and which requests any route answers at all."""
+    """Who may call serve (the tokens), from which pages, and which requests any route answers at all."""
 
     token: str | None = None
-    """``AGENT_SERVE_TOKEN``: required as ``Authorization: Bearer <token>`` or ``?token=<token>``."""
+    """``AGENT_SERVE_TOKEN``: one shared token, required as ``Authorization: Bearer <token>`` or
+    ``?token=<token>``; its holder reaches everything (``OPERATOR``)."""
     origins: tuple[str, ...] = ()
     """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams and send runs and
     decisions (``*``: any)."""
@@ -226,20 +231,35 @@ class Access:
     ``Host`` header is a page's DNS rebinding, refused."""
     max_body: int = DEFAULT_SERVE_MAX_BODY
     """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have; larger is refused before it is read."""
+    """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams (``*``: any)."""
+    tokens: Tokens | None = None
+    """``AGENT_SERVE_TOKENS``: tokens that say who holds them (durable_agents/identities.py)."""
+
+    @property
+    def needs_token(self) -> bool:
+        return self.token is not None or self.tokens is not None
 
     def allows_origin(self, origin: str) -> bool:
         return "*" in self.origins or origin.rstrip("/") in {o.rstrip("/") for o in self.origins}
 
-    def admits(self, scope: Scope) -> bool:
-        """The request carries the token (or none is needed)."""
-        if self.token is None:
-            return True
-        expected = self.token.encode()
+    def caller(self, scope: Scope) -> Caller | None:
+        """Who the request comes from: the holder of the token it carries, ``ANYONE`` when no token
+        is needed; None when it carries none of them."""
+        if not self.needs_token:
+            return ANYONE
         header = _header(scope, b"authorization") or b""
-        bearer = header[len(b"Bearer ") :] if header[:7].lower() == b"bearer " else b""
+        bearer = header[len(b"Bearer ") :].decode("latin-1") if header[:7].lower() == b"bearer " else ""
         given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [])
-        candidates: Iterable[bytes] = [bearer, *(t.encode() for t in given)]
-        return any(hmac.compare_digest(c, expected) for c in candidates if c)
+        return self.holder([bearer, *given])
+
+    def holder(self, candidates: Iterable[str]) -> Caller | None:
+        """The caller whose token is among ``candidates``, if any."""
+        for candidate in (c for c in candidates if c):
+            if self.tokens is not None and (caller := self.tokens.caller(candidate)) is not None:
+                return caller
+            if self.token is not None and hmac.compare_digest(candidate.encode(), self.token.encode()):
+                return OPERATOR
+        return None
 
     def bound_to(self, host: str) -> Access:
         """These settings, answering to the address ``serve --host`` binds as well (unless it binds
@@ -281,7 +301,7 @@ def _bare(host: str) -> str:
 def check_exposure(host: str, access: Access) -> None:
     """``ValueError`` (one line) for binding an address other than loopback without a token: the
     streams hold every conversation's decrypted events."""
-    if access.token is None and not is_loopback(host):
+    if not access.needs_token and not is_loopback(host):
         raise ValueError(
             f"serve --host {host}: an address other than loopback needs a token: set AGENT_SERVE_TOKEN"
             " (clients send it as 'Authorization: Bearer <token>', or '?token=' for EventSource)"
@@ -329,14 +349,16 @@ class _Guard:
         console = console_routes.is_console(scope["path"]) or scope["path"] == "/"
         origin = (_header(scope, b"origin") or b"").decode("latin-1")
         cors = [] if console else self._cors(origin)
-        answer = self._answer(scope, origin, console, cors)
+        caller = None if console else self._access.caller(scope)
+        answer = self._answer(scope, origin, console, cors, caller)
         if answer is not None:
             await answer(scope, receive, _with(send, cors))
             return
-        await self._inner(scope, _limited(receive, self._access.max_body), _with(send, cors))
+        inner = scope if caller is None else {**scope, SCOPE_KEY: caller}
+        await self._inner(inner, _limited(receive, self._access.max_body), _with(send, cors))
 
     def _answer(
-        self, scope: Scope, origin: str, console: bool, cors: list[tuple[bytes, bytes]]
+        self, scope: Scope, origin: str, console: bool, cors: list[tuple[bytes, bytes]], caller: Caller | None
     ) -> Response | None:
         """The guard's own answer to the request (a refusal, a preflight's), or None to pass it on."""
         host = (_header(scope, b"host") or b"").decode("latin-1")
@@ -354,7 +376,7 @@ class _Guard:
             return Response(status_code=204, headers=preflight if cors else None)  # not listed: refused
         if scope["method"] not in SAFE_METHODS and (why := self._access.refuses_origin(scope, origin)):
             return PlainTextResponse(why, status_code=403)
-        if not console and not self._access.admits(scope):
+        if not console and caller is None:
             return PlainTextResponse(
                 "missing or wrong token (Authorization: Bearer <token>, or ?token=<token>)\n",
                 status_code=401,

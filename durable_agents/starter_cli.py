@@ -69,6 +69,7 @@ from durable_agents.display import (
     show_live,
 )
 from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
+from durable_agents.identities import Tokens, new_token, token_hash
 from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
 from durable_agents.sse import DEFAULT_PORT, Access, ConsoleOptions, check_exposure, plain_http_warning, serve
@@ -785,6 +786,18 @@ def _signer(args: argparse.Namespace) -> decisions.Signer:
         raise CommandError(str(e)) from e
 
 
+async def make_token(client: Client | None, args: argparse.Namespace) -> None:
+    """``starter.py new-token NAME``: a fresh token for ``serve``, and its entry for AGENT_SERVE_TOKENS."""
+    token = new_token()
+    entry = [f"[tokens.{json.dumps(args.name)}]", f'sha256 = "{token_hash(token)}"']
+    entry += [f"user = {json.dumps(args.user)}"] if args.user else []
+    entry += [f"tenant = {json.dumps(args.tenant)}"] if args.tenant else []
+    entry += [f"decide = {'true' if args.decide else 'false'}"]
+    entry += [f"agents = {json.dumps(args.agent)}"] if args.agent else []
+    print(f"# the token (give it to its holder; it is not kept anywhere): {token}")
+    print("\n".join(entry))
+
+
 async def sign_decision(client: Client | None, args: argparse.Namespace) -> None:
     """``starter.py sign``: the signature of a decision, for another tool to send (the temporal CLI)."""
     signer = _signer(args)
@@ -840,20 +853,22 @@ def _offset(given: str) -> int:
 
 async def serve_events(client: Client, args: argparse.Namespace) -> None:
     settings: Settings = args.settings
-    access = Access(
-        token=settings.serve_token,
-        origins=settings.serve_origins,
-        hosts=settings.serve_hosts,
-        max_body=settings.serve_max_body,
-    )
     try:
+        tokens = Tokens.load(settings.serve_tokens) if settings.serve_tokens else None
+        access = Access(
+            token=settings.serve_token,
+            origins=settings.serve_origins,
+            hosts=settings.serve_hosts,
+            max_body=settings.serve_max_body,
+            tokens=tokens,
+        )
         check_exposure(args.host, access)
     except ValueError as e:
         raise CommandError(str(e)) from e
     if (warning := plain_http_warning(args.host)) is not None:
         print(warning, file=sys.stderr)
     url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
-    token = "token required" if access.token else "no token"
+    token = "token required" if access.needs_token else "no token"
     origins = ", ".join(access.origins) or "none"
     print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)")
     print(f"The operator console: http://{args.host}:{args.port}/console/", flush=True)
@@ -1091,6 +1106,16 @@ def parser() -> argparse.ArgumentParser:
     )
     sg.add_argument("--remember", action="store_true")
     sg.set_defaults(func=sign_decision, offline=True)
+
+    nt = sub.add_parser(
+        "new-token", help="a fresh token for serve, and its [tokens.NAME] entry for AGENT_SERVE_TOKENS"
+    )
+    nt.add_argument("name", help="the token's name in the file (shown in refusals and logs)")
+    nt.add_argument("--user", help="runs it starts belong to this user; its decisions are taken as them")
+    nt.add_argument("--tenant", help="it reaches this tenant's conversations only (default: every tenant's)")
+    nt.add_argument("--decide", action="store_true", help="it may decide waiting calls")
+    nt.add_argument("--agent", action="append", help="an agent it may run (repeat; default: every agent)")
+    nt.set_defaults(func=make_token, offline=True)
 
     an = sub.add_parser("answer", help="deliver the result of a client tool call (ask_user: the answer)")
     an.add_argument("workflow_id")

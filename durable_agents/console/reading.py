@@ -26,6 +26,7 @@ from durable_agents.conversations import (
     ask_or_why,
     conversation_history,
     newest_conversations,
+    quoted,
     shown_once,
 )
 from workflows.agent import AgentWorkflow
@@ -96,12 +97,14 @@ class Inbox:
         return sorted(kept, key=lambda i: i.record.requested_at, reverse=True)
 
 
-async def inbox(client: Client) -> Inbox:
-    """Every tool call waiting for a person. A sub-agent's calls show once, under the conversation
-    that delegated to it (which forwards decisions), as ``starter.py pending`` shows them."""
-    query = 'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"'
+async def inbox(client: Client, tenant: str | None = None) -> Inbox:
+    """Every tool call waiting for a person (of ``tenant``'s conversations, when given). A sub-agent's
+    calls show once, under the conversation that delegated to it (which forwards decisions), as
+    ``starter.py pending`` shows them."""
+    scope = "" if tenant is None else f" AND AgentTenant = {quoted(tenant)}"
+    query = f'AgentStatus = "awaiting_approval" AND ExecutionStatus = "Running"{scope}'
     waiting = shown_once([wf async for wf in client.list_workflows(query)])
-    asking_query = 'AgentStatus = "waiting_for_client" AND ExecutionStatus = "Running"'
+    asking_query = f'AgentStatus = "waiting_for_client" AND ExecutionStatus = "Running"{scope}'
     asking = [wf async for wf in client.list_workflows(asking_query)]
     answers, asked = await asyncio.gather(
         asyncio.gather(*(_waiting_in(client, wf) for wf in waiting)),
@@ -155,8 +158,11 @@ class Row:
     cost: str
 
 
-async def conversations(client: Client, limit: int, before: datetime | None) -> list[Row]:
-    """A page of conversations, newest first (``before``: the start time the last page ended at)."""
+async def conversations(
+    client: Client, limit: int, before: datetime | None, tenant: str | None = None
+) -> list[Row]:
+    """A page of conversations, newest first (``before``: the start time the last page ended at; of
+    ``tenant``'s only, when given)."""
     return [
         Row(
             wf.id,
@@ -166,7 +172,7 @@ async def conversations(client: Client, limit: int, before: datetime | None) -> 
             wf.start_time,
             _dollars(wf.typed_search_attributes.get(AGENT_COST)),
         )
-        for wf in await newest_conversations(client, limit, before)
+        for wf in await newest_conversations(client, limit, before, tenant)
     ]
 
 
@@ -259,8 +265,7 @@ async def _children(client: Client, workflow_id: str, depth: int) -> list[Node]:
     """The sub-agents a conversation delegated to, and theirs, ``depth`` levels down."""
     if depth == 0:
         return []
-    escaped = workflow_id.replace("\\", "\\\\").replace("'", "\\'")
-    query = f"AgentParent = '{escaped}' AND ExecutionStatus != 'ContinuedAsNew'"
+    query = f"AgentParent = {quoted(workflow_id)} AND ExecutionStatus != 'ContinuedAsNew'"
     nodes = [
         Node(wf.id, agent_state(wf), wf.typed_search_attributes.get(AGENT_NAME) or "")
         async for wf in client.list_workflows(query)

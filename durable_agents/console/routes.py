@@ -40,6 +40,7 @@ from durable_agents.console.sessions import (
     csrf_holds,
 )
 from durable_agents.conversations import ui_link
+from durable_agents.identities import Caller, reaches
 
 HERE = Path(__file__).parent
 BASE = "/console"
@@ -73,14 +74,16 @@ def mount(
     client: Client,
     events: Handler,
     *,
-    token: str | None,
+    holder: Callable[[list[str]], Caller | None],
+    needs_token: bool,
     approver_key: str = "",
     ui_url: str,
     decide_timeout: float = 10.0,
 ) -> Mount:
     """The console at ``/console``: ``events`` is serve's event stream handler (one follower per
-    conversation in the process, shared with the SSE clients), behind the console's login here."""
-    sessions = Sessions(token, approver_key)
+    conversation in the process, shared with the SSE clients), behind the console's login here
+    (``holder``: whose token a login gives, as serve's ``Access`` says)."""
+    sessions = Sessions(holder, needs_token, approver_key)
     templates = _templates()
 
     def page(request: Request, name: str, session: Session | None, **context: Any) -> Response:
@@ -111,6 +114,9 @@ def mount(
             if action and not await csrf_holds(request, session):
                 refusal = "refused: the form's CSRF token is missing or wrong; load the page again\n"
                 return PlainTextResponse(refusal, status_code=403)
+            workflow_id = request.path_params.get("workflow_id")
+            if workflow_id is not None and not await reaches(client, session.caller, workflow_id):
+                return PlainTextResponse(f"{workflow_id}: workflow not found\n", status_code=404)
             return await handler(request, session)
 
         return checked
@@ -155,13 +161,13 @@ def mount(
         return response
 
     async def inbox_page(request: Request, session: Session) -> Response:
-        return page(request, "inbox.html", session, **await _inbox(request))
+        return page(request, "inbox.html", session, **await _inbox(request, session))
 
     async def inbox_items(request: Request, session: Session) -> Response:
-        return fragment(request, "_inbox_items.html", session, **await _inbox(request))
+        return fragment(request, "_inbox_items.html", session, **await _inbox(request, session))
 
-    async def _inbox(request: Request) -> dict[str, Any]:
-        found = await reading.inbox(client)
+    async def _inbox(request: Request, session: Session) -> dict[str, Any]:
+        found = await reading.inbox(client, session.caller.tenant)
         agent, tool = request.query_params.get("agent", ""), request.query_params.get("tool", "")
         order = request.query_params.get("order", "newest")
         return {
@@ -178,7 +184,7 @@ def mount(
             before = datetime.fromisoformat(before_text) if before_text else None
         except ValueError:
             return PlainTextResponse("before must be a time, as the page's link gives it\n", status_code=400)
-        rows = await reading.conversations(client, PAGE_SIZE + 1, before)
+        rows = await reading.conversations(client, PAGE_SIZE + 1, before, session.caller.tenant)
         more = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
         following = rows[-1].started.isoformat() if more else None
@@ -206,6 +212,8 @@ def mount(
     async def decide(request: Request, session: Session) -> Response:
         workflow_id = request.path_params["workflow_id"]
         form = await request.form()
+        if not session.caller.decide:
+            return await refused(request, session, f"the token {session.caller.name} may not decide")
         approve = form.get("action") == "approve"
         try:
             edited = actions.edited_arguments(str(form.get("arguments", ""))) if approve else None

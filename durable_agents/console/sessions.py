@@ -15,11 +15,13 @@ import math
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
 from activities.approver_keys import secret_of
+from durable_agents.identities import ANYONE, Caller
 
 COOKIE = "agent_console"
 CSRF_FIELD = "csrf"
@@ -80,6 +82,8 @@ class Session:
 
     name: str
     """Who decides: the decisions' ``by``."""
+    caller: Caller = ANYONE
+    """Whose token logged in: the tenant whose conversations the console shows, whether it decides."""
     secret: bytes | None = field(default=None, repr=False)
     """Their approver key, when they gave one (or the process's ``AGENT_APPROVER_KEY``)."""
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -89,19 +93,18 @@ class Session:
 class Sessions:
     """The logins of one console, and the token they need (None: loopback only, no token)."""
 
-    def __init__(self, token: str | None, approver_key: str = "") -> None:
-        self._token, self._approver_key = token, approver_key
+    def __init__(
+        self, holder: Callable[[list[str]], Caller | None], needs_token: bool, approver_key: str = ""
+    ) -> None:
+        self._holder, self.needs_token, self._approver_key = holder, needs_token, approver_key
         self._by_id: dict[str, Session] = {}
         self._by_name, self._by_address = Throttle(FAILURES_PER_NAME), Throttle(FAILURES_PER_ADDRESS)
-
-    @property
-    def needs_token(self) -> bool:
-        return self._token is not None
 
     def login(self, name: str, token: str, approver_key: str, address: str = "") -> tuple[str, Session]:
         """A new session's id and the session; ``ValueError`` (one line, naming no secret) when the
         token is wrong, the name empty or the key not a key; ``Throttled`` once the name or the
-        ``address`` failed too often of late (whatever this attempt gives)."""
+        ``address`` failed too often of late (whatever this attempt gives). A token that names its
+        holder's user logs in as that user, whatever name was typed."""
         key = name.strip().casefold()
         wait = max(self._by_name.wait(key), self._by_address.wait(address))
         if wait:
@@ -114,14 +117,17 @@ class Sessions:
             raise
 
     def _login(self, name: str, token: str, approver_key: str) -> tuple[str, Session]:
-        if self._token is not None and not hmac.compare_digest(token.encode(), self._token.encode()):
-            raise ValueError("wrong token: give the AGENT_SERVE_TOKEN this console was started with")
-        name = name.strip()
+        caller = self._holder([token]) if self.needs_token else ANYONE
+        if caller is None:
+            raise ValueError(
+                "wrong token: give the AGENT_SERVE_TOKEN this console was started with, or yours"
+            )
+        name = caller.user or name.strip()
         if not name or len(name) > 200:
             raise ValueError("give your name (at most 200 characters): decisions are taken in it")
         key = approver_key.strip() or self._approver_key
         secret = secret_of(key, "the approver key") if key else None
-        session = Session(name=name, secret=secret)
+        session = Session(name=name, caller=caller, secret=secret)
         session_id = secrets.token_urlsafe(32)
         self._by_id[session_id] = session
         while len(self._by_id) > MAX_SESSIONS:

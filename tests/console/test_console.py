@@ -257,7 +257,7 @@ async def test_without_the_token_nothing_is_shown(env: Env, chromium: Browser, s
     await page.fill("#token", "guess")
     await page.click("form.login button[type=submit]")
     await expect(page.locator(".refused")).to_have_text(
-        "wrong token: give the AGENT_SERVE_TOKEN this console was started with"
+        "wrong token: give the AGENT_SERVE_TOKEN this console was started with, or yours"
     )
     async with httpx2.AsyncClient() as http:
         body = await http.get(f"{served.url}/console/c/{quote(handle.id, safe='')}/body")

@@ -10,6 +10,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
+from durable_agents.console import reading
 from durable_agents.conversations import conversation_result
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
@@ -128,6 +129,8 @@ async def test_a_conversation_cancelled_while_an_approval_waits_ends_canceled_in
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
     # It closed as before first: its approval cancelled, its stream ended, its transcript readable.
     result = await conversation_result(env.client, handle)
+    status = await handle.query(AgentWorkflow.status)
+    assert (status.state, status.detail, status.usage) == ("cancelled", "cancelled: not needed", result.usage)
     assert (result.closed_by, result.stop_reason, result.final_text, result.detail) == (
         "cancelled",
         "cancelled",
@@ -145,3 +148,11 @@ async def test_a_conversation_cancelled_while_an_approval_waits_ends_canceled_in
     [*_, (_, last)] = [item async for item in follow(env.client, handle.id)]
     assert isinstance(last, Ended)
     assert (last.outcome, last.detail) == ("cancelled", "cancelled: not needed")
+    page = await reading.conversation(env.client, handle.id)  # the console's conversation page
+    assert page.history is not None
+    assert (page.status, page.problem, page.history.messages, page.facts) == (
+        "cancelled",
+        "",
+        result.messages,
+        status,
+    )

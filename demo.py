@@ -23,7 +23,7 @@ from durable_agents.connection import (
     ensure_search_attributes,
     reachable,
 )
-from durable_agents.conversations import start_conversation, ui_link
+from durable_agents.conversations import conversation_result, start_conversation, ui_link
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.display import format_result, show_live
 from durable_agents.plugin import build_worker
@@ -63,7 +63,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         live = asyncio.create_task(show_live(client, workflow_id, approve_hints=False))
         await approve_like_an_operator(handle, wait_for_person=args.manual)
         await live
-        result = await handle.result()
+        result = await conversation_result(client, handle)
         print("\nFinal answer")
         print("------------")
         print(format_result(result))

@@ -50,6 +50,7 @@ _WHERE = {
     "send_or_start": "durable_agents.conversations",
     "fork_conversation": "durable_agents.conversations",
     "conversation_history": "durable_agents.conversations",
+    "conversation_result": "durable_agents.conversations",
     "ui_link": "durable_agents.conversations",
     "NoWorkerError": "durable_agents.conversations",
 }
@@ -79,6 +80,7 @@ __all__ = [
     "build_worker",
     "connect",
     "conversation_history",
+    "conversation_result",
     "data_converter",
     "default_hooks",
     "default_registry",
@@ -111,6 +113,7 @@ if TYPE_CHECKING:
     from durable_agents.conversations import (
         NoWorkerError,
         conversation_history,
+        conversation_result,
         fork_conversation,
         send_or_start,
         start_conversation,

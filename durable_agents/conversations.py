@@ -22,6 +22,7 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowExecution,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -29,7 +30,7 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.budgets import BudgetsFile
@@ -46,6 +47,7 @@ from workflows.api import (
     start_search_attributes,
 )
 from workflows.config import AgentSpec
+from workflows.fallback import models_used
 from workflows.messages import UserMessage
 from workflows.records import Reply
 from workflows.transcript import cut_error
@@ -300,6 +302,40 @@ async def conversation_history(client: Client, handle: WorkflowHandle) -> Conver
     if described.status == WorkflowExecutionStatus.COMPLETED:
         return ConversationHistory.model_validate(await handle.result(), from_attributes=True)
     return await ask(client, handle, AgentWorkflow.history, described.task_queue)
+
+
+async def conversation_result(client: Client, handle: WorkflowHandle) -> ConversationResult:
+    """The conversation's result once it closes (waiting for it). A cancelled one ends Canceled,
+    which keeps no result: its worker answers the ``history``, ``replies`` and ``status`` queries of
+    the closed run instead (``NoWorkerError`` without one). Any other end raises as ``result()``."""
+    try:
+        return ConversationResult.model_validate(await handle.result(), from_attributes=True)
+    except WorkflowFailureError as e:
+        if not isinstance(e.cause, CancelledError):
+            raise
+    queue = (await handle.describe()).task_queue
+    history, replies, status = await asyncio.gather(
+        ask(client, handle, AgentWorkflow.history, queue),
+        ask(client, handle, AgentWorkflow.replies, queue),
+        ask(client, handle, AgentWorkflow.status, queue),
+    )
+    last = replies[-1] if replies else None
+    return ConversationResult(
+        **dict(history),
+        final_text=last.text if last else "",
+        stop_reason="cancelled",
+        iterations=last.iterations if last else status.iteration,
+        model_calls=status.model_calls,
+        truncated=last is not None and last.truncated,
+        usage=status.usage,
+        cost=status.cost,
+        replies=replies,
+        closed_by="cancelled",
+        detail=status.detail,
+        runs=status.run,
+        output=last.output if last else None,
+        models_used=models_used(history.model_attempts),
+    )
 
 
 async def fork_conversation(

@@ -33,6 +33,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
+    CancelledError,
     ChildWorkflowError,
     WorkflowAlreadyStartedError,
 )
@@ -47,6 +48,7 @@ from durable_agents.conversations import (
     ask,
     ask_or_why,
     conversation_history,
+    conversation_result,
     edited_arguments,
     fork_conversation,
     newest_conversations,
@@ -176,7 +178,7 @@ async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
             reply = event.reply
         elif isinstance(event, StateChanged) and event.state == "idle" and reply is not None:
             return format_reply(reply, handle.id)
-    return format_result(await handle.result())
+    return format_result(await conversation_result(client, handle))
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:
@@ -561,7 +563,7 @@ def _message(text: str) -> MessageInput:
 
 async def result(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
-    print(format_result(await handle.result()))
+    print(format_result(await conversation_result(client, handle)))
 
 
 async def history(client: Client, args: argparse.Namespace) -> None:
@@ -579,11 +581,11 @@ async def history(client: Client, args: argparse.Namespace) -> None:
 
 
 async def status(client: Client, args: argparse.Namespace) -> None:
-    """The status query while the conversation runs; once closed, its result and Temporal's record
-    of it say the same without a worker."""
+    """The status query while the conversation runs, or once cancelled (Canceled keeps no result);
+    once otherwise closed, its result and Temporal's record of it say the same without a worker."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
     described = await handle.describe()
-    if described.status == WorkflowExecutionStatus.RUNNING:
+    if described.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CANCELED):
         found = await ask(client, handle, AgentWorkflow.status, described.task_queue)
     else:
         found = await _closed_status(handle, described)
@@ -842,7 +844,7 @@ async def watch(client: Client, args: argparse.Namespace) -> None:
     settings: Settings = args.settings
     async with listening(client, settings.database_url, settings.delta_dir) as deltas:
         await show_live(client, args.workflow_id, args.from_offset, deltas=deltas)
-    print(format_result(await handle.result()))
+    print(format_result(await conversation_result(client, handle)))
 
 
 def _offset(given: str) -> int:
@@ -1169,6 +1171,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
     except NoWorkerError as e:
         return _fail(f"{args.workflow_id}: {e}")
     except WorkflowFailureError as e:
+        if isinstance(e.cause, CancelledError):
+            return _fail(f"{getattr(args, 'workflow_id', '')}: the conversation was cancelled")
         return _fail(f"conversation failed: {_failure_message(e)}")
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:

@@ -125,6 +125,13 @@ that took decisions before it go on without (replay decides the same)."""
 CLIENT_WAIT_PATCH = "client-wait-status"
 """A conversation that waits for a client tool's result says ``waiting_for_client`` (also in
 AgentStatus); conversations that waited before it said ``running_tools`` (replay upserts nothing new)."""
+CANCELED_PATCH = "cancelled-ends-canceled"
+"""A cancelled conversation ends Canceled in Temporal (its Web UI, ``ExecutionStatus``, a parent's
+child result), after closing as before (transcript kept, approvals cancelled, AgentStatus
+``cancelled``, ``Ended`` on its stream); a sub-agent first reports its answer and spend to its
+parent, which a Canceled run cannot return. Asked only by runs that end cancelled; those that did
+before it completed with their result (replay decides the same). Retired once no conversation of
+release 2 is left (docs/production.md, "Upgrading")."""
 ROLLING_OVER = "ContinuingAsNew"
 _START_EXAMPLE = '{"prompt": "...", "agent": "demo"}'
 _DECISION_EXAMPLE = '{"call_id": "call_1_0", "by": "alice", "reason": "..."}'
@@ -241,7 +248,11 @@ class AgentWorkflow:
             result = self._cancelled(workflow.cancellation_reason() or "no reason given")
             self._events.release()
             await workflow.wait_condition(workflow.all_handlers_finished)
-            return result
+            if not workflow.patched(CANCELED_PATCH):
+                return result
+            if self._reporter is not None:
+                await self._reporter.cancelled(result)
+            raise  # Canceled: the history query (on the closed run too) keeps the transcript
         except Exception as err:
             self._board.set("failed", f"failed: {err}")
             self._events.publish(Ended(outcome="failed", detail=self._board.view.detail))
@@ -1166,7 +1177,10 @@ class AgentWorkflow:
         self._s.queue = []
         self._board.show(queued_messages=0, pending_approvals=0)
         self._board.set("cancelled", f"cancelled: {reason}")
-        return self._result()
+        result = self._result()
+        # The status query answers for the closed run too: with a sub-agent's spend, counted since.
+        self._board.show(usage=result.usage, cost=result.cost, model_calls=result.model_calls)
+        return result
 
     def _result(self) -> ConversationResult:
         if self._closed_by != "cancelled":

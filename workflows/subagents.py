@@ -22,7 +22,9 @@ the child closes with it still waiting (cancelled, as the child's own record is)
 
 A sub-agent's conversation answers one task: it never waits for a next message, whatever its agent
 file says of ``chat``. An answer it gave at a limit (or after a cancellation) is a tool error that
-names its stop reason.
+names its stop reason. A child cancelled (with its parent, or on its own) ends Canceled in Temporal,
+which keeps no result: its last report carries its answer and spend instead (``SubagentAnswer``),
+and the parent takes them as it took a cancelled child's result before.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from workflows import tenancy, wire
 from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
     AgentOverrides,
+    ClosedBy,
     ConversationInput,
     ConversationResult,
     SubagentOrigin,
@@ -52,8 +55,8 @@ from workflows.costs import conversation_cost
 from workflows.decisions import Cancelled
 from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
 from workflows.inputs import first_error
-from workflows.messages import ToolCall, ToolDefinition
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision
+from workflows.messages import ToolCall, ToolDefinition, Usage
+from workflows.records import ApprovalRecord, ApprovalSignal, Decision, StopReason
 from workflows.state import ConversationState
 
 T = TypeVar("T", int, float)
@@ -99,6 +102,21 @@ def offered(tools: list[ToolSpec], origin: SubagentOrigin | None) -> list[ToolSp
     return [tool for tool in tools if tool.subagent is None]
 
 
+class SubagentAnswer(BaseModel):
+    """What the parent takes of a child's end: from its result, or, for a child that ended Canceled
+    (no result), from its last report."""
+
+    final_text: str
+    stop_reason: StopReason
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    closed_by: ClosedBy = "cancelled"
+
+    @classmethod
+    def of(cls, result: ConversationResult) -> SubagentAnswer:
+        return cls.model_validate(result, from_attributes=True)
+
+
 class ApprovalReport(BaseModel):
     """Input of the ``subagent_approvals`` signal: what a child waits for, and what was decided since
     its previous report, for the parent's call ``call_id``. Our own code sends it: fields it does not
@@ -115,6 +133,8 @@ class ApprovalReport(BaseModel):
     schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The JSON schema of each waiting call's tool, by the call's id: edits decided at the parent
     are checked against it."""
+    cancelled: SubagentAnswer | None = None
+    """In the last report of a child that ends cancelled: its answer and spend."""
 
 
 class Reporter:
@@ -142,17 +162,34 @@ class Reporter:
         changed = [r.model_copy(deep=True) for r in approvals if r.call_id in pending | self._told]
         schemas = {r.call_id: schema_of(r.tool) for r in own if r.call_id in pending}
         schemas |= {call_id: s for call_id, s in delegations.schemas.items() if call_id in pending}
-        self._told, self._seq = pending, self._seq + 1
-        report = ApprovalReport(
+        self._told = pending
+        report = self._next(changed, {call_id: s for call_id, s in schemas.items() if s is not None})
+        self._sending = asyncio.create_task(_after(self._sending, self._send(report)))
+
+    async def cancelled(self, result: ConversationResult) -> None:
+        """The last report of a child that ends cancelled: its answer and spend, which its Canceled run
+        cannot return. Sent before it closes, so the parent has it when it hears of the close."""
+        report = self._next([], {}, cancelled=SubagentAnswer.of(result))
+        self._sending = asyncio.create_task(_after(self._sending, self._send(report)))
+        await self._sending
+
+    def _next(
+        self,
+        approvals: list[ApprovalRecord],
+        schemas: dict[str, dict[str, Any]],
+        cancelled: SubagentAnswer | None = None,
+    ) -> ApprovalReport:
+        self._seq += 1
+        return ApprovalReport(
             call_id=self._origin.call_id,
             run=self._run,
             seq=self._seq,
-            approvals=changed,
+            approvals=approvals,
             workflow_id=workflow.info().workflow_id,
             key=self._origin.report_key or "",
-            schemas={call_id: s for call_id, s in schemas.items() if s is not None},
+            schemas=schemas,
+            cancelled=cancelled,
         )
-        self._sending = asyncio.create_task(_after(self._sending, self._send(report)))
 
     async def _send(self, report: ApprovalReport) -> None:
         parent = workflow.get_external_workflow_handle(self._origin.parent_workflow_id)
@@ -176,6 +213,8 @@ class Delegations:
         before reports had a key (``REPORT_KEY_PATCH``)."""
         self._schemas: dict[str, dict[str, dict[str, Any]]] = {}
         """As ``_approvals``: the JSON schema of each waiting call's tool, as the child reported it."""
+        self._cancelled: dict[str, SubagentAnswer] = {}
+        """By our call id: the answer a child reported as it ended cancelled."""
         self._forwarding: asyncio.Task[None] | None = None
 
     @property
@@ -211,6 +250,8 @@ class Delegations:
             workflow.logger.info("%s dropped: stale (run %d, seq %d)", REPORT_SIGNAL, report.run, report.seq)
             return False
         self._heard[report.call_id] = (report.run, report.seq)
+        if report.cancelled is not None:
+            self._cancelled[report.call_id] = report.cancelled
         schemas = self._schemas.setdefault(report.call_id, {})
         for record in report.approvals:
             call_id = f"{report.call_id}/{record.call_id}"
@@ -343,14 +384,13 @@ class Delegations:
                 static_summary=f"sub-agent {name} for {origin.parent_workflow_id} ({call.id})",
             )
             self._children[call.id] = child
-            result = await child
+            answer = SubagentAnswer.of(await child)
         except ChildWorkflowError as err:
-            if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
-                raise asyncio.CancelledError(workflow.cancellation_reason()) from err
-            cause = err.cause.message if isinstance(err.cause, FailureError) else str(err)
-            return ToolOutcome(
-                content=f"Sub-agent '{name}' failed: {cause}", is_error=True, subagent_workflow_id=child_id
-            )
+            if not isinstance(err.cause, CancelledError):
+                cause = err.cause.message if isinstance(err.cause, FailureError) else str(err)
+                failed = f"Sub-agent '{name}' failed: {cause}"
+                return ToolOutcome(content=failed, is_error=True, subagent_workflow_id=child_id)
+            answer = self._cancelled.get(call.id) or _UNREPORTED  # Canceled: as its last report said
         except FailureError as err:  # not started: its id is taken by a running conversation
             return ToolOutcome(content=f"Sub-agent '{name}' could not start: {err}", is_error=True)
         except GeneratorExit:  # the worker evicts this run (terminated, or out of its cache): no
@@ -361,21 +401,29 @@ class Delegations:
                 self._children.pop(call.id, None)
                 self._closed(call.id)
                 self._heard.pop(call.id, None)
-        state.usage += result.usage
-        state.subagent_usage += result.usage
-        if result.cost is not None:
-            state.subagent_cost = (state.subagent_cost or 0.0) + result.cost
+                self._cancelled.pop(call.id, None)
+        state.usage += answer.usage
+        state.subagent_usage += answer.usage
+        if answer.cost is not None:
+            state.subagent_cost = (state.subagent_cost or 0.0) + answer.cost
         if workflow.cancellation_reason() is not None:  # the child closed as cancelled, with us
             raise asyncio.CancelledError(workflow.cancellation_reason())
-        if result.stop_reason != "completed" and workflow.patched(STOPS_AS_ERRORS_PATCH):
+        if answer.stop_reason != "completed" and workflow.patched(STOPS_AS_ERRORS_PATCH):
             return ToolOutcome(
-                content=f"Sub-agent '{name}' stopped: {result.stop_reason}: {result.final_text}",
+                content=f"Sub-agent '{name}' stopped: {answer.stop_reason}: {answer.final_text}",
                 is_error=True,
                 subagent_workflow_id=child_id,
             )
         return ToolOutcome(
-            content=result.final_text, is_error=result.closed_by == "cancelled", subagent_workflow_id=child_id
+            content=answer.final_text, is_error=answer.closed_by == "cancelled", subagent_workflow_id=child_id
         )
+
+
+_UNREPORTED = SubagentAnswer(
+    final_text="[no answer: the sub-agent's conversation was cancelled before it reported one]",
+    stop_reason="cancelled",
+)
+"""A Canceled child whose last report did not reach us (its parent was not open to take it)."""
 
 
 def child_origin(

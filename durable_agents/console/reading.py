@@ -249,8 +249,9 @@ async def conversation(client: Client, workflow_id: str) -> Conversation:
     )
     try:
         found.history = await conversation_history(client, handle)
-        if running:
+        if running or described.status == WorkflowExecutionStatus.CANCELED:  # Canceled keeps no result
             found.facts = await ask(client, handle, AgentWorkflow.status, described.task_queue)
+        if running:
             found.pending = await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
             found.asking = await ask(client, handle, AgentWorkflow.pending_client_calls, described.task_queue)
         elif described.status == WorkflowExecutionStatus.COMPLETED:

@@ -318,12 +318,45 @@ async def test_cancel_twice_says_the_second_time_that_it_was_cancelled(
     handle = await _demo_awaiting_approval(server, env.client, env.task_queue, "cli-cancel", leftovers)
 
     assert await starter(server, "cancel", handle.id) == (0, f"Cancellation requested for {handle.id}.\n", "")
-    await handle.result()
+    await _closed(handle)
     assert await starter(server, "cancel", handle.id) == (
         1,
         "",
         f"error: {handle.id} is already closed (cancelled); nothing to cancel\n",
     )
+
+
+async def _closed(handle: WorkflowHandle) -> WorkflowExecutionStatus | None:
+    """Its status once it is no longer running (a minute at most)."""
+    for _ in range(1200):
+        if (status := (await handle.describe()).status) != WorkflowExecutionStatus.RUNNING:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{handle.id} still runs")
+
+
+async def test_result_and_history_of_a_cancelled_conversation_show_its_transcript(
+    server: EmbeddedServer, env: Env, leftovers: list[str]
+) -> None:
+    handle = await _demo_awaiting_approval(server, env.client, env.task_queue, "cli-cancelled", leftovers)
+    await starter(server, "cancel", handle.id, "--reason", "not now")
+    assert await _closed(handle) == WorkflowExecutionStatus.CANCELED
+
+    assert await starter(server, "result", handle.id) == (
+        0,
+        "Saving the answer.\n-- stop reason: cancelled; iterations: 3; model calls: 3; tool calls: 4;"
+        " tokens: 30 in / 15 out\n",
+        "",
+    )
+    code, out, err = await starter(server, "history", handle.id)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-4:] == [
+        "[assistant] Saving the answer.",
+        '[tool call call_3_0] write_file({"path": "answer.txt", "content": "(12 + 30) * 2 = 84\\n"})',
+        "[tool error call_3_0] Tool call 'write_file' was cancelled with the conversation.",
+        "[approval call_3_0] write_file cancelled by system via cancellation:"
+        " conversation cancelled: not now",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------

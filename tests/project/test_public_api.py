@@ -35,6 +35,7 @@ PUBLIC = [
     "build_worker",
     "connect",
     "conversation_history",
+    "conversation_result",
     "data_converter",
     "default_hooks",
     "default_registry",

@@ -20,6 +20,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from activities.providers._response import CUT_OFF
 from durable_agents import starter_cli as starter
+from durable_agents.conversations import conversation_result
 from durable_agents.dev_server import EmbeddedServer
 from tests.support.docs import docs_page
 from tests.support.fake_provider import (
@@ -222,7 +223,7 @@ async def test_fault_ends_as_promised(
             while not fake.received:
                 await asyncio.sleep(0.05)
             await handle.cancel()
-            result = await handle.result()
+            result = await conversation_result(env.client, handle)
             assert (result.closed_by, result.stop_reason) == ("cancelled", "cancelled")
             await asyncio.to_thread(fake.received[0].ended.wait)
             assert fake.received[0].disconnected, "the provider sent its whole answer: the call ran on"

@@ -19,7 +19,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities.agent_files import load_agent_file
 from activities.tools import ToolRegistry, default_registry, tool
 from durable_agents import starter_cli as starter
-from durable_agents.conversations import send_or_start
+from durable_agents.conversations import conversation_result, send_or_start
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
@@ -377,13 +377,13 @@ async def test_cancelling_the_conversation_during_an_interruptible_model_call_ab
     handle = await env.start(conversation(agent))
     await _until_running(handle, "durable_agents.call_model")
     await handle.cancel(reason="enough")
-    result = await handle.result()
+    result = await conversation_result(env.client, handle)
 
     assert (result.closed_by, result.detail) == ("cancelled", "cancelled: enough")
     assert [(r.message_id, r.stop_reason) for r in result.replies] == [("m1", "cancelled")]
     events = await event_types(handle)
     assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED) == 1
-    assert events[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    assert events[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
 
 
 class _FailsWhenCancelled:
@@ -418,7 +418,7 @@ async def test_a_cancelled_interruptible_call_that_fails_leaves_no_unretrieved_t
         handle = await worker.start(conversation(agent), workflow_id=_id("stubborn"))
         await provider.calling.wait()
         await handle.cancel(reason="enough")
-        result = await handle.result()
+        result = await conversation_result(client, handle)
         gc.collect()  # a task nobody awaited says so when it is collected
 
     assert (result.closed_by, result.detail) == ("cancelled", "cancelled: enough")

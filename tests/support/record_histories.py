@@ -16,7 +16,13 @@ import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
@@ -191,6 +197,8 @@ SHAPES: dict[str, ConversationInput] = {
     ),
     # Cancelled a second into a slow model call, which hears it and stops.
     "cancelled": conversation(scripted_agent(ScriptStep(text="slow", delay_seconds=30))),
+    # "cancelled" since it ends Canceled in Temporal ("cancelled-ends-canceled").
+    "namespaced_canceled": conversation(scripted_agent(ScriptStep(text="slow", delay_seconds=30))),
     # The agent resolved by a local activity, AgentName and AgentStatus in one upsert ("agent-lean-start").
     "lean_start": conversation(scripted_agent(step("", ("add", {"a": 1, "b": 2})), step("{last_result}"))),
     # The first run ends by continuing as new after one model call.
@@ -326,6 +334,9 @@ SHAPES: dict[str, ConversationInput] = {
     # reports as durable_agents.subagent_approvals, the decision comes as durable_agents.decide and
     # goes on to the scribe as durable_agents.approve.
     "namespaced_subagent": ConversationInput(prompt="Save my note.", agent="delegator"),
+    # agents/delegator.toml cancelled while the scribe's write_file waits: the scribe (recorded as
+    # namespaced_subagent_canceled_child) reports its answer and spend, then both end Canceled.
+    "namespaced_subagent_canceled": ConversationInput(prompt="Save my note.", agent="delegator"),
     # A conversation of a tenant and user (workflows/tenancy.py): its model calls reserved in the
     # ledger against the tenant's 60 tokens a day (TENANT_BUDGETS), the third refused before it runs:
     # the turn ends with budget_exhausted.
@@ -423,7 +434,9 @@ START_SIGNALS: dict[str, tuple[str, BaseModel]] = {
     "compaction_continued": (wire.POST_MESSAGE, MessageInput(text="second")),
     "approval_bound": (wire.APPROVE, ApprovalSignal(call_id="call_1_0", by="too-early")),
 }
-CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0}
+CANCEL_AFTER: dict[str, float] = {"cancelled": 1.0, "namespaced_canceled": 1.0}
+CANCEL_WHEN_WAITING = {"namespaced_subagent_canceled"}
+"""Shapes cancelled once a call waits for a person (a sub-agent's, at its parent)."""
 UPDATE_WITH_START: dict[str, MessageInput] = {
     "update_with_start": MessageInput(text="hello"),
     "chat_continued": MessageInput(text="hello"),
@@ -538,6 +551,10 @@ async def _record(client: Client, tmp: Path, names: list[str]) -> None:
             if name in CANCEL_AFTER:
                 await asyncio.sleep(CANCEL_AFTER[name])
                 await handle.cancel(reason="recorded cancellation")
+            if name in CANCEL_WHEN_WAITING:
+                while not await handle.query(AgentWorkflow.pending_approvals):
+                    await asyncio.sleep(0.1)
+                await handle.cancel(reason="recorded cancellation")
             for call_id, handler, payload in DECISIONS.get(name, []):
                 while call_id not in [p.call_id for p in await handle.query(AgentWorkflow.pending_approvals)]:
                     await asyncio.sleep(0.05)
@@ -556,7 +573,11 @@ async def _record(client: Client, tmp: Path, names: list[str]) -> None:
                 while not await handle.query(AgentWorkflow.pending_approvals):
                     await asyncio.sleep(0.1)
                 await handle.execute_update(AgentWorkflow.decide, DECIDE_UPDATE_THROUGH_PARENT[name])
-            await handle.result()  # follows continue-as-new to the end
+            try:
+                await handle.result()  # follows continue-as-new to the end
+            except WorkflowFailureError:
+                if name not in CANCEL_AFTER and name not in CANCEL_WHEN_WAITING:
+                    raise  # a cancelled one ends Canceled: no result, its history is what we keep
             run_id = handle.result_run_id
             for _ in range(RECORDED_RUN.get(name, 1) - 1):
                 run_id = await _next_run(client, handle.id, run_id)

@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolContext, ToolRegistry, default_registry, tool
+from durable_agents.conversations import conversation_result
 from durable_agents.converter import data_converter
 from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
@@ -262,7 +263,7 @@ class TestSlowTools:
         handle = await env.start(conversation(scripted_agent(step("working", ("slow", {})), tools=["slow"])))
         await asyncio.wait_for(started.wait(), 10)
         await handle.cancel(reason="operator changed their mind")
-        result = await handle.result()
+        result = await conversation_result(env.client, handle)
 
         assert (result.closed_by, result.detail) == ("cancelled", "cancelled: operator changed their mind")
         assert [m.kind for m in result.messages] == ["user", "assistant", "tool_result"]

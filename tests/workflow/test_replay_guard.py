@@ -5,6 +5,7 @@ checked-in history of that path, and of no other (so no other history would have
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,24 @@ CHANGES = {
         f"            if input.history:\n                {SLEEP}\n",
         {"fork"},
     ),
+    "a conversation that ends Canceled": Change(
+        "workflows.agent",
+        "            raise  # Canceled: the history query (on the closed run too) keeps the transcript\n",
+        f"            {SLEEP}\n",
+        {"namespaced_canceled", "namespaced_subagent_canceled", "namespaced_subagent_canceled_child"},
+    ),
+    "a sub-agent's last report as it ends cancelled": Change(
+        "workflows.subagents",
+        "        report = self._next([], {}, cancelled=SubagentAnswer.of(result))\n",
+        f"        {SLEEP}\n",
+        {"namespaced_subagent_canceled_child"},
+    ),
+    "a parent that takes a Canceled sub-agent's answer": Change(
+        "workflows.subagents",
+        "            answer = self._cancelled.get(call.id) or _UNREPORTED",
+        f"            {SLEEP}\n",
+        {"namespaced_subagent_canceled"},
+    ),
     "a turn refused by the ledger": Change(
         "workflows.agent",
         '                self._finish_turn("budget_exhausted", note=refused.text)\n',
@@ -134,6 +153,7 @@ def _load(name: str, source: str, folder: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"scratch_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where pydantic looks up the names its models' annotations use
     spec.loader.exec_module(module)
     return module
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from activities.agent_files import AgentFileError, load_agents
 from activities.tools import default_registry
+from durable_agents.conversations import conversation_result
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
@@ -174,18 +175,48 @@ async def test_cancelling_the_parent_cancels_the_sub_agent(env: Env) -> None:
     parent, child = await delegating(env)
     await parent.cancel(reason="not needed")
 
-    result = await parent.result()
+    result = await conversation_result(env.client, parent)
     assert (result.closed_by, result.stop_reason) == ("cancelled", "cancelled")
     [call] = result.tool_calls
     assert (call.content, call.is_error) == (
         "Tool call 'ask_scribe' was cancelled with the conversation.",
         True,
     )
-    closed = await child.result()
+    # The child's spend counts at the parent (one model call each, 10 + 5 tokens): its last report.
+    assert result.usage == Usage(input_tokens=20, output_tokens=10)
+    closed = await conversation_result(env.client, child)
     assert closed.closed_by == "cancelled"
+    assert [(await h.describe()).status for h in (parent, child)] == [WorkflowExecutionStatus.CANCELED] * 2
     [approval] = closed.approvals
     assert (approval.state, approval.via) == ("cancelled", "cancellation")
     assert not (await child_workspace(env, child) / "note.txt").exists()
+    assert await _approval_events(env.client, parent.id) == [
+        ("approval_requested", "call_1_0/call_1_0", "write_file", "pending", None, None),
+        ("approval_decided", "call_1_0/call_1_0", "write_file", "cancelled", "system", "cancellation"),
+    ]
+
+
+async def test_a_sub_agent_cancelled_on_its_own_ends_canceled_and_its_parent_hears_it_was_cancelled(
+    env: Env,
+) -> None:
+    parent, child = await delegating(env)
+    await child.cancel(reason="wrong file")
+
+    result = await parent.result()
+    [call] = result.tool_calls
+    said = "Sub-agent 'scribe' stopped: cancelled: Saving the note."
+    assert (call.content, call.is_error, call.subagent_workflow_id) == (said, True, child.id)
+    assert result.final_text == f"The scribe says: {said}"
+    # Its spend counts at the parent as a result's did: two calls of its own, one of the child's.
+    assert result.usage == Usage(input_tokens=30, output_tokens=15)
+    assert result.cost == 40 / 1_000_000 + 20 / 1_000_000
+    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+    closed = await conversation_result(env.client, child)
+    assert (closed.closed_by, closed.stop_reason, closed.detail) == (
+        "cancelled",
+        "cancelled",
+        "cancelled: wrong file",
+    )
     assert await _approval_events(env.client, parent.id) == [
         ("approval_requested", "call_1_0/call_1_0", "write_file", "pending", None, None),
         ("approval_decided", "call_1_0/call_1_0", "write_file", "cancelled", "system", "cancellation"),

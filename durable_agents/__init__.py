@@ -18,6 +18,7 @@ _WHERE = {
     "AgentPlugin": "durable_agents.plugin",
     "build_worker": "durable_agents.plugin",
     "Settings": "durable_agents.settings",
+    "WorkerTuning": "durable_agents.tuning",
     # Tools and hooks
     "tool": "activities.tools",
     "Tool": "activities.tools",
@@ -76,6 +77,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "WorkerTuning",
     "build_worker",
     "connect",
     "conversation_history",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
     from durable_agents.converter import data_converter
     from durable_agents.plugin import AgentPlugin, build_worker
     from durable_agents.settings import Settings
+    from durable_agents.tuning import WorkerTuning
     from workflows.activity_io import HookContext, HookDecision
     from workflows.agent import AgentWorkflow
     from workflows.api import ConversationInput, ConversationResult, ConversationStatus, MessageInput

@@ -29,7 +29,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
+from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFiles, check_subagents
 from activities.approver_keys import load_approver_keys
 from activities.assembly import AgentActivities, WorkerRole
 from activities.budgets import BudgetsFile
@@ -72,11 +72,12 @@ class AgentPlugin(SimplePlugin):
 
     ``role`` splits the work across pools: "workflows" (the loop, agent resolution, hooks and
     local tools), "models" (model calls) and "tools" (tool calls), each on its own task queue as
-    the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``)
-    are the agents conversations may name. ``settings`` (default: ``Settings.from_env()``) say
-    where the state beside Temporal lives, the models table, and whether inline agents may name
-    MCP servers the agent files do not (their commands run on this host); ``stores``, ``store``,
-    ``workspace_root``, ``models_file``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
+    the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``,
+    read again when they change) are the agents conversations may name. ``settings`` (default:
+    ``Settings.from_env()``) say where the state beside Temporal lives, the models table, and
+    whether inline agents may name MCP servers the agent files do not (their commands run on this
+    host); ``stores``, ``store``, ``workspace_root``, ``models_file``, ``prices_file`` and
+    ``allow_inline_mcp`` replace parts of them.
     ``tuning`` (default: none) sets options of the whole worker as measured for conversations.
 
     The plugin owns what it registers: the worker's other workflows run under the worker's own
@@ -112,12 +113,13 @@ class AgentPlugin(SimplePlugin):
         hooks = hooks or default_hooks()
         settings = settings or Settings.from_env()
         models = load_models(models_file or settings.models_file, prices_file or settings.prices_file)
-        agents = (
-            dict(agents)
-            if agents is not None
-            else load_agents(agents_dir, registry, hooks, models.max_output_tokens)
-        )
-        check_subagents(agents)
+        source: dict[str, AgentSpec] | AgentFiles
+        if agents is not None:
+            source = dict(agents)
+            check_subagents(source)
+        else:  # read again as they change: a new agent needs no restart
+            source = AgentFiles(agents_dir, registry, hooks, models.max_output_tokens)
+        agents = source.current() if isinstance(source, AgentFiles) else source
         self._leases = settings.data_dir / "workers"
         stores = stores or settings.stores
         self._database_url = stores.database_url
@@ -125,7 +127,7 @@ class AgentPlugin(SimplePlugin):
             allow_inline_mcp = settings.allow_inline_mcp
         self._activities = AgentActivities(
             registry,
-            agents,
+            source,
             workspace_root=workspace_root,
             providers=providers,
             store=store,

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.lost_calls import RecordRunningCalls
 from durable_agents.plugin import AgentPlugin
@@ -22,6 +23,7 @@ from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
 from tests.support.history import activity_types
+from tests.support.workers import running_worker
 from workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
@@ -32,6 +34,7 @@ from workflows.activity_refs import (
     VERIFY_DECISION,
 )
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput
 from workflows.records import ApprovalSignal
 
 
@@ -206,4 +209,29 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
     assert [r.message for r in caplog.records if r.name == "durable_agents.plugin"] == [
         "this worker's own activities call_model keep their names: conversations started before our"
         " activities were named durable_agents.* cannot run theirs on it"
+    ]
+
+
+SCRIPTED = 'tools = []\n[model]\nprovider = "scripted"\nmodel = "script"\n[[model.script]]\ntext = "{text}"\n'
+
+
+async def test_an_agent_file_added_to_a_running_worker_runs_and_a_broken_edit_keeps_the_last_good_one(
+    client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Agent files are read again when they change: no restart for a new agent, and an edit that
+    breaks one is refused in the log while the last good set goes on (docs/agents-and-tools.md)."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "first.toml").write_text(SCRIPTED.format(text="First."))
+    async with running_worker(client, tmp_path / "work", agents_dir=agents) as env:
+        (agents / "chatty.toml").write_text(SCRIPTED.format(text="Hello from chatty."))
+        added = await env.run(ConversationInput(prompt="hi", agent="chatty"))
+        broken = SCRIPTED.format(text="Broken.").replace("tools = []", 'tools = ["no_such_tool"]')
+        (agents / "chatty.toml").write_text(broken)
+        kept = await env.run(ConversationInput(prompt="hi again", agent="chatty"))
+
+    assert (added.final_text, kept.final_text) == ("Hello from chatty.", "Hello from chatty.")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{agents / 'chatty.toml'}: field 'tools': unknown tool(s) no_such_tool; the worker has:"
+        f" {', '.join(default_registry().names)}; keeping the agents read before: chatty, first"
     ]

@@ -1,8 +1,12 @@
-"""Agent files: one TOML file per agent, loaded and checked once at worker start."""
+"""Agent files: one TOML file per agent, loaded and checked at worker start (a bad one stops it), and
+read again when they change (``AgentFiles``): a new agent needs no restart."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -15,6 +19,8 @@ from activities.tools import ToolRegistry
 from workflows.answers import OUTPUT_NAME
 from workflows.config import AgentSpec
 from workflows.subagents import tool_name
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -200,3 +206,45 @@ def _cycle(
             if found := _cycle(agents, [*path, sub], seen):
                 return found
     return None
+
+
+class AgentFiles:
+    """The agent files of a folder as they are now: read again when the folder's mtime or a file's
+    mtime or size changes (looked at each time an agent is resolved). A bad set is refused at start
+    (``AgentFileError``); later, with a warning in the log, and the last good set stays."""
+
+    def __init__(
+        self,
+        directory: Path,
+        registry: ToolRegistry,
+        hooks: HookRegistry | None = None,
+        max_output: MaxOutput = no_limits,
+    ) -> None:
+        self.directory = directory
+        self._load = functools.partial(load_agents, directory, registry, hooks, max_output)
+        self._seen = self._signature()
+        self._agents = self._load()
+
+    def current(self) -> dict[str, AgentSpec]:
+        seen = self._signature()
+        if seen is None or seen == self._seen:  # None: a file went while it was looked at; next time
+            return self._agents
+        self._seen = seen
+        try:
+            self._agents = self._load()
+        except AgentFileError as e:
+            logger.warning("%s; keeping the agents read before: %s", e, ", ".join(sorted(self._agents)))
+        else:
+            logger.info("agents read again from %s: %s", self.directory, ", ".join(sorted(self._agents)))
+        return self._agents
+
+    def _signature(self) -> tuple[int, tuple[tuple[str, int, int], ...]] | None:
+        """What an added, removed, renamed or edited agent file changes."""
+        try:
+            files = []
+            for path in sorted(self.directory.glob("*.toml")):
+                stat = os.stat(path)
+                files.append((path.name, stat.st_mtime_ns, stat.st_size))
+            return os.stat(self.directory).st_mtime_ns, tuple(files)
+        except OSError:
+            return None

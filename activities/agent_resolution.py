@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError, check_agent, check_max_tokens
+from activities.agent_files import AgentFileError, AgentFiles, check_agent, check_max_tokens
 from activities.hooks import HookRegistry
 from activities.mcp_activity import LazyMCPPool
 from activities.models import ModelTable
@@ -22,9 +22,10 @@ from workflows.subagents import subagent_tool
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields
 class AgentResolver:
-    """``resolve_agent``, over the agents, models table, tools and hooks the worker loaded at start."""
+    """``resolve_agent``, over the agents (the files as they are now, or agents given in code), and
+    the models table, tools and hooks the worker loaded at start."""
 
-    agents: Mapping[str, AgentSpec]
+    agents: Mapping[str, AgentSpec] | AgentFiles
     models: ModelTable
     """Prices (a conversation's cost budget needs its model's) and context windows, by model name."""
     registry: ToolRegistry
@@ -36,6 +37,7 @@ class AgentResolver:
 
     @RESOLVE_AGENT.defn
     async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
+        agents = self.agents.current() if isinstance(self.agents, AgentFiles) else self.agents
         if ref.spec is not None:
             spec = ref.spec
             try:
@@ -44,17 +46,17 @@ class AgentResolver:
                 raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
             for server in spec.mcp_servers:
                 self.mcp.pool.check_allowed(server)
-            if unknown := [name for name in spec.subagents if name not in self.agents]:
+            if unknown := [name for name in spec.subagents if name not in agents]:
                 raise ApplicationError(
                     f"inline agent {spec.name!r}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
-                    f" this worker knows: {', '.join(sorted(self.agents)) or 'none'}",
+                    f" this worker knows: {', '.join(sorted(agents)) or 'none'}",
                     type="ConfigError",
                     non_retryable=True,
                 )
-        elif ref.name in self.agents:
-            spec = self.agents[ref.name]
+        elif ref.name in agents:
+            spec = agents[ref.name]
         else:
-            known = ", ".join(sorted(self.agents)) or "none"
+            known = ", ".join(sorted(agents)) or "none"
             raise ApplicationError(
                 f"unknown agent {ref.name!r}; this worker knows: {known}",
                 type="ConfigError",
@@ -84,7 +86,7 @@ class AgentResolver:
         return ResolvedAgent(
             spec=spec,
             tools=[tool(name) for name in spec.tools]
-            + [subagent_tool(self.agents[name]) for name in spec.subagents],
+            + [subagent_tool(agents[name]) for name in spec.subagents],
             price=self.models.price(ref.model or spec.model.model),
             fallback_prices={
                 entry: price

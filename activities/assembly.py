@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from activities.agent_files import AgentFiles
 from activities.agent_resolution import AgentResolver
 from activities.approver_keys import ApproverKeys
 from activities.budgets import BudgetsFile
@@ -49,12 +50,13 @@ WorkerRole = Literal["all", "workflows", "models", "tools"]
 
 
 class AgentActivities:
-    """Holds what the worker built once at start: tools, agents, provider clients."""
+    """Holds what the worker built once at start: tools, agents (their files read again as they
+    change), provider clients."""
 
     def __init__(
         self,
         registry: ToolRegistry,
-        agents: dict[str, AgentSpec],
+        agents: Mapping[str, AgentSpec] | AgentFiles,
         *,
         workspace_root: Path | None = None,
         workspaces: Workspaces | None = None,
@@ -78,8 +80,13 @@ class AgentActivities:
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
         )
+
+        def current() -> Mapping[str, AgentSpec]:
+            return agents.current() if isinstance(agents, AgentFiles) else agents
+
         self._mcp = LazyMCPPool(
-            (server for spec in agents.values() for server in spec.mcp_servers), allow_any=allow_inline_mcp
+            lambda: (server for spec in current().values() for server in spec.mcp_servers),
+            allow_any=allow_inline_mcp,
         )
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)

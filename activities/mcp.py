@@ -58,12 +58,13 @@ class MCPPool:
 
     def __init__(
         self,
-        allowed: Iterable[MCPServerConfig] = (),
+        allowed: Callable[[], Iterable[MCPServerConfig]] = tuple,
         *,
         allow_any: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self._allowed = {_key(s) for s in allowed}
+        """``allowed``: the servers the agent files name, asked at each check (they may change)."""
+        self._allowed = allowed
         self._allow_any = allow_any
         self._environ = environ if environ is not None else os.environ
         self._connections: dict[str, _Connection] = {}
@@ -84,7 +85,7 @@ class MCPPool:
     def check_allowed(self, server: MCPServerConfig) -> None:
         """Refuse a server this worker was not told about: an MCP command runs on the worker's host,
         and its headers and environment may carry the worker's secrets."""
-        if self._allow_any or _key(server) in self._allowed:
+        if self._allow_any or _key(server) in {_key(s) for s in self._allowed()}:
             return
         raise ApplicationError(
             f"MCP server {server.name!r} is not one this worker runs: define it in an agent file"

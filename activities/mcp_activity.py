@@ -7,7 +7,7 @@ pool and its connections.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -23,10 +23,10 @@ if TYPE_CHECKING:
 class LazyMCPPool:
     """The one ``MCPPool`` that agent resolution, tool calls and tool listings share, made on first use."""
 
-    def __init__(self, allowed: Iterable[MCPServerConfig], *, allow_any: bool = False) -> None:
-        """``allowed``: the servers the worker's agent files name; ``allow_any`` lets inline agents
-        name others (their commands run on this host)."""
-        self._allowed = list(allowed)
+    def __init__(self, allowed: Callable[[], Iterable[MCPServerConfig]], *, allow_any: bool = False) -> None:
+        """``allowed``: the servers the worker's agent files name now; ``allow_any`` lets inline
+        agents name others (their commands run on this host)."""
+        self._allowed = allowed
         self._allow_any = allow_any
 
     @functools.cached_property

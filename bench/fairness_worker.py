@@ -15,14 +15,18 @@ from temporalio.worker import Worker
 
 from bench.serve import serve
 from durable_agents.connection import connect
-from durable_agents.plugin import MAX_CACHED_WORKFLOWS, STICKY_SECONDS, AgentPlugin
+from durable_agents.plugin import MAX_CACHED_WORKFLOWS, AgentPlugin
 from durable_agents.settings import Settings
+from durable_agents.tuning import WorkerTuning
 
 
 async def worker(task_queue: str) -> Worker:
     settings = Settings.from_env()
     slots = int(os.environ.get("FAIR_SLOTS", "4"))
     cached = settings.max_cached_workflows
+    tuning = WorkerTuning()
+    if sticky := os.environ.get("FAIR_STICKY_SECONDS"):
+        tuning = WorkerTuning(sticky_queue_schedule_to_start_timeout=timedelta(seconds=float(sticky)))
     return Worker(
         await connect(settings),
         task_queue=task_queue,
@@ -30,10 +34,7 @@ async def worker(task_queue: str) -> Worker:
         max_concurrent_workflow_tasks=max(2, slots),
         max_concurrent_local_activities=slots,
         max_cached_workflows=MAX_CACHED_WORKFLOWS if cached is None else cached,
-        sticky_queue_schedule_to_start_timeout=timedelta(
-            seconds=float(os.environ.get("FAIR_STICKY_SECONDS", STICKY_SECONDS))
-        ),
-        plugins=[AgentPlugin(settings, agents={})],
+        plugins=[AgentPlugin(settings, agents={}, tuning=tuning)],
     )
 
 

@@ -18,6 +18,7 @@ _WHERE = {
     "AgentPlugin": "durable_agents.plugin",
     "build_worker": "durable_agents.plugin",
     "Settings": "durable_agents.settings",
+    "WorkerTuning": "durable_agents.tuning",
     # Tools and hooks
     "tool": "activities.tools",
     "Tool": "activities.tools",
@@ -77,6 +78,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "WorkerTuning",
     "build_worker",
     "connect",
     "conversation_history",
@@ -122,6 +124,7 @@ if TYPE_CHECKING:
     from durable_agents.converter import data_converter
     from durable_agents.plugin import AgentPlugin, build_worker
     from durable_agents.settings import Settings
+    from durable_agents.tuning import WorkerTuning
     from workflows.activity_io import HookContext, HookDecision
     from workflows.agent import AgentWorkflow
     from workflows.api import ConversationInput, ConversationResult, ConversationStatus, MessageInput

@@ -10,8 +10,9 @@ knows, durable_agents/wire.py); every worker of that client then also runs ``Age
 (outside the sandbox: ``tests/workflow/test_determinism.py`` keeps it deterministic) and its activities,
 each under its namespaced name and its old one (workflows/wire.py; an old one yields to an
 activity of the worker's own of that name), and closes the activities' resources (MCP servers,
-provider clients) when the worker stops. ``build_worker`` is the worker this project runs itself
-(``worker.py``, the demo, the tests and the benchmarks).
+provider clients) when the worker stops. The worker's own workflows, and its options, stay as
+they are (``tuning=WorkerTuning()`` asks for ours). ``build_worker`` is the worker this project runs
+itself (``worker.py``, the demo, the tests and the benchmarks), tuned.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.agent_files import DEFAULT_AGENTS_DIR, check_subagents, load_agents
+from activities.agent_files import DEFAULT_AGENTS_DIR, AgentFiles, check_subagents
 from activities.approver_keys import load_approver_keys
 from activities.assembly import AgentActivities, WorkerRole
 from activities.budgets import BudgetsFile
@@ -46,7 +47,9 @@ from durable_agents.lost_calls import (
     lease_store,
     run_with_lease,
 )
+from durable_agents.runners import NoEagerActivities
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
+from durable_agents.tuning import WorkerTuning
 from durable_agents.versioning import deployment_config, name_releases, version_config
 from durable_agents.wire import WireNames
 from stores.conversations import ConversationStore
@@ -62,27 +65,7 @@ MAX_CACHED_WORKFLOWS = 200
 an evicted one is replayed from history when it next has work. Keep it above the conversations
 running at once on the worker: with 400 at once and 200 cached, evictions and replays doubled the
 worker's CPU per conversation (``bench.peers --burst 400``). A plain ``Worker`` with the plugin
-keeps its own setting (the SDK's 1,000): the plugin cannot tell a 1,000 asked for from the default."""
-WORKFLOW_THREADS = 2
-"""Threads that run workflow tasks. Workflow code holds the GIL while it runs, so more threads only
-take turns with the event loop that runs the activities: with one per cached conversation (the
-SDK's default), a busy worker's heartbeats arrived late and model calls were retried (paid twice)."""
-STICKY_SECONDS = 5.0
-"""How long a conversation's next workflow task waits for the worker that has it cached before it
-goes to any worker (a full replay). 1 s turned every queueing delay of a busy worker into a timeout
-and a replay; after a crash, conversations the dead worker had cached move within this time."""
-HEARTBEAT_THROTTLE = timedelta(seconds=1)
-"""Streamed partial answers reach ``describe`` (and the Web UI) within a second."""
-
-_SDK_DEFAULTS = {  # worker options the plugin tunes when a worker leaves them at the SDK's default
-    "sticky_queue_schedule_to_start_timeout": (timedelta(seconds=10), timedelta(seconds=STICKY_SECONDS)),
-    "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
-    "default_heartbeat_throttle_interval": (timedelta(seconds=30), HEARTBEAT_THROTTLE),
-    # A call refused by this worker (its stores are not the conversation's, stores/errors.py)
-    # must be able to go to another: an eagerly executed activity goes back to the worker that
-    # scheduled it. Measured: eager execution saved nothing (a waiting poller gets a task at once).
-    "disable_eager_activity_execution": (False, True),
-}
+keeps its own setting."""
 
 
 class AgentPlugin(SimplePlugin):
@@ -90,19 +73,21 @@ class AgentPlugin(SimplePlugin):
 
     ``role`` splits the work across pools: "workflows" (the loop, agent resolution, hooks and
     local tools), "models" (model calls) and "tools" (tool calls), each on its own task queue as
-    the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``)
-    are the agents conversations may name. ``settings`` (default: ``Settings.from_env()``) say
-    where the state beside Temporal lives, the models table, and whether inline agents may name
-    MCP servers the agent files do not (their commands run on this host); ``stores``, ``store``,
-    ``workspace_root``, ``models_file``, ``prices_file`` and ``allow_inline_mcp`` replace parts of them.
+    the agent names them; "all" runs everything. ``agents`` (default: the files in ``agents_dir``,
+    read again when they change) are the agents conversations may name. ``settings`` (default:
+    ``Settings.from_env()``) say where the state beside Temporal lives, the models table, and
+    whether inline agents may name MCP servers the agent files do not (their commands run on this
+    host); ``stores``, ``store``, ``workspace_root``, ``models_file``, ``prices_file`` and
+    ``allow_inline_mcp`` replace parts of them.
+    ``tuning`` (default: none) sets options of the whole worker as measured for conversations.
 
-    Where a worker leaves them at the SDK's defaults, the plugin sets the options conversations
-    need (``_SDK_DEFAULTS``: sticky timeout, heartbeat throttling; and the settings' graceful
-    shutdown, ``AGENT_SHUTDOWN_GRACE_SECONDS``) and two workflow threads; the cache size stays the
-    worker's (``MAX_CACHED_WORKFLOWS``). On a versioned
-    worker (``deployment_config``) conversations are pinned unless their agent says ``auto_upgrade``
-    (durable_agents/versioning.py). Raises
-    ``AgentFileError`` naming the file and field when an agent file is bad.
+    The plugin owns what it registers: the worker's other workflows run under the worker's own
+    runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
+    sticky timeout, heartbeat throttling, a graceful shutdown, two workflow threads). Conversations'
+    activities are never executed eagerly, whatever the worker says (``NoEagerActivities``). On a
+    versioned worker (``deployment_config``) conversations are pinned unless their agent says
+    ``auto_upgrade`` (durable_agents/versioning.py). Raises ``AgentFileError`` naming the file and
+    field when an agent file is bad.
     """
 
     def __init__(
@@ -122,19 +107,21 @@ class AgentPlugin(SimplePlugin):
         workspace_root: Path | None = None,
         allow_inline_mcp: bool | None = None,
         interceptors: Sequence = (),
+        tuning: WorkerTuning | None = None,
     ) -> None:
+        self._tuning = tuning
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         settings = settings or Settings.from_env()
         models = load_models(models_file or settings.models_file, prices_file or settings.prices_file)
-        agents = (
-            dict(agents)
-            if agents is not None
-            else load_agents(agents_dir, registry, hooks, models.max_output_tokens)
-        )
-        check_subagents(agents)
+        source: dict[str, AgentSpec] | AgentFiles
+        if agents is not None:
+            source = dict(agents)
+            check_subagents(source)
+        else:  # read again as they change: a new agent needs no restart
+            source = AgentFiles(agents_dir, registry, hooks, models.max_output_tokens)
+        agents = source.current() if isinstance(source, AgentFiles) else source
         self._leases = settings.data_dir / "workers"
-        self._grace = timedelta(seconds=settings.shutdown_grace_seconds)
         self._lease_dead_seconds = settings.lease_dead_seconds
         stores = stores or settings.stores
         self._database_url = stores.database_url
@@ -142,7 +129,7 @@ class AgentPlugin(SimplePlugin):
             allow_inline_mcp = settings.allow_inline_mcp
         self._activities = AgentActivities(
             registry,
-            agents,
+            source,
             workspace_root=workspace_root,
             providers=providers,
             store=store,
@@ -188,20 +175,15 @@ class AgentPlugin(SimplePlugin):
         lease = Lease(leases, identity)
         config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
         config["workflow_runner"] = RecordCachedConversations(
-            config.get("workflow_runner") or SandboxedWorkflowRunner(), lease
+            NoEagerActivities(config.get("workflow_runner") or SandboxedWorkflowRunner()), lease
         )
         config["unsandboxed_workflow_runner"] = RecordCachedConversations(
-            config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
+            NoEagerActivities(config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner()),
+            lease,
         )
         config = version_config(name_releases(config))
-        grace = {"graceful_shutdown_timeout": (timedelta(0), self._grace)}  # AGENT_SHUTDOWN_GRACE_SECONDS
-        for option, (sdk_default, ours) in (_SDK_DEFAULTS | grace).items():
-            if config.get(option, sdk_default) == sdk_default:
-                config[option] = ours  # type: ignore[literal-required]
-        if config.get("workflow_task_executor") is None and config.get("workflows"):
-            executor = concurrent.futures.ThreadPoolExecutor(WORKFLOW_THREADS, thread_name_prefix="workflow")
+        if self._tuning is not None and (executor := self._tuning.apply(config)) is not None:
             self._executors.append(executor)
-            config["workflow_task_executor"] = executor
         return config
 
     def _yielding_old_names(self, activities: Sequence[Callable]) -> list[Callable]:
@@ -253,7 +235,8 @@ def build_worker(
     **plugin: object,
 ) -> Worker:
     """The worker ``worker.py``, the demo, the tests and the benchmarks run: a ``Worker`` with an
-    ``AgentPlugin(settings, **plugin)`` (see there). ``activities_per_second`` is a task-queue-wide limit
+    ``AgentPlugin(settings, **plugin)`` (see there), tuned as measured (``WorkerTuning()`` unless
+    ``tuning`` says otherwise). ``activities_per_second`` is a task-queue-wide limit
     that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
     settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``. With the settings'
     ``deployment_name`` and ``build_id`` the worker is that build of that Worker Deployment."""
@@ -262,6 +245,9 @@ def build_worker(
         max_cached_workflows = settings.max_cached_workflows
     if max_cached_workflows is None:
         max_cached_workflows = MAX_CACHED_WORKFLOWS
+    plugin.setdefault(
+        "tuning", WorkerTuning(graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds))
+    )
     return Worker(
         client,
         task_queue=task_queue,

@@ -171,14 +171,45 @@ async def _started(client: Client, args: argparse.Namespace, handle: WorkflowHan
 async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
     """The result once the conversation closes; a chat stays open after its reply (it goes idle
     instead), so then that reply. Whether it is a chat the agent's settings say, which only the
-    worker reads: the event stream tells."""
+    worker reads: the event stream tells. Meanwhile each call that waits for a person or a client
+    is said once, with the command that ends its wait: the wait may be long, and nothing else moves."""
     reply = None
+    told: set[str] = set()
     async for _, event in follow(client, handle.id):
-        if isinstance(event, ReplySent) and reply is None:
-            reply = event.reply
-        elif isinstance(event, StateChanged) and event.state == "idle" and reply is not None:
-            return format_reply(reply, handle.id)
+        match event:
+            case ApprovalRequested(record=waiting) | ClientToolRequested(call=waiting) if (
+                waiting.call_id not in told
+            ):
+                told.add(waiting.call_id)
+                print(_waiting_line(handle.id, waiting), flush=True)
+            case ReplySent() if reply is None:
+                reply = event.reply
+            case StateChanged(state="idle") if reply is not None:
+                return format_reply(reply, handle.id)
     return format_result(await conversation_result(client, handle))
+
+
+WAITING_ARGUMENTS = 80
+"""Characters of a waiting call's arguments that ``start --wait`` shows (``pending`` shows them all)."""
+
+
+def _waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall) -> str:
+    """A call that waits, in one line, and the command that decides or answers it."""
+    arguments = json.dumps(waiting.arguments)
+    if len(arguments) > WAITING_ARGUMENTS:
+        arguments = arguments[: WAITING_ARGUMENTS - 1] + "…"
+    call = f"{waiting.tool} call {waiting.call_id} {arguments}"
+    if isinstance(waiting, ClientCall):
+        return (
+            f"Waiting for the client: {call}; answer it with:"
+            f" python starter.py answer {workflow_id} {waiting.call_id} TEXT"
+        )
+    digest = waiting.arguments_digest
+    return (
+        f"Waiting for a person: {call} (digest {digest}); decide with:"
+        f" python starter.py approve {workflow_id} {waiting.call_id} --digest {digest}"
+        f" (or reject {workflow_id} {waiting.call_id})"
+    )
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 
 import pytest
@@ -12,6 +14,7 @@ from tests.support.conversations import wait_for_pending
 from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput
+from workflows.records import arguments_digest
 
 
 async def test_start_pending_approve_and_history(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,6 +68,68 @@ async def test_start_pending_approve_and_history(env: Env, capsys: pytest.Captur
     lines = out.splitlines()
     assert lines[1] == "[user] What is (12 + 30) * 2?"
     assert lines[-1] == "[approval call_3_0] write_file approved by alice (self-declared) via update: ok"
+
+
+@pytest.mark.parametrize("agent", ["demo", "asker"])
+async def test_wait_says_once_which_call_waits_and_the_command_that_ends_the_wait(
+    env: Env, capsys: pytest.CaptureFixture[str], agent: str
+) -> None:
+    """``start --wait`` once said nothing while a call waited for a person: now one line says which
+    call and how to decide it (or, for a client tool, answer it); the answer follows the decision."""
+    workflow_id = f"cli-wait-{agent}-{uuid.uuid4().hex[:8]}"
+    prompt = {"demo": "What is (12 + 30) * 2?", "asker": "What's the weather?"}[agent]
+    starting = [
+        "--task-queue",
+        env.task_queue,
+        "start",
+        prompt,
+        "--agent",
+        agent,
+        "--id",
+        workflow_id,
+        "--wait",
+    ]
+    write = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
+    waiting, deciding, answer = {
+        "demo": (
+            f"Waiting for a person: write_file call call_3_0 {json.dumps(write)}"
+            f" (digest {arguments_digest(write)}); decide with: python starter.py approve {workflow_id}"
+            f" call_3_0 --digest {arguments_digest(write)} (or reject {workflow_id} call_3_0)",
+            ["approve", workflow_id, "call_3_0", "--by", "alice"],
+            [
+                f"write_file call call_3_0 of {workflow_id}: approved by alice",
+                "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace.",
+                "-- stop reason: completed; iterations: 4; model calls: 4; tool calls: 4;"
+                " tokens: 40 in / 20 out",
+            ],
+        ),
+        "asker": (
+            'Waiting for the client: ask_user call call_1_0 {"question": "Which city are you in?"};'
+            f" answer it with: python starter.py answer {workflow_id} call_1_0 TEXT",
+            ["answer", workflow_id, "call_1_0", "Lisbon"],
+            [
+                f"ask_user call call_1_0 of {workflow_id}: delivered",
+                "Then the weather in Lisbon it is.",
+                "-- stop reason: completed; iterations: 2; model calls: 2; tool calls: 1;"
+                " tokens: 20 in / 10 out",
+            ],
+        ),
+    }[agent]
+    start = asyncio.create_task(starter.run(starting))
+    out = ""
+    try:
+        for _ in range(1200):  # a minute, on a loaded machine
+            out += capsys.readouterr().out
+            if waiting in out.splitlines() or start.done():
+                break
+            await asyncio.sleep(0.05)
+        assert out.splitlines()[2:] == [waiting]
+
+        assert await starter.run(["--task-queue", env.task_queue, *deciding]) == 0
+        assert await asyncio.wait_for(start, timeout=120) == 0
+    finally:
+        start.cancel()
+    assert [*out.splitlines(), *capsys.readouterr().out.splitlines()][2:] == [waiting, *answer]
 
 
 async def test_invalid_start_input_is_one_clear_line(env: Env, capsys: pytest.CaptureFixture[str]) -> None:

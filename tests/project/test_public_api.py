@@ -32,6 +32,7 @@ PUBLIC = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "WorkerTuning",
     "build_worker",
     "connect",
     "conversation_history",

@@ -74,7 +74,7 @@ async def test_the_resolved_agent_carries_the_tables_price_and_window() -> None:
         {"main": ModelEntry(context_window=50_000, input=1, output=2), "spare": ModelEntry(input=3, output=4)}
     )
     resolver = AgentResolver(
-        {}, table, default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
+        {}, table, default_registry(), HookRegistry([]), LazyMCPPool(tuple), StoreIdentity(identity)
     )
     settings = ModelSettings(provider="openai", model="main", fallback=["anthropic:spare", "openai:other"])
     agent = await resolver.resolve_agent(AgentRef(spec=AgentSpec(name="a", model=settings)))
@@ -96,7 +96,7 @@ def _resolver(agents: dict[str, AgentSpec] | None = None) -> AgentResolver:
         load_models(),
         default_registry(),
         HookRegistry([]),
-        LazyMCPPool([]),
+        LazyMCPPool(tuple),
         StoreIdentity(identity),
     )
 

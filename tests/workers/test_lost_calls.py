@@ -24,6 +24,7 @@ from durable_agents import lost_calls
 from durable_agents.lost_calls import FileLeases, Lease, RecordCachedConversations, lease_store, reclaim
 from stores.leases import PostgresLeases
 from tests.support.postgres import Postgres
+from workflows.agent import AgentWorkflow
 
 
 class FakeClient:
@@ -186,9 +187,11 @@ async def test_the_lease_names_the_conversations_the_worker_caches_until_they_ar
     """Their next workflow task would wait for this worker's sticky queue after it died."""
     lease = _file_lease(tmp_path, "7@h")
     runner = RecordCachedConversations(_Runner(), lease)  # type: ignore[arg-type]
+    agent = SimpleNamespace(cls=AgentWorkflow)  # the runner watches conversations, no other workflow
     info = SimpleNamespace(workflow_id="conv-1", run_id="run-1")
-    instance = runner.create_instance(SimpleNamespace(info=info))  # type: ignore[arg-type]
-    runner.create_instance(SimpleNamespace(info=SimpleNamespace(workflow_id="conv-2", run_id="run-2")))  # type: ignore[arg-type]
+    instance = runner.create_instance(SimpleNamespace(info=info, defn=agent))  # type: ignore[arg-type]
+    info = SimpleNamespace(workflow_id="conv-2", run_id="run-2")
+    runner.create_instance(SimpleNamespace(info=info, defn=agent))  # type: ignore[arg-type]
     assert json.loads(lease.record())["workflows"] == [["conv-1", "run-1"], ["conv-2", "run-2"]]
 
     step = WorkflowActivation(run_id="run-1")

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import json
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.lost_calls import RecordRunningCalls
 from durable_agents.plugin import AgentPlugin
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
 from tests.support.history import activity_types
+from tests.support.workers import running_worker
 from workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
@@ -27,6 +34,7 @@ from workflows.activity_refs import (
     VERIFY_DECISION,
 )
 from workflows.agent import AgentWorkflow
+from workflows.api import ConversationInput
 from workflows.records import ApprovalSignal
 
 
@@ -62,14 +70,69 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
         "durable_agents.run_tool",
         "durable_agents.call_model",
     ]
-    # The plugin tuned what the worker left at the SDK's defaults, and kept the user's own: the
-    # cache size asked for (it once took a 1,000, the SDK's default too, for "not set": 200).
+    # The plugin keeps the worker's options, the SDK's defaults included (it once took a 1,000, the
+    # SDK's default too, for "not set" and made it 200; and a 10 s sticky timeout 5 s).
     active = worker.config(active_config=True)
     assert (active["max_cached_workflows"], active["sticky_queue_schedule_to_start_timeout"]) == (
         1000,
-        timedelta(seconds=5),
+        timedelta(seconds=10),
     )
     assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow"]
+
+
+async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_workflows_unwrapped(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """Every option the plugin once tuned when it equalled the SDK's default, given explicitly, some at
+    the SDK's default and some not: the worker keeps them all. The user's workflow is left to the
+    SDK's runner: the lease (durable_agents/lost_calls.py) names the conversation only."""
+    client = await Client.connect(server.address, plugins=[AgentPlugin(workspace_root=tmp_path)])
+    task_queue = f"tq-own-options-{uuid.uuid4().hex[:8]}"
+    executor = concurrent.futures.ThreadPoolExecutor(3)
+    asked = {
+        "sticky_queue_schedule_to_start_timeout": timedelta(seconds=10),  # the SDK's default
+        "max_heartbeat_throttle_interval": timedelta(seconds=60),  # the SDK's default
+        "default_heartbeat_throttle_interval": timedelta(seconds=7),
+        "graceful_shutdown_timeout": timedelta(0),  # the SDK's default
+        "disable_eager_activity_execution": False,  # the SDK's default
+        "workflow_task_executor": executor,
+    }
+    worker = Worker(client, task_queue=task_queue, workflows=[Reviewed], activities=[call_model], **asked)
+    write = ("write_file", {"path": "a.txt", "content": "a"})
+    agent = scripted_agent(step("", write), step("{last_result}"), tools=["write_file"])
+    try:
+        async with worker:
+            reviewed = await client.start_workflow(
+                Reviewed.run, "hi", id=f"reviewed-{uuid.uuid4().hex}", task_queue=task_queue
+            )
+            conversation_handle = await client.start_workflow(
+                AgentWorkflow.run,
+                conversation(agent),
+                id=f"options-{uuid.uuid4().hex}",
+                task_queue=task_queue,
+            )
+            await wait_for_pending(conversation_handle, timeout=60)
+            await until_started(reviewed)
+            active = worker.config(active_config=True)
+            [lease] = [each.lease for each in active["interceptors"] if isinstance(each, RecordRunningCalls)]
+            cached = json.loads(lease.record())["workflows"]
+            await reviewed.terminate()
+            await conversation_handle.terminate()
+    finally:
+        executor.shutdown(wait=False)
+
+    assert {option: active[option] for option in asked} == asked  # type: ignore[literal-required]
+    assert cached == [[conversation_handle.id, conversation_handle.result_run_id]]
+
+
+async def until_started(handle: WorkflowHandle) -> None:
+    """Until the workflow's first workflow task has completed (it is in the worker's cache)."""
+    for _ in range(1200):
+        events = [e.event_type async for e in handle.fetch_history_events()]
+        if EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in events:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{handle.id} never completed a workflow task")
 
 
 async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(
@@ -146,4 +209,29 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
     assert [r.message for r in caplog.records if r.name == "durable_agents.plugin"] == [
         "this worker's own activities call_model keep their names: conversations started before our"
         " activities were named durable_agents.* cannot run theirs on it"
+    ]
+
+
+SCRIPTED = 'tools = []\n[model]\nprovider = "scripted"\nmodel = "script"\n[[model.script]]\ntext = "{text}"\n'
+
+
+async def test_an_agent_file_added_to_a_running_worker_runs_and_a_broken_edit_keeps_the_last_good_one(
+    client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Agent files are read again when they change: no restart for a new agent, and an edit that
+    breaks one is refused in the log while the last good set goes on (docs/agents-and-tools.md)."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "first.toml").write_text(SCRIPTED.format(text="First."))
+    async with running_worker(client, tmp_path / "work", agents_dir=agents) as env:
+        (agents / "chatty.toml").write_text(SCRIPTED.format(text="Hello from chatty."))
+        added = await env.run(ConversationInput(prompt="hi", agent="chatty"))
+        broken = SCRIPTED.format(text="Broken.").replace("tools = []", 'tools = ["no_such_tool"]')
+        (agents / "chatty.toml").write_text(broken)
+        kept = await env.run(ConversationInput(prompt="hi again", agent="chatty"))
+
+    assert (added.final_text, kept.final_text) == ("Hello from chatty.", "Hello from chatty.")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{agents / 'chatty.toml'}: field 'tools': unknown tool(s) no_such_tool; the worker has:"
+        f" {', '.join(default_registry().names)}; keeping the agents read before: chatty, first"
     ]

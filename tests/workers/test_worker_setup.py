@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from activities.providers import PROVIDERS, provider_class
 from durable_agents import plugin
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.tuning import WorkerTuning
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting
 from tests.support.net import free_port
@@ -72,6 +74,38 @@ def test_a_shutdown_grace_that_is_no_number_of_seconds_is_refused_naming_the_var
     with pytest.raises(ValueError) as refused:
         Settings.from_env({"AGENT_SHUTDOWN_GRACE_SECONDS": value})
     assert str(refused.value) == error
+
+
+async def test_build_worker_and_the_tuning_option_set_the_measured_options(
+    server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    """``build_worker`` tunes the whole worker it builds; a worker of the user's own gets the same only
+    with ``AgentPlugin(tuning=...)`` (docs/production.md, "Worker tuning")."""
+    tuned = {
+        "sticky_queue_schedule_to_start_timeout": timedelta(seconds=5),
+        "max_heartbeat_throttle_interval": timedelta(seconds=1),
+        "default_heartbeat_throttle_interval": timedelta(seconds=1),
+        "graceful_shutdown_timeout": timedelta(seconds=5),
+    }
+    built = plugin.build_worker(client, task_queue="tuned-built", workspace_root=tmp_path)
+    asked = WorkerTuning(graceful_shutdown_timeout=timedelta(seconds=30), workflow_threads=None)
+    with_plugin = await Client.connect(
+        server.address, plugins=[plugin.AgentPlugin(workspace_root=tmp_path, tuning=asked)]
+    )
+    own = Worker(
+        with_plugin,
+        task_queue="tuned-own",
+        workflows=[Greeting],
+        graceful_shutdown_timeout=timedelta(seconds=1),
+    )
+    for worker, expected, threads in (
+        (built, tuned, 2),
+        (own, tuned | {"graceful_shutdown_timeout": timedelta(seconds=30)}, None),
+    ):
+        config = worker.config(active_config=True)
+        assert {option: config[option] for option in expected} == expected  # type: ignore[literal-required]
+        executor = config.get("workflow_task_executor")
+        assert (executor._max_workers if executor else None) == threads  # type: ignore[attr-defined]
 
 
 def test_the_agent_workflow_runs_outside_the_sandbox_and_others_inside() -> None:

@@ -111,7 +111,7 @@ async def test_the_window_is_the_agents_own_else_the_tables_else_the_default() -
         return "test-stores"
 
     resolver = AgentResolver(
-        {}, load_models(), default_registry(), HookRegistry([]), LazyMCPPool([]), StoreIdentity(identity)
+        {}, load_models(), default_registry(), HookRegistry([]), LazyMCPPool(tuple), StoreIdentity(identity)
     )
 
     async def window(

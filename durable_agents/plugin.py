@@ -17,6 +17,7 @@ itself (``worker.py``, the demo, the tests and the benchmarks), tuned.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -40,6 +41,7 @@ from activities.models import load_models
 from activities.providers import ModelProvider, import_providers
 from activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
+from durable_agents.fleet import Activation, Fleet, tagged
 from durable_agents.lost_calls import (
     Lease,
     RecordCachedConversations,
@@ -170,7 +172,10 @@ class AgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         config["activities"] = self._yielding_old_names(config.get("activities") or [])
         client: Client = config["client"]  # type: ignore[typeddict-item]
-        identity = config.get("identity") or client.identity
+        identity = config.get("identity") or tagged(client.identity)  # the others read our release
+        config["identity"] = identity
+        fleet = Fleet(client, config["task_queue"], identity)  # type: ignore[typeddict-item]
+        config["patch_activation_callback"] = fleet.callback(config.get("patch_activation_callback"))
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)
         config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
@@ -211,10 +216,17 @@ class AgentPlugin(SimplePlugin):
             threading.Thread(target=import_providers, args=(names,), name="import-sdks", daemon=True).start()
         interceptors = worker.config(active_config=True).get("interceptors", [])
         (lease,) = [each.lease for each in interceptors if isinstance(each, RecordRunningCalls)]
+        activation = worker.config(active_config=True).get("patch_activation_callback")
+        fleet = activation.fleet if isinstance(activation, Activation) else None
+        watching = asyncio.create_task(fleet.watch()) if fleet is not None else None
         try:
+            if fleet is not None:  # before the first workflow task: which way new runs are written
+                await fleet.refresh()
             async with self._activities.lifetime():
                 await run_with_lease(lease, worker.client, lambda: next(worker), worker.shutdown)
         finally:
+            if watching is not None:
+                watching.cancel()
             executor = worker.config(active_config=True).get("workflow_task_executor")
             if executor in self._executors:
                 self._executors.remove(executor)  # type: ignore[arg-type]

@@ -106,26 +106,26 @@ from workflows.subagents import (
 )
 from workflows.tenancy import BudgetRefused
 
-LEAN_START_PATCH = "agent-lean-start"
+LEAN_START_PATCH = versioning.patch("agent-lean-start", added=1)
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert
 (none when the start already set them): a workflow task and seven events less per conversation.
 Runs that started before it keep the resolve activity and one upsert each."""
-BIND_APPROVALS_PATCH = "approvals-bind-to-pending-calls"
-CARRIED_BY_CALLER_PATCH = "refuse-carried-input-from-callers"
+BIND_APPROVALS_PATCH = versioning.patch("approvals-bind-to-pending-calls", added=1)
+CARRIED_BY_CALLER_PATCH = versioning.patch("refuse-carried-input-from-callers", added=2)
 """A start that sets what only the conversation carries (``state``) or its parent gives
 (``subagent``) fails at once; conversations started so before it go on as they did."""
-OPERATOR_INPUT_PATCH = "operator-input-known-fields-and-bounds"
+OPERATOR_INPUT_PATCH = versioning.patch("operator-input-known-fields-and-bounds", added=2)
 """Signals with fields their payload does not know, or texts past the agent's bounds, are dropped;
 conversations that took such a signal before keep it (replay decides the same)."""
-VERIFIED_DECISIONS_PATCH = "decisions-verified-by-the-worker"
+VERIFIED_DECISIONS_PATCH = versioning.patch("decisions-verified-by-the-worker", added=2)
 """Every decision a person sends (``decide``, the ``approve``/``reject`` signals) goes through the
 worker's ``verify_decision`` local activity before it takes, and its verdict is recorded: a
 signature by the approver's key with ``AGENT_APPROVER_KEYS``, self-declared without. Conversations
 that took decisions before it go on without (replay decides the same)."""
-CLIENT_WAIT_PATCH = "client-wait-status"
+CLIENT_WAIT_PATCH = versioning.patch("client-wait-status", added=2)
 """A conversation that waits for a client tool's result says ``waiting_for_client`` (also in
 AgentStatus); conversations that waited before it said ``running_tools`` (replay upserts nothing new)."""
-CANCELED_PATCH = "cancelled-ends-canceled"
+CANCELED_PATCH = versioning.patch("cancelled-ends-canceled", added=3)
 """A cancelled conversation ends Canceled in Temporal (its Web UI, ``ExecutionStatus``, a parent's
 child result), after closing as before (transcript kept, approvals cancelled, AgentStatus
 ``cancelled``, ``Ended`` on its stream); a sub-agent first reports its answer and spend to its
@@ -159,13 +159,16 @@ class AgentWorkflow:
     # or a wrong shape is refused or dropped with a reason, never a failed workflow task.
     @workflow.init
     def __init__(self, *args: Any) -> None:
+        self.release = versioning.begin()
+        """The release whose way this run follows (workflows/versioning.py)."""
         self._input_error = ""
         info = workflow.info()
         try:
             # A continued run's input, or a sub-agent's, is our own code's: it may come from newer code.
             own = info.continued_run_id is not None or info.parent is not None
             input = one_input(ConversationInput, args, "the start input", _START_EXAMPLE, strict=not own)
-            if (forged := _set_by_caller(input, info)) and workflow.patched(CARRIED_BY_CALLER_PATCH):
+            forged = _set_by_caller(input, info)
+            if forged and versioning.since(CARRIED_BY_CALLER_PATCH, self.release):
                 raise ValueError(f"the start input: {forged}")
         except ValueError as e:
             self._input_error = str(e)
@@ -174,7 +177,6 @@ class AgentWorkflow:
         self._s = input.state or ConversationState()
         self._approvals = Approvals(
             self._s.approvals,
-            self._s.early_decisions,
             self._s.allowances,
             schema_of=self._schema_of,
             conversation=info.first_execution_run_id,
@@ -186,7 +188,6 @@ class AgentWorkflow:
         )
         self._answering = 0
         """Updates (send_message, refresh_tools) still waiting: a continue-as-new waits for them."""
-        self._lean = False
         self._models = ModelCalls(
             self._s, self._board, self._events, call_ids_in_use=lambda: self._approvals.records
         )
@@ -210,14 +211,13 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
-        versioning.record_release()  # a marker any release replays over: not guarded
         wire.choose()  # the names of this run's activities and signals, before anything it replays
         if self._input_error:
             raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         input = self._input
         try:
-            self._lean = workflow.patched(LEAN_START_PATCH)
-            self._board.begin(lean=self._lean)
+            versioning.retired(LEAN_START_PATCH)
+            self._board.begin()
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
@@ -227,7 +227,6 @@ class AgentWorkflow:
             )
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
-                versioning.record_release()  # a run another release started and this one took over
                 if self._continue_as_new_due():
                     await self._continue_as_new(input)
                 if self._s.turn is not None:
@@ -248,7 +247,7 @@ class AgentWorkflow:
             result = self._cancelled(workflow.cancellation_reason() or "no reason given")
             self._events.release()
             await workflow.wait_condition(workflow.all_handlers_finished)
-            if not workflow.patched(CANCELED_PATCH):
+            if not versioning.since(CANCELED_PATCH):
                 return result
             if self._reporter is not None:
                 await self._reporter.cancelled(result)
@@ -428,20 +427,16 @@ class AgentWorkflow:
                 "%s signal too late: %s was decided by judge %s", name, late.call_id, late.by
             )
             return
-        # Conversations started before decisions were bound to pending calls keep the old way.
-        keep_early = signal.call_id not in self._approvals.records and not workflow.patched(
-            BIND_APPROVALS_PATCH
-        )
+        if signal.call_id not in self._approvals.records:
+            versioning.retired(BIND_APPROVALS_PATCH)
         verdict = None
-        if self._takes(signal, approve) and workflow.patched(VERIFIED_DECISIONS_PATCH):
+        if self._takes(signal, approve) and versioning.since(VERIFIED_DECISIONS_PATCH):
             verdict = await self._verify(Decision(approve=approve, **signal.model_dump()))
             if not verdict.valid:
                 workflow.logger.warning("%s signal refused: %s", name, verdict.reason)
                 return
         were_pending = self._approvals.pending
-        outcome = self._approvals.on_signal(
-            signal, approve, workflow.now(), keep_early=keep_early, verdict=verdict
-        )
+        outcome = self._approvals.on_signal(signal, approve, workflow.now(), verdict=verdict)
         self._events.approvals_decided(were_pending)
         workflow.logger.info("%s signal: %s", name, outcome)
 
@@ -478,7 +473,7 @@ class AgentWorkflow:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
         self._refuse_if_too_late(decision)
-        verified = workflow.patched(VERIFIED_DECISIONS_PATCH)
+        verified = versioning.since(VERIFIED_DECISIONS_PATCH)
         if self._forwarded(decision.call_id):
             if verified:  # the sub-agent verifies it too; here, to answer why not at once
                 self._must_hold(await self._verify(decision, self._subagents.check(decision, workflow.now())))
@@ -568,7 +563,7 @@ class AgentWorkflow:
             return parse(True)
         except ValueError as refused:
             taken = parse(False)  # raises if the rules before refused it too
-            if workflow.patched(OPERATOR_INPUT_PATCH):
+            if versioning.since(OPERATOR_INPUT_PATCH):
                 raise refused from None
             return taken
 
@@ -584,15 +579,13 @@ class AgentWorkflow:
         try:
             resolved = await RESOLVE_AGENT.execute(
                 AgentRef(name=input.agent, spec=input.agent_spec, model=input.overrides.model),
-                local=self._lean,  # in the workflow task itself: no round trip through the server
+                local=True,  # in the workflow task itself: no round trip through the server
                 # Short: reading a file is quick, and a worker that dies meanwhile is noticed sooner.
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=5),
                 summary=f"resolve agent {input.agent or input.agent_spec.name}",  # type: ignore[union-attr]
             )
         except ActivityError as err:  # the worker's own words (an unknown agent, a bad inline one)
-            if not self._lean:
-                raise  # runs from before the patch failed with the activity's error as it was
             kind = err.cause.type if isinstance(err.cause, ApplicationError) else "ConfigError"
             raise ApplicationError(failure_text(err), type=kind, non_retryable=True) from err
         resolved.spec = within_budget(input.overrides.apply(resolved.spec), input.subagent)
@@ -949,7 +942,7 @@ class AgentWorkflow:
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
         if tool.client is not None:  # the client runs it (no approval, no activity): wait for its result
-            waits = "waiting_for_client" if workflow.patched(CLIENT_WAIT_PATCH) else "running_tools"
+            waits = "waiting_for_client" if versioning.since(CLIENT_WAIT_PATCH) else "running_tools"
             self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")
             outcome = await self._client_calls.resolve(tool, call, self._continue_as_new_due)
             if outcome is not None and self._board.view.state == "waiting_for_client":
@@ -1099,7 +1092,7 @@ class AgentWorkflow:
     def _show_tools_running(self) -> None:
         """``running_tools``, or ``waiting_for_client`` while a client tool's call waits."""
         waiting = self._client_calls.pending
-        if waiting and workflow.patched(CLIENT_WAIT_PATCH):
+        if waiting and versioning.since(CLIENT_WAIT_PATCH):
             calls = ", ".join(f"{c.tool} ({c.call_id})" for c in waiting)
             self._board.set("waiting_for_client", f"waiting for the client: {calls}")
         else:
@@ -1128,7 +1121,6 @@ class AgentWorkflow:
         agent = self._s.agent
         self._s.stream = await self._events.hand_over(agent.spec.carried_events if agent else 0)
         self._s.approvals = list(self._approvals.records.values())
-        self._s.early_decisions = self._approvals.early
         self._s.allowances = self._approvals.allowances
         self._s.runs += 1
         workflow.logger.info("continuing as new (run %d)", self._s.runs)

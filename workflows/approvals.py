@@ -19,7 +19,6 @@ from workflows.decisions import (
     decided,
     parse,
     parse_outcome,
-    waits_for_its_call,
 )
 from workflows.messages import ToolCall
 from workflows.records import (
@@ -46,16 +45,10 @@ def time_left(deadline: datetime, now: datetime) -> timedelta:
     return -(-left // _MILLISECOND) * _MILLISECOND
 
 
-MAX_EARLY_DECISIONS = 100
-"""Bound of the decisions kept for calls not requested yet (conversations started before
-decisions were bound to pending calls; see ``keep_early``)."""
-
-
 class Approvals:
     def __init__(
         self,
         records: list[ApprovalRecord] = (),  # type: ignore[assignment]
-        early: list[Decision] = (),  # type: ignore[assignment]
         allowances: list[ToolAllowance] = (),  # type: ignore[assignment]
         schema_of: Callable[[str], dict[str, Any] | None] = lambda tool: None,
         conversation: str | None = None,
@@ -63,18 +56,12 @@ class Approvals:
         self.records: dict[str, ApprovalRecord] = {r.call_id: r for r in records}
         for record in self.records.values():  # asked before records named their conversation
             record.conversation = record.conversation or conversation
-        self._early: dict[str, Decision] = {d.call_id: d for d in early}
         self.allowances: list[ToolAllowance] = list(allowances)
         """Tools allowed for the rest of the conversation, revoked ones included (the audit)."""
         self._schema_of = schema_of
         """The JSON schema of a tool's arguments, to check edited ones."""
         self.conversation = conversation
         """The first run id of the conversation's chain: every record it asks names it."""
-
-    @property
-    def early(self) -> list[Decision]:
-        """Decisions for calls not requested yet, carried across continue-as-new."""
-        return list(self._early.values())
 
     @property
     def pending(self) -> list[ApprovalRecord]:
@@ -105,8 +92,6 @@ class Approvals:
         if allowance := self.allowance(call.name):
             Allowed.by_allowance(allowance).close(record, now)
             return record
-        if early := self._early.pop(call.id, None):
-            self._apply(record, parse(early), now, "signal")
         return record
 
     def request_outcome(self, call: ToolCall, deadline: timedelta | None, now: datetime) -> ApprovalRecord:
@@ -147,25 +132,13 @@ class Approvals:
         approve: bool,
         now: datetime,
         *,
-        keep_early: bool = False,
         verdict: Verdict | None = None,
     ) -> str:
-        """Apply a decision from a signal; returns what happened, for the log.
-
-        A decision binds to a call that waits now: one for a call nobody has seen yet is dropped
-        (``keep_early`` keeps it, as conversations started before this rule did). ``verdict``: who
-        made it, as the worker verified it, for the record.
+        """Apply a decision from a signal; returns what happened, for the log. A decision binds to
+        a call that waits now: one for a call nobody has seen yet is dropped. ``verdict``: who made
+        it, as the worker verified it, for the record.
         """
         decision = Decision(approve=approve, **signal.model_dump())
-        if signal.call_id not in self.records and keep_early:
-            if not waits_for_its_call(signal):
-                return (
-                    f"ignored: call {signal.call_id!r} is not pending; edits and 'remember' need one that is"
-                )
-            if len(self._early) >= MAX_EARLY_DECISIONS or signal.call_id in self._early:
-                return f"ignored decision for unknown call {signal.call_id!r}"
-            self._early[signal.call_id] = decision
-            return f"kept decision for call {signal.call_id!r}, not requested yet"
         try:
             record, kind = self._checked(decision, now)
         except ValueError as e:

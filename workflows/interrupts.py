@@ -10,9 +10,11 @@ from typing import TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
+from workflows import versioning
+
 T = TypeVar("T")
 
-INTERRUPTED_FAILURE_PATCH = "interrupted-call-failure"
+INTERRUPTED_FAILURE_PATCH = versioning.patch("interrupted-call-failure", added=1)
 
 
 class Interrupted(Exception):
@@ -48,7 +50,8 @@ async def unless_interrupted(call: Awaitable[T], interrupted: Callable[[], bool]
     except ActivityError as err:
         # A call cancelled for a newer message may fail instead of acknowledging (its provider
         # raised first): the turn was interrupted all the same.
-        failed_meanwhile = cancelled and workflow.patched(INTERRUPTED_FAILURE_PATCH)
-        if not isinstance(err.cause, CancelledError) and not failed_meanwhile:
+        if cancelled:
+            versioning.retired(INTERRUPTED_FAILURE_PATCH)
+        if not isinstance(err.cause, CancelledError) and not cancelled:
             raise
     raise Interrupted

@@ -12,7 +12,7 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import tenancy
+from workflows import tenancy, versioning
 from workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
 from workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
 from workflows.config import Price
@@ -35,7 +35,7 @@ from workflows.transcript import compaction_cut, estimate_tokens, input_tokens, 
 STORE_GAP = "ConversationStoreGap"
 RESEND_WHOLE = (STORE_GAP, "ToolDefinitionsDiffer")
 """Refusals of the model activity that the same call with everything in it answers."""
-INTERRUPTED_EVENT_PATCH = "model-call-interrupted-event"
+INTERRUPTED_EVENT_PATCH = versioning.patch("model-call-interrupted-event", added=2)
 """A model call that ends without an answer publishes ``model_call_interrupted``: a conversation
 that ran before this replays without it, so the offsets its followers read stay as they were."""
 
@@ -168,7 +168,7 @@ class ModelCalls:
     def _interrupted(
         self, number: int, reason: Literal["interrupted", "failed", "cancelled"], detail: str
     ) -> None:
-        if workflow.patched(INTERRUPTED_EVENT_PATCH):
+        if versioning.since(INTERRUPTED_EVENT_PATCH):
             self._events.publish(ModelCallInterrupted(model_call=number, reason=reason, detail=detail))
 
     def _why(self, interrupted: Interrupted) -> str:

@@ -9,14 +9,13 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
+from workflows import versioning
 from workflows.api import AGENT_COST, AGENT_NAME, AGENT_STATUS, AGENT_TENANT, AGENT_USER, ConversationStatus
 from workflows.events import ConversationEvents, StateChanged
 from workflows.outages import StoreOutage
 from workflows.state import ConversationState
 
-SEARCH_ATTRIBUTES_PATCH = "agent-search-attributes"
-"""Runs that started after it keep AgentStatus current (older ones never set it)."""
-COST_PATCH = "agent-cost-search-attribute"
+COST_PATCH = versioning.patch("agent-cost-search-attribute", added=2)
 """Runs that started after it write AgentCost with each AgentStatus upsert; older ones replay the
 upserts as they made them, without it."""
 
@@ -37,7 +36,6 @@ class StatusBoard:
         )
         self._searchable = ""
         self._searchable_cost: float | None = None
-        self._lean = False
         self._known = TypedSearchAttributes.empty
         self._writes_cost = False
         self._events = events
@@ -46,27 +44,22 @@ class StatusBoard:
         self._before_outage: tuple[str, str] | None = None
         """State and detail to go back to when the store that kept a call waiting answers."""
 
-    def begin(self, *, lean: bool) -> None:
-        """Reads what the starter (or the previous run) already set. A lean start upserts AgentStatus
-        only when it changes from that."""
-        self._lean = lean
+    def begin(self) -> None:
+        """Reads what the starter (or the previous run) already set: AgentStatus is upserted only
+        when it changes from that."""
         self._known = workflow.info().typed_search_attributes
         # Decided once, here at the start of the run: asked at the first upsert with a cost, the marker
         # would sit wherever that upsert fell, and a replay that reaches it otherwise would not match.
-        self._writes_cost = workflow.patched(COST_PATCH)
+        self._writes_cost = versioning.since(COST_PATCH)
         self.view.tenant, self.view.user = self._known.get(AGENT_TENANT), self._known.get(AGENT_USER)
         self._searchable_cost = self._known.get(AGENT_COST)  # a continued run's, as the last run left it
-        if lean:
-            self._searchable = self._known.get(AGENT_STATUS) or "running"
+        self._searchable = self._known.get(AGENT_STATUS) or "running"
 
     def name_agent(self, name: str, max_iterations: int) -> None:
         """Shows the resolved agent, and names it in the search attributes when the start did not."""
         self.view.agent, self.view.max_iterations = name, max_iterations
-        if self._lean:
-            if self._known.get(AGENT_NAME) != name or self._known.get(AGENT_STATUS) is None:
-                self._upsert([AGENT_NAME.value_set(name), AGENT_STATUS.value_set(self._searchable)])
-        elif workflow.patched(SEARCH_ATTRIBUTES_PATCH):
-            self._upsert([AGENT_NAME.value_set(name)])
+        if self._known.get(AGENT_NAME) != name or self._known.get(AGENT_STATUS) is None:
+            self._upsert([AGENT_NAME.value_set(name), AGENT_STATUS.value_set(self._searchable)])
 
     def show(self, **fields: Any) -> None:
         """Counters of the status query (iteration, usage, queued messages, ...)."""
@@ -88,7 +81,7 @@ class StatusBoard:
         else:
             self._publish()
         searchable = "running" if state in _RUNNING else state
-        if searchable != self._searchable and (self._lean or workflow.patched(SEARCH_ATTRIBUTES_PATCH)):
+        if searchable != self._searchable:
             self._upsert([AGENT_STATUS.value_set(searchable)])
             self._searchable = searchable
 

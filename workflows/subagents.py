@@ -39,7 +39,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from workflows import tenancy, wire
+from workflows import tenancy, versioning, wire
 from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
 from workflows.api import (
     AgentOverrides,
@@ -63,12 +63,12 @@ T = TypeVar("T", int, float)
 
 REPORT_SIGNAL = "subagent_approvals"
 """What logs and errors call a report; its signal is ``wire.SUBAGENT_APPROVALS``."""
-REPORT_KEY_PATCH = "subagent-report-key"
+REPORT_KEY_PATCH = versioning.patch("subagent-report-key", added=2)
 """A child gets a key to sign its reports with, and the parent takes no report without it; children
 started before it are taken at their word, as they were."""
-DECIDE_BOUND_PATCH = "subagent-decide-bound"
+DECIDE_BOUND_PATCH = versioning.patch("subagent-decide-bound", added=2)
 """``decide`` for a sub-agent's call waits ``wait_seconds`` at most (a timer); before, without end."""
-STOPS_AS_ERRORS_PATCH = "subagent-stop-reason-errors"
+STOPS_AS_ERRORS_PATCH = versioning.patch("subagent-stop-reason-errors", added=1)
 """A child's answer with a stop reason other than ``completed`` is a tool error naming the reason;
 before it, only a cancelled child's was an error, and it said nothing more than the child's text."""
 _TASK_PARAMETERS = {
@@ -304,7 +304,7 @@ class Delegations:
         def reported() -> ApprovalRecord | None:
             return self._approvals.get(ours, {}).get(decision.call_id)
 
-        bound = timedelta(seconds=decision.wait_seconds) if workflow.patched(DECIDE_BOUND_PATCH) else None
+        bound = timedelta(seconds=decision.wait_seconds) if versioning.since(DECIDE_BOUND_PATCH) else None
         try:
             await workflow.wait_condition(
                 lambda: (r := reported()) is None or r.state != "pending",
@@ -355,7 +355,7 @@ class Delegations:
         task = call.arguments.get("task")
         if not isinstance(task, str) or not task.strip():
             return _invalid(call, "'task' must be a non-empty string")
-        key = str(workflow.uuid4()) if workflow.patched(REPORT_KEY_PATCH) else None
+        key = str(workflow.uuid4()) if versioning.since(REPORT_KEY_PATCH) else None
         try:
             # One task, one answer: a chat agent too closes once it answered, rather than idle.
             input = ConversationInput(
@@ -408,7 +408,8 @@ class Delegations:
             state.subagent_cost = (state.subagent_cost or 0.0) + answer.cost
         if workflow.cancellation_reason() is not None:  # the child closed as cancelled, with us
             raise asyncio.CancelledError(workflow.cancellation_reason())
-        if answer.stop_reason != "completed" and workflow.patched(STOPS_AS_ERRORS_PATCH):
+        if answer.stop_reason != "completed":
+            versioning.retired(STOPS_AS_ERRORS_PATCH)
             return ToolOutcome(
                 content=f"Sub-agent '{name}' stopped: {answer.stop_reason}: {answer.final_text}",
                 is_error=True,

@@ -10,22 +10,91 @@ runner reports that behavior on every workflow task the conversation completes. 
 unversioned worker or a worker without the plugin offers none, and nothing changes: the behavior is
 not a command, so histories replay the same either way.
 
-Each run also records the release of the code that runs it (``record_release``): a worker that meets
-a history it cannot replay says which release wrote it (durable_agents/versioning.py).
+Each run learns its way from one marker, its release's (``begin``): a new run records that marker and
+asks nothing else for any branch an earlier release added (``since``); a worker that meets a history
+it cannot replay says which release wrote it (durable_agents/versioning.py).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from temporalio import workflow
 
 from workflows.config import AgentSpec
 
 BEHAVIOR_EXTERN = "durable_agents.versioning_behavior"
-RELEASE = 2
-"""This code's release, bumped with every release (docs/production.md, "Upgrading"): 1 is the release before
-releases were recorded (tests/upgrade/BASE when this one was cut)."""
+RELEASE = 3
+"""This code's release, bumped with every release that changes what the workflow commands
+(docs/production.md, "Releasing"; tests/deploys/test_releases.py fails when it was not): 1 is the
+release before releases were recorded."""
 RELEASE_MARKER = "durable-agents-release-"
-"""The id of the marker ``record_release`` leaves, before the release's number."""
+"""The id of a release's marker, before the release's number."""
+FIRST_LEAN = 3
+"""The first release whose runs learn their way from one marker, their release's (``begin``);
+earlier ones asked a patch of its own for each branch."""
+WINDOW = 2
+"""The releases before this one whose conversations this one carries on (docs/production.md)."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A branch of the workflow that runs of earlier releases do not take: ``added`` names the release
+    that added it (histories of earlier releases lack its marker)."""
+
+    id: str
+    added: int
+
+    @property
+    def retires(self) -> int:
+        """The release from which no conversation in the window lacks the marker: its other way goes
+        (``retired``), and with the release that no longer carries runs written the old way, the call."""
+        return self.added + WINDOW
+
+
+PATCHES: list[Patch] = []
+"""Every patch the workflow asks, as its modules declare them (``patch``)."""
+
+
+def patch(id: str, added: int) -> Patch:
+    """Declare a branch (``since``): ``id`` its marker, ``added`` the release that added it."""
+    declared = Patch(id, added)
+    PATCHES.append(declared)
+    return declared
+
+
+def marker(release: int) -> str:
+    return f"{RELEASE_MARKER}{release}"
+
+
+def begin() -> int:
+    """The release whose way this run follows, decided first thing in it: one marker, its release's,
+    for a new run, so that it asks no patch of its own for any branch before it (``since``). A run
+    being replayed follows the release that wrote it; one written before releases had markers, or
+    started while a worker of an earlier release polled its queue (whose activation callback,
+    durable_agents/fleet.py, then declines the marker: that worker must be able to replay the run),
+    follows the way of ``FIRST_LEAN - 1``: a patch for each branch."""
+    for release in range(RELEASE, FIRST_LEAN - 1, -1):
+        if workflow.patched(marker(release)):
+            return release
+    return FIRST_LEAN - 1
+
+
+def since(branch: Patch, release: int | None = None) -> bool:
+    """Does this run take ``branch``? Every run of a release that learns its way from its marker
+    takes each branch added up to it, asking nothing; a run of the older way asks the branch's patch,
+    as that way did. ``release``: the run's (``begin``), while the workflow object is being made."""
+    if (release if release is not None else workflow.instance().release) >= FIRST_LEAN:
+        return True
+    return workflow.patched(branch.id)
+
+
+def retired(branch: Patch) -> None:
+    """``branch`` is past its window (``Patch.retires``): every conversation carried on takes it, so
+    its other way is gone; a run of the older way still asks its patch here, where its history
+    holds the marker (a replay must meet the same calls)."""
+    if workflow.instance().release < FIRST_LEAN:
+        workflow.patched(branch.id)
 
 
 def declare(spec: AgentSpec) -> None:
@@ -44,17 +113,8 @@ def next_run() -> workflow.ContinueAsNewVersioningBehavior | None:
     return workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 
 
-def record_release() -> None:
-    """A marker in the run's history naming ``RELEASE``, once per run and release: at the run's start,
-    and where a release that took the run over (replayed it, then went on) calls this next. It is a
-    deprecated patch: any release replays a history with another release's marker, or none, as if it
-    were not there; a worker still sees it (``NotifyHasPatch``), so one that cannot replay the run
-    can say who wrote it. Not while replaying: the SDK would remember the marker as absent."""
-    if not workflow.unsafe.is_replaying():
-        workflow.deprecate_patch(f"{RELEASE_MARKER}{RELEASE}")
-
-
-def release_of(marker: str) -> int | None:
-    """The release a ``record_release`` marker names; None for any other patch id."""
-    number = marker.removeprefix(RELEASE_MARKER)
-    return int(number) if number != marker and number.isdigit() else None
+def release_of(patch_id: str) -> int | None:
+    """The release a release's marker names (``begin``; before release 3, a deprecated one at each
+    run's start); None for any other patch id."""
+    number = patch_id.removeprefix(RELEASE_MARKER)
+    return int(number) if number != patch_id and number.isdigit() else None

@@ -7,7 +7,7 @@ to be called ``call_model`` or ``run_tool`` too: a worker refuses two activities
 
 Before this rule each went by its bare name (``OLD_NAMES``), and conversations started then still
 do: their histories schedule ``call_model``, and Temporal checks an activity's type on replay. So
-each run chooses once, at its start (``choose``), with ``workflow.patched(PATCH)``: a new run uses
+each run chooses once, at its start (``choose``), with ``versioning.since(PATCH)``: a new run uses
 the namespaced names from then on, a run whose history lacks the marker the old ones
 (``in_this_run``), for the activities it schedules and the signals it sends its sub-agents or its
 parent. Workers register every activity under both names (``ActivityRef.under_old_name``; an old
@@ -27,8 +27,10 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 
+from workflows import versioning
+
 NAMESPACE = "durable_agents."
-PATCH = "durable-agents-wire-names"
+PATCH = versioning.patch("durable-agents-wire-names", added=2)
 """Marks a run that schedules activities and sends signals under the namespaced names; runs
 without it (started before it) keep the old ones for their whole run."""
 
@@ -91,7 +93,7 @@ def choose() -> bool:
     """In workflow code, first thing in a run: does it use the namespaced names? True for a new
     run; False for one whose history (recorded before ``PATCH``) is being replayed. The SDK keeps
     the answer for the rest of the run, so it must be asked before anything the run replays."""
-    return workflow.patched(PATCH)
+    return versioning.since(PATCH)
 
 
 def in_this_run(name: str) -> str:

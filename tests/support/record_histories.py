@@ -149,7 +149,6 @@ def chat_continued() -> ConversationInput:
 
 
 SHAPES: dict[str, ConversationInput] = {
-    "demo": ConversationInput(prompt="What is (12 + 30) * 2? Save the answer to answer.txt.", agent="demo"),
     "limit_final_answer": conversation(
         scripted_agent(*[step(f"step {i}", ("add", {"a": i, "b": 1})) for i in range(1, 5)]),
         max_iterations=2,

@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.support.paths import TESTS
-from workflows import wire
+from workflows import versioning, wire
 from workflows.agent import AgentWorkflow
 
 HISTORIES = sorted((TESTS / "histories").glob("*.json"))
@@ -29,7 +29,6 @@ def test_histories_are_checked_in() -> None:
         "compaction_continued",
         "continue_as_new",
         "continued_approval",
-        "demo",
         "follow_ups",
         "fork",
         "interrupted",
@@ -104,15 +103,20 @@ def _named(e: HistoryEvent) -> list[str]:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 def test_each_history_goes_by_the_old_names_or_the_namespaced_ones_throughout(path: Path) -> None:
-    """Recorded before workflows/wire.py: old names and no marker; after it: the marker and only
-    namespaced names (the stream's SDK-named updates aside)."""
+    """Recorded before workflows/wire.py: old names and no marker; after it, the older way: its
+    marker and only namespaced names (the stream's SDK-named updates aside); the lean way (a
+    release's marker alone, workflows/versioning.py): only namespaced names."""
     names, patches = _names(WorkflowHistory.from_json("h", path.read_text()))
     ours = {name for name in names if not name.startswith("__temporal")}
-    if path.stem.startswith("namespaced_"):
-        assert wire.PATCH in patches
+    lean = {versioning.marker(release) for release in range(versioning.FIRST_LEAN, versioning.RELEASE + 1)}
+    if patches & lean:
+        assert patches <= lean, patches
+        assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
+    elif path.stem.startswith("namespaced_"):
+        assert wire.PATCH.id in patches
         assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
     else:
-        assert wire.PATCH not in patches
+        assert wire.PATCH.id not in patches
         assert ours and ours <= set(wire.OLD_NAMES.values()), ours
 
 

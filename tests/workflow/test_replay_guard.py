@@ -123,7 +123,12 @@ CHANGES = {
         "workflows.agent",
         "            raise  # Canceled: the history query (on the closed run too) keeps the transcript\n",
         f"            {SLEEP}\n",
-        {"namespaced_canceled", "namespaced_subagent_canceled", "namespaced_subagent_canceled_child"},
+        {
+            "cancelled",
+            "namespaced_canceled",
+            "namespaced_subagent_canceled",
+            "namespaced_subagent_canceled_child",
+        },
     ),
     "a sub-agent's last report as it ends cancelled": Change(
         "workflows.subagents",

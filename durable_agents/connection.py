@@ -17,7 +17,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
-from durable_agents.wire import WireNames
 from workflows.api import (
     AGENT_COST,
     AGENT_FORK_OF,
@@ -66,13 +65,12 @@ async def connect(
     interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """A client of the server Temporal's env config names, with our data converter for ``settings``
-    (default: the environment's), which sends a conversation of the previous release the names it
-    knows (``WireNames``)."""
+    (default: the environment's)."""
     return await Client.connect(
         **connect_config(),
         data_converter=data_converter(settings),
         runtime=runtime,
-        interceptors=[*interceptors, WireNames()],
+        interceptors=list(interceptors),
     )
 
 

@@ -5,8 +5,7 @@
     worker = Worker(client, task_queue="my-queue", workflows=[MyWorkflow], activities=[my_activity])
 
 On the client the plugin sets the data converter (compact pydantic JSON, the payload store, the
-encryption codec) and ``WireNames`` (a conversation of the previous release is sent the names it
-knows, durable_agents/wire.py); every worker of that client then also runs ``AgentWorkflow``
+encryption codec); every worker of that client then also runs ``AgentWorkflow``
 (outside the sandbox: ``tests/workflow/test_determinism.py`` keeps it deterministic) and its activities,
 each under its namespaced name and its old one (workflows/wire.py; an old one yields to an
 activity of the worker's own of that name), and closes the activities' resources (MCP servers,
@@ -53,7 +52,6 @@ from durable_agents.runners import NoEagerActivities
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.tuning import WorkerTuning
 from durable_agents.versioning import deployment_config, name_releases, version_config
-from durable_agents.wire import WireNames
 from stores.conversations import ConversationStore
 from stores.settings import StoreSettings
 from workflows.agent import AgentWorkflow
@@ -159,7 +157,7 @@ class AgentPlugin(SimplePlugin):
             data_converter=lambda _: data_converter(settings, stores.payload_driver()),
             workflows=workflows,
             activities=activities,
-            interceptors=[*interceptors, WireNames()],
+            interceptors=list(interceptors),
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -84,8 +84,8 @@ def name_releases(config: WorkerConfig) -> WorkerConfig:
 
 class NamedReleases(WatchingRunner):
     """Wraps a runner: when a conversation's history cannot be replayed here (a nondeterminism
-    eviction), one line names the release that wrote it (``record_release`` markers, which every
-    release replays over) and the releases that can, once per run and worker."""
+    eviction), one line names the release that wrote it (its release's marker, workflows/versioning.py)
+    and the releases that can, once per run and worker."""
 
     _TOLD_AT_MOST = 10_000
     """Runs remembered as told (a failing task is retried, each time from a fresh instance)."""
@@ -166,7 +166,7 @@ def written_by(written: set[int]) -> str:
 
 
 def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
-    """The releases a run's history names (``record_release`` markers): who wrote it, for a client."""
+    """The releases a run's history names (release markers): who wrote it, for a client."""
     found = set()
     for event in events:
         marker = event.marker_recorded_event_attributes

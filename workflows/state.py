@@ -42,6 +42,8 @@ class ConversationState(ConversationHistory):
     turn: TurnState | None = None
     replies: list[Reply] = Field(default_factory=list)
     early_decisions: list[Decision] = Field(default_factory=list)
+    """No longer read: decisions kept for calls not asked yet, which only runs before release 1 kept
+    (retired with ``approvals-bind-to-pending-calls``); kept so that a state that carries it reads."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens of the whole conversation, its sub-agents' included."""
     subagent_usage: Usage = Field(default_factory=Usage)

@@ -1,11 +1,11 @@
 """A rollback: histories written by a newer release met by this one's worker (docs/production.md,
 "Rolling back"). The newer release is a scratch copy of this checkout, changed as a next release
-would be (its ``RELEASE`` bumped, a new ``workflow.patched`` branch where a conversation delegates,
-a field added to a sub-agent's origin and to the carried state), run as its own ``worker.py``
-process. It
-parks conversations and stops; this release's worker carries on what it can replay and refuses the
-rest in one line naming the release that wrote it, and a person's ``approve`` is answered at once.
-The newer release's worker, back, finishes what was refused: nothing is lost."""
+would be (its ``RELEASE`` bumped, a field added to a sub-agent's origin and to the carried state),
+run as its own ``worker.py`` process. Alone, it writes its new conversations its own way (its
+release's marker): this release refuses them in one line naming that release, and a person's
+``approve`` is answered at once. Beside this release's worker (a rolling rollback), it writes them
+this release's way (durable_agents/fleet.py): this release carries them on. The newer release's
+worker, back, finishes what was refused: nothing is lost."""
 
 from __future__ import annotations
 
@@ -39,11 +39,6 @@ NEXT = RELEASE + 1
 NEXT_RELEASE = {
     "workflows/versioning.py": [(f"\nRELEASE = {RELEASE}\n", f"\nRELEASE = {NEXT}\n")],
     "workflows/subagents.py": [
-        (
-            "        key = str(workflow.uuid4()) if workflow.patched(REPORT_KEY_PATCH) else None\n",
-            "        key = str(workflow.uuid4()) if workflow.patched(REPORT_KEY_PATCH) else None\n"
-            '        workflow.patched("next-release-delegation")\n',
-        ),
         ("        call_id=call_id,\n", "        call_id=call_id,\n        priority=7,\n"),
     ],
     "workflows/api.py": [
@@ -118,6 +113,10 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
             AgentWorkflow.run, SUBAGENT, id=ids["subagent"], task_queue=queue
         )
         await wait_for_pending(parent, timeout=30)
+        # This release's worker polls too: the newer one writes what it starts now this release's way.
+        ours = build_worker(client, task_queue=queue, settings=Settings(data_dir=data))
+        polling = asyncio.create_task(ours.run())
+        await newer.logged(f"a worker of release {RELEASE} polls task queue {queue}")
         start_chat = WithStartWorkflowOperation(
             AgentWorkflow.run,
             CHAT,
@@ -139,13 +138,14 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
     finally:
         newer.stop()
     assert releases_in((await parent.fetch_history()).events) == {NEXT}
+    assert releases_in((await approval.fetch_history()).events) == {RELEASE}
 
     caplog.set_level(logging.ERROR, logger="durable_agents.versioning")
     refused = (
         f"error: {ids['subagent']} cannot take a decision now: the workers polling task queue {queue}"
         f" cannot load it; its history was written by release {NEXT}: a worker of release {NEXT} or"
         " later can; nothing was sent (the worker: [TMPRL1100] Nondeterminism error: Non-deprecated"
-        " patch marker encountered for change next-release-delegation"
+        f" patch marker encountered for change durable-agents-release-{NEXT}"
     )
 
     async def approve_at_parent() -> None:
@@ -154,24 +154,17 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         )
         assert (code, out, err.startswith(refused), len(err.splitlines())) == (1, "", True, 1), err
 
-    async with build_worker(client, task_queue=queue, settings=Settings(data_dir=data)):
-        # Refused: the parent's history has a patch this release does not know. Approve answers at
-        # once, while the parent waits (the decision would start the workflow task that fails)...
+    try:
+        # Refused: the parent's history names the next release. Approve answers at once, while the
+        # parent waits (the decision would start the workflow task that fails)...
         await approve_at_parent()
 
-        # Carried on: the chat's carried state and the child's origin have fields this release ignores.
+        # Carried on: what the next release started beside this one (the chat's carried state has a
+        # field this release ignores).
         assert await send(chat, "second") == "and then second"
-        child = client.get_workflow_handle_for(AgentWorkflow.run, child_id)
-        await child.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="ops"))
-        assert (await child.result()).final_text == "Wrote 9 bytes to note.txt."
         code, out, err = await starter(server, "approve", ids["approval"], "call_1_0", "--by", "ops")
         assert (code, out) == (0, f"write_file call call_1_0 of {ids['approval']}: approved by ops\n"), err
         assert (await approval.result()).final_text == "Wrote 1 bytes to a.txt."
-
-        # ...and once the child's answer made its workflow task fail (a query would wait for it).
-        while (await parent.describe()).raw_description.pending_workflow_task.attempt < 2:
-            await asyncio.sleep(0.05)
-        await approve_at_parent()
         parent_run = (await parent.describe()).run_id
         told = [r.getMessage() for r in caplog.records if r.name == "durable_agents.versioning"]
         assert told == [
@@ -179,13 +172,22 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
             f" (release {RELEASE}): its history was written by release {NEXT}; workers of release {NEXT}"
             " or later can. Its workflow tasks fail and are retried, nothing lost, until a worker that"
             f" can replay it polls task queue {queue}. Temporal: [TMPRL1100] Nondeterminism error:"
-            " Non-deprecated patch marker encountered for change next-release-delegation, but there is no"
-            " corresponding change command!"
+            f" Non-deprecated patch marker encountered for change durable-agents-release-{NEXT}, but there"
+            " is no corresponding change command!"
         ]
+
+    finally:
+        await ours.shutdown()
+        await polling
 
     newer = ReleaseWorker(next_release, server.address, queue, data)
     try:
         await newer.polling()
+        # The child, started by the next release alone, waited for it too.
+        child = client.get_workflow_handle_for(AgentWorkflow.run, child_id)
+        assert releases_in((await child.fetch_history()).events) == {NEXT}
+        await child.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="ops"))
+        assert (await asyncio.wait_for(child.result(), 30)).final_text == "Wrote 9 bytes to note.txt."
         result: ConversationResult = await asyncio.wait_for(parent.result(), 30)
     finally:
         newer.stop()

@@ -3,9 +3,8 @@ checked out as a git worktree and run as its own process) parks conversations on
 replay guard covers; it stops, as in a deploy, and this release's worker finishes them. Their
 files, transcripts, approvals and usage come out as if one worker had run them throughout.
 
-This release's client (``WireNames``) does all the talking, as in a rolling deploy: to the previous
-release's worker, which knows only the names before the namespace (workflows/wire.py), and then
-to this release's, which serves those conversations under either name."""
+This release's client does all the talking, as in a rolling deploy: to the previous release's
+worker, and then to this release's, under the names both know (workflows/wire.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ from tests.support.conversations import send, wait_for_pending
 from tests.support.paths import ROOT, TESTS
 from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
 from tests.support.servers import HISTORY_LENGTH, start_dev_server
+from workflows import wire
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult, MessageInput
 from workflows.messages import (
@@ -239,7 +239,9 @@ async def _park(client: Client, queue: str, ids: dict[str, str]) -> dict[str, ob
         pending = (
             await client.get_workflow_handle(interrupted.id).describe()
         ).raw_description.pending_activities
-        return any(a.activity_type.name == "call_model" and a.HasField("last_started_time") for a in pending)
+        return any(
+            a.activity_type.name == wire.CALL_MODEL and a.HasField("last_started_time") for a in pending
+        )
 
     await _until(streaming, "the streamed model call running")
     return seen
@@ -375,18 +377,18 @@ async def test_conversations_parked_by_the_previous_release_finish_on_this_one(
     ]
     assert (interrupted.usage, interrupted.model_calls) == (Usage(input_tokens=10, output_tokens=5), 1)
 
-    # What went on the wire: the names the previous release knows, to the runs it started, sent by
-    # this release's client, their child or their parent alike.
+    # What went on the wire: the names both releases know, sent by this release's client, their
+    # child or their parent alike.
     child_id = f"{ids['subagent']}/call_1_0"
-    assert await _signals(client, ids["continued"], first_runs[ids["continued"]]) == ["post_message"] * len(
-        sent
-    )
+    assert await _signals(client, ids["continued"], first_runs[ids["continued"]]) == [
+        wire.POST_MESSAGE
+    ] * len(sent)
     assert await _signals(client, ids["subagent"], first_runs[ids["subagent"]]) == [
-        "subagent_approvals",
-        "approve",
-        "subagent_approvals",
+        wire.SUBAGENT_APPROVALS,
+        wire.APPROVE,
+        wire.SUBAGENT_APPROVALS,
     ]
-    assert await _signals(client, child_id, first_runs[child_id]) == ["approve"]
+    assert await _signals(client, child_id, first_runs[child_id]) == [wire.APPROVE]
 
 
 async def _signals(client: Client, workflow_id: str, run_id: str | None = None) -> list[str]:

@@ -48,6 +48,15 @@ class ReleaseWorker:
             await asyncio.sleep(0.1)
         raise AssertionError(f"the other release's worker did not start: {self._log.read_text()}")
 
+    async def logged(self, text: str) -> None:
+        """Until the worker's log holds ``text``."""
+        for _ in range(600):
+            if text in self._log.read_text():
+                return
+            assert self._proc.poll() is None, self._log.read_text()
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the other release's worker never logged {text!r}: {self._log.read_text()}")
+
     @property
     def pid(self) -> int:
         return self._proc.pid

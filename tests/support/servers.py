@@ -8,7 +8,6 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
-from durable_agents.wire import WireNames
 
 HISTORY_LENGTH = "limit.historyCount.suggestContinueAsNew"
 """History events from which the server suggests continue-as-new (Temporal's default: 4096)."""
@@ -17,12 +16,10 @@ HISTORY_SIZE = "limit.historySize.suggestContinueAsNew"
 
 
 async def start_dev_server(*dynamic_config: tuple[str, int]) -> WorkflowEnvironment:
-    """A dev server of its own, on loopback, with this project's search attributes, flags, data
-    converter and wire names (``WireNames``), and each (setting, value) of ``dynamic_config``; the
-    caller shuts it down."""
+    """A dev server of its own, on loopback, with this project's search attributes, flags and data
+    converter, and each (setting, value) of ``dynamic_config``; the caller shuts it down."""
     return await WorkflowEnvironment.start_local(
         data_converter=data_converter(),
-        interceptors=[WireNames()],
         ip="127.0.0.1",
         ui=False,
         search_attributes=SEARCH_ATTRIBUTES,

@@ -4,25 +4,18 @@ sending a conversation of the previous release the names it knows."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from durable_agents.converter import data_converter
-from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.wire import WireNames
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types
 from tests.support.workers import Env
 from workflows import wire
 from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
 from workflows.records import ApprovalSignal, Decision
 
 _ACTIVITIES = ("resolve_agent", "list_mcp_tools", "call_model", "run_tool", "run_hook", "verify_decision")
@@ -76,91 +69,10 @@ async def test_a_conversation_takes_signals_updates_and_queries_under_their_old_
     assert (await handle.query("status"))["state"] == "completed"
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class PreviousRelease:
-    """A conversation as a worker of the previous release runs it: only the names before the
-    namespace, and no ``wire.PATCH`` marker in its history."""
-
-    def __init__(self) -> None:
-        self.got: list[str] = []
-
-    @workflow.run
-    async def run(self, *args: Any) -> list[str]:
-        await workflow.wait_condition(lambda: "end" in self.got)
-        return self.got
-
-    @workflow.signal(name="approve")
-    def approve(self, *args: Any) -> None:
-        self.got.append("approve")
-
-    @workflow.signal(name="end")
-    def end(self, *args: Any) -> None:
-        self.got.append("end")
-
-    @workflow.query(name="status")
-    def status(self) -> list[str]:
-        return self.got
-
-    @workflow.update(name="send_message")
-    def send_message(self, *args: Any) -> str:
-        self.got.append("send_message")
-        return f"the previous release got {args[0]['text']}"
-
-    @workflow.update(name="decide")
-    def decide(self, *args: Any) -> None:
-        pass
-
-    @decide.validator
-    def _check_decision(self, *args: Any) -> None:
-        raise ValueError("refused by the previous release")
-
-
-@pytest.fixture
-async def wired(server: EmbeddedServer) -> Client:
-    """A client as ``connect`` and the plugin make them, with ``WireNames``."""
-    return await Client.connect(server.address, data_converter=data_converter(), interceptors=[WireNames()])
-
-
-async def test_a_client_sends_a_conversation_of_the_previous_release_the_names_it_knows(
-    client: Client, wired: Client
-) -> None:
-    task_queue = f"tq-previous-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[PreviousRelease],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        start = WithStartWorkflowOperation(
-            AgentWorkflow.run,
-            conversation(scripted_agent(step("hi"))),
-            id=f"previous-{uuid.uuid4().hex[:8]}",
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-        reply = await wired.execute_update_with_start_workflow(
-            wire.SEND_MESSAGE, MessageInput(text="one"), start_workflow_operation=start, result_type=str
-        )
-        assert reply == "the previous release got one"
-        handle = await start.workflow_handle()
-        assert await handle.execute_update(wire.SEND_MESSAGE, MessageInput(text="two")) == (
-            "the previous release got two"
-        )
-        await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="new"))
-        assert await handle.query(wire.STATUS) == ["send_message", "send_message", "approve"]
-        with pytest.raises(WorkflowUpdateFailedError) as refused:  # its own refusal, not "no such update"
-            await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True))
-        assert "refused by the previous release" in str(refused.value.cause)
-        await handle.signal(AgentWorkflow.end)
-        result = await wired.get_workflow_handle(handle.id).result()
-    assert result == ["send_message", "send_message", "approve", "end"]
-    assert await _signals(handle) == ["approve", "end"]
-
-
-async def test_a_client_sends_a_new_conversation_the_namespaced_names(env: Env, wired: Client) -> None:
+async def test_a_client_sends_a_new_conversation_the_namespaced_names(env: Env) -> None:
     started = await env.start(_two_writes())
     await wait_for_pending(started, 2)
-    handle = wired.get_workflow_handle_for(AgentWorkflow.run, started.id)
+    handle = env.client.get_workflow_handle_for(AgentWorkflow.run, started.id)
     assert len(await handle.query(AgentWorkflow.pending_approvals)) == 2
     await handle.signal(AgentWorkflow.approve, ApprovalSignal(call_id="call_1_0", by="new"))
     await handle.execute_update(AgentWorkflow.decide, Decision(call_id="call_1_1", approve=True, by="new"))

@@ -39,6 +39,7 @@ from tests.support.conversations import until_state, wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker
+from workflows import wire
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, ConversationResult
 from workflows.config import AgentSpec, HookConfig
@@ -239,7 +240,7 @@ class OlderAgentWorkflow:
     async def run(self, input: dict) -> None:
         await workflow.wait_condition(lambda: False)
 
-    @workflow.update(name="decide")
+    @workflow.update(name=wire.DECIDE)
     def decide(self, decision: _StrictDecision) -> None:
         pass
 

@@ -69,10 +69,14 @@ WRITE_DELAY = 0.05
 may be missed: its heartbeat timeout then retries it)."""
 REFRESH_SECONDS = 0.5
 """How often a worker says it is alive where its lease needs that (PostgreSQL)."""
-LEASE_DEAD_SECONDS = 1.5
+LEASE_DEAD_SECONDS = 3.0
 """The default of ``AGENT_LEASE_DEAD_SECONDS``: a PostgreSQL lease not refreshed for this long, by
-the database's clock, is a dead worker's (three refreshes missed; with a sweep every 0.5 s a dead
-host is noticed within 2 s)."""
+the database's clock, is a dead worker's. The refreshes run on the worker's event loop, so a stall of
+that loop is a missed refresh, and a live host taken for dead stops after its calls ran again
+elsewhere. The longest gap between two refreshes measured on a busy host was 1.43 s
+(``bench.lease_stall``: 200 conversations at once on two hosts, a 2-core VM at load average 15;
+docs/benchmarks.md); twice that, rounded up. With a sweep every 0.5 s a dead host is noticed within
+3.5 s."""
 LOST_ERROR = "WorkerLost"
 RETRY_AT_ONCE = timedelta(milliseconds=10)
 """The retry delay a dead worker's attempts get instead of their retry policy's backoff."""

@@ -293,23 +293,28 @@ async def reclaim(client: Client, record: str) -> None:
     finished meanwhile (NOT_FOUND) is expected, and only logged at debug level."""
     recorded = json.loads(record)
     identity = recorded["identity"]
-    moved = 0
-    for workflow_id, run_id in recorded.get("workflows", []):  # before their calls are retried
-        moved += await _unstick(client, workflow_id, run_id)
+    # All at once: each conversation's next workflow task waits on the dead worker's sticky queue
+    # only until its sticky timeout (5 s), which one call after another used to outlast.
+    moved = sum(
+        await asyncio.gather(*(_unstick(client, wid, run) for wid, run in recorded.get("workflows", [])))
+    )  # before their calls are retried
     error = ApplicationError(  # retried at once: the attempt did not fail, its worker did
         f"worker {identity} stopped while running this attempt",
         type=LOST_ERROR,
         next_retry_delay=RETRY_AT_ONCE,
     )
-    failed = 0
-    for token in recorded["running"]:
+
+    async def fail(token: str) -> bool:
         try:
             await client.get_async_activity_handle(task_token=base64.b64decode(token)).fail(error)
-            failed += 1
+            return True
         except RPCError as e:
             if e.status != RPCStatusCode.NOT_FOUND:
                 raise
             logger.debug("an attempt of the dead worker %s had finished: %s", identity, e)
+            return False
+
+    failed = sum(await asyncio.gather(*(fail(token) for token in recorded["running"])))
     if failed or moved:
         logger.warning(
             "worker %s is gone: retried %d of its attempts, took %d conversations off its sticky queue",

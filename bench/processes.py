@@ -141,10 +141,13 @@ class Procs:
         with urllib.request.urlopen(f"{self.fake_url}/stats", timeout=10) as response:
             return int(json.load(response)["requests"])
 
-    def spawn_worker(self, task_queue: str, module: str = "bench.worker_proc") -> Worker:
-        """``python -m <module> --task-queue <task_queue>`` (a ``bench.serve`` worker) from the copy."""
-        env = dict(os.environ)
-        env.update(
+    def spawn_worker(
+        self, task_queue: str, module: str = "bench.worker_proc", env: dict[str, str] | None = None
+    ) -> Worker:
+        """``python -m <module> --task-queue <task_queue>`` (a ``bench.serve`` worker) from the copy;
+        ``env`` adds to or overrides its environment (a host's own data dir, a database)."""
+        environ = dict(os.environ)
+        environ.update(
             TEMPORAL_ADDRESS=self.address,
             TEMPORAL_NAMESPACE="default",
             OPENAI_BASE_URL=f"{self.fake_url}/v1",
@@ -154,13 +157,14 @@ class Procs:
             PYTHONPATH=str(self.code),
             PYTHONDONTWRITEBYTECODE="1",
         )
+        environ.update(env or {})
         log = self.tmp / f"worker-{len(self._workers)}.log"
         with log.open("wb") as out:
             spawned, spawned_wall = time.monotonic(), time.time()
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, "--task-queue", task_queue],
                 cwd=self.code,
-                env=env,
+                env=environ,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 preexec_fn=die_with_parent,

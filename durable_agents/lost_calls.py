@@ -69,10 +69,14 @@ WRITE_DELAY = 0.05
 may be missed: its heartbeat timeout then retries it)."""
 REFRESH_SECONDS = 0.5
 """How often a worker says it is alive where its lease needs that (PostgreSQL)."""
-LEASE_DEAD_SECONDS = 1.5
+LEASE_DEAD_SECONDS = 3.0
 """The default of ``AGENT_LEASE_DEAD_SECONDS``: a PostgreSQL lease not refreshed for this long, by
-the database's clock, is a dead worker's (three refreshes missed; with a sweep every 0.5 s a dead
-host is noticed within 2 s)."""
+the database's clock, is a dead worker's. The refreshes run on the worker's event loop, so a stall of
+that loop is a missed refresh, and a live host taken for dead stops after its calls ran again
+elsewhere. The longest gap between two refreshes measured on a busy host was 1.43 s
+(``bench.lease_stall``: 200 conversations at once on two hosts, a 2-core VM at load average 15;
+docs/benchmarks.md); twice that, rounded up. With a sweep every 0.5 s a dead host is noticed within
+3.5 s."""
 LOST_ERROR = "WorkerLost"
 RETRY_AT_ONCE = timedelta(milliseconds=10)
 """The retry delay a dead worker's attempts get instead of their retry policy's backoff."""
@@ -289,23 +293,28 @@ async def reclaim(client: Client, record: str) -> None:
     finished meanwhile (NOT_FOUND) is expected, and only logged at debug level."""
     recorded = json.loads(record)
     identity = recorded["identity"]
-    moved = 0
-    for workflow_id, run_id in recorded.get("workflows", []):  # before their calls are retried
-        moved += await _unstick(client, workflow_id, run_id)
+    # All at once: each conversation's next workflow task waits on the dead worker's sticky queue
+    # only until its sticky timeout (5 s), which one call after another used to outlast.
+    moved = sum(
+        await asyncio.gather(*(_unstick(client, wid, run) for wid, run in recorded.get("workflows", [])))
+    )  # before their calls are retried
     error = ApplicationError(  # retried at once: the attempt did not fail, its worker did
         f"worker {identity} stopped while running this attempt",
         type=LOST_ERROR,
         next_retry_delay=RETRY_AT_ONCE,
     )
-    failed = 0
-    for token in recorded["running"]:
+
+    async def fail(token: str) -> bool:
         try:
             await client.get_async_activity_handle(task_token=base64.b64decode(token)).fail(error)
-            failed += 1
+            return True
         except RPCError as e:
             if e.status != RPCStatusCode.NOT_FOUND:
                 raise
             logger.debug("an attempt of the dead worker %s had finished: %s", identity, e)
+            return False
+
+    failed = sum(await asyncio.gather(*(fail(token) for token in recorded["running"])))
     if failed or moved:
         logger.warning(
             "worker %s is gone: retried %d of its attempts, took %d conversations off its sticky queue",

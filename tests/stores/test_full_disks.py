@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import shutil
 import subprocess
 import time
@@ -28,6 +27,7 @@ from stores.conversations import SQLitePayloadDriver, masked
 from stores.errors import StoreDown
 from stores.leases import PostgresLeases
 from stores.postgres import Database, PostgresPayloadDriver, database
+from tests.support.disks import fill
 from tests.support.host_worker import big_text
 from tests.support.hosts import Host
 from tests.support.postgres import Postgres
@@ -54,16 +54,6 @@ def _tmpfs(folder: Path, size: str, owner: str = "root") -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=True)
-
-
-def _fill(disk: Path) -> None:
-    """Write until the file system has no page left."""
-    with (disk / "filler").open("wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"x" * 4096)
-        except OSError as e:
-            assert e.errno == errno.ENOSPC
 
 
 async def _when(path: Path, lines: int) -> None:
@@ -102,7 +92,7 @@ async def _fill_during_reports(
         for n, agent in enumerate(_reports(count))
     ]
     await _when(effects.with_name(effects.name + ".recorded"), count)  # charged; 2 s to go
-    _fill(disk)
+    fill(disk)
     try:
         await asyncio.sleep(FULL_SECONDS)
         assert host.proc is not None and host.proc.poll() is None, "the worker exited"

@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from tests.support.disks import fill
 from tests.support.paths import ROOT
 from workflows.agent import AgentWorkflow
 
@@ -40,16 +41,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-def _fill(disk: Path) -> None:
-    """Write until the file system has no page left."""
-    with (disk / "filler").open("wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"x" * 4096)
-        except OSError as e:
-            assert e.errno == errno.ENOSPC
 
 
 def _worker(server: EmbeddedServer, data_dir: Path, task_queue: str) -> subprocess.Popen[str]:
@@ -87,7 +78,7 @@ def _errors(process: subprocess.Popen[str]) -> list[str]:
 def test_a_worker_whose_data_dir_is_full_exits_with_one_line_naming_it(
     server: EmbeddedServer, small_disk: Path
 ) -> None:
-    _fill(small_disk)
+    fill(small_disk)
     process = _worker(server, small_disk, f"full-{uuid.uuid4().hex}")
     out, err = process.communicate(timeout=EXIT_TIMEOUT)
 
@@ -103,12 +94,12 @@ def test_a_worker_sent_sigterm_while_its_data_dir_fails_is_gone(
     server: EmbeddedServer, small_disk: Path, fill_first: bool, code: int
 ) -> None:
     if fill_first:
-        _fill(small_disk)
+        fill(small_disk)
     process = _worker(server, small_disk, f"sigterm-{uuid.uuid4().hex}")
     try:
         _until_running(process)
         if not fill_first:
-            _fill(small_disk)
+            fill(small_disk)
         process.terminate()  # nothing if it has exited already
         process.wait(timeout=EXIT_TIMEOUT)
     finally:
@@ -126,7 +117,7 @@ async def test_a_worker_that_cannot_write_its_lease_stops_with_one_line_naming_i
     process = _worker(server, small_disk, task_queue)
     try:
         assert " running on " in _until_running(process)[-1]
-        _fill(small_disk)
+        fill(small_disk)
         await client.start_workflow(
             AgentWorkflow.run,
             conversation(scripted_agent(step("hello"))),

@@ -736,8 +736,8 @@ async def decide(client: Client, args: argparse.Namespace) -> None:
     decision = _decision(args)
     signer = _signer(args)
     waiting = await _pending(client, handle)  # first: a decision its worker cannot load would wait
-    if signer.secret is not None and not args.digest:  # signed over the arguments as pending shows them
-        _digest_of(waiting, args.call_id)
+    if signer.secret is not None:  # the signature names the call as it waits: its conversation, digest
+        _must_wait(waiting, args.call_id)
     try:
         record = await decisions.decide(handle, decision, signer=signer, waiting=waiting)
     except decisions.Refused as e:
@@ -799,16 +799,17 @@ async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecor
     )
 
 
-def _digest_of(waiting: list[ApprovalRecord] | None, call_id: str) -> str:
-    """The arguments digest of the pending call ``call_id``, as ``pending_approvals`` shows it."""
+def _must_wait(waiting: list[ApprovalRecord] | None, call_id: str) -> None:
+    """``CommandError`` unless call ``call_id`` is among the calls ``pending_approvals`` showed: a
+    signature is made over the call as it waits."""
     if waiting is None:
         raise CommandError(
-            f"the conversation's worker does not say which calls wait; give --digest of {call_id}"
+            f"the conversation's worker does not say which calls wait, so {call_id} cannot be signed for;"
+            " try again, or sign with starter.py sign --digest D --conversation RUN_ID"
         )
-    if (record := next((r for r in waiting if r.call_id == call_id), None)) is None:
+    if not any(r.call_id == call_id for r in waiting):
         pending = ", ".join(r.call_id for r in waiting) or "none"
         raise CommandError(f"no approval is pending for call {call_id!r} (pending: {pending})")
-    return record.arguments_digest
 
 
 def _signer(args: argparse.Namespace) -> decisions.Signer:

@@ -427,12 +427,6 @@ def parse_outcome(payload: Decision) -> RunAgain | RecordResult | FailCall:
     return RunAgain(payload.by, payload.reason)
 
 
-def waits_for_its_call(payload: ApprovalSignal) -> bool:
-    """May a decision for a call not requested yet be kept until it is (conversations from before
-    decisions were bound to pending calls)? A plain approval or rejection only."""
-    return payload.arguments is None and not payload.remember
-
-
 def decided(record: ApprovalRecord) -> Kind | None:
     """The decision ``record`` holds; None while the call waits."""
     by, reason = record.by or "", record.reason or ""

@@ -15,8 +15,10 @@ COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
 COPY . .
+# The project itself, editable: `durable_agents` maps workflows/ and activities/ of this folder.
+RUN pip install --no-deps -e .
 # Bytecode at build for every package the app imports: it runs as a user who cannot write it.
-RUN python -m compileall -q workflows stores activities durable_agents *.py
+RUN python -m compileall -q workflows activities durable_agents *.py
 
 # Without AGENT_DATABASE_URL, the conversation, payload and idempotency stores and the tool workspaces
 # live under /data (mount a volume there; a named volume starts with the ownership below), and worker

@@ -13,6 +13,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 demo: setup
@@ -29,7 +30,7 @@ test: setup
 	COVERAGE_FILE=$(CURDIR)/.coverage $(PY) -m coverage run -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 	@$(PY) -m coverage combine -q
 	$(PY) -m coverage report --fail-under=$(COVERAGE_MIN)
-	@for f in durable_agents/starter_cli.py durable_agents/worker_cli.py demo.py; do \
+	@for f in durable_agents/cli/starter.py durable_agents/cli/worker.py demo.py; do \
 		$(PY) -m coverage report --include=$$f --fail-under=$(COVERAGE_MIN_ENTRY) >/dev/null \
 		|| { echo "coverage of $$f is under $(COVERAGE_MIN_ENTRY)%"; exit 2; }; done
 

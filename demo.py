@@ -16,6 +16,8 @@ import uuid
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from durable_agents.cli import exit_now, settings_or_exit
+from durable_agents.cli.display import format_result, show_live
+from durable_agents.client.conversations import conversation_result, start_conversation, ui_link
 from durable_agents.connection import (
     address_is_explicit,
     connect,
@@ -23,15 +25,13 @@ from durable_agents.connection import (
     ensure_search_attributes,
     reachable,
 )
-from durable_agents.conversations import conversation_result, start_conversation, ui_link
 from durable_agents.dev_server import start_embedded_server
-from durable_agents.display import format_result, show_live
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
-from workflows import wire
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.records import ApprovalSignal
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows import wire
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.records import ApprovalSignal
 
 DEMO_PROMPT = "What is (12 + 30) * 2? Save the answer to answer.txt."
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from activities.hooks import HookRegistry
-from activities.tools import ToolRegistry
-from workflows.answers import OUTPUT_NAME
-from workflows.config import AgentSpec
-from workflows.subagents import tool_name
+from durable_agents.activities.hooks import HookRegistry
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.workflows.answers import OUTPUT_NAME
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.subagents import tool_name
 
 logger = logging.getLogger(__name__)
 

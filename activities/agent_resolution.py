@@ -8,16 +8,16 @@ from dataclasses import dataclass
 
 from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError, AgentFiles, check_agent, check_max_tokens
-from activities.hooks import HookRegistry
-from activities.mcp_activity import LazyMCPPool
-from activities.models import ModelTable
-from activities.tools import ToolRegistry
-from stores.errors import StoreIdentity
-from workflows.activity_io import AgentRef, ResolvedAgent, ToolSpec
-from workflows.activity_refs import RESOLVE_AGENT
-from workflows.config import AgentSpec
-from workflows.subagents import subagent_tool
+from durable_agents.activities.agent_files import AgentFileError, AgentFiles, check_agent, check_max_tokens
+from durable_agents.activities.hooks import HookRegistry
+from durable_agents.activities.mcp_activity import LazyMCPPool
+from durable_agents.activities.models import ModelTable
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.workflows.activity_io import AgentRef, ResolvedAgent, ToolSpec
+from durable_agents.workflows.activity_refs import RESOLVE_AGENT
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.subagents import subagent_tool
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields

@@ -15,9 +15,9 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from workflows.activity_refs import VERIFY_DECISION
-from workflows.records import Verdict
-from workflows.signatures import SignedDecision
+from durable_agents.workflows.activity_refs import VERIFY_DECISION
+from durable_agents.workflows.records import Verdict
+from durable_agents.workflows.signatures import SignedDecision
 
 MIN_SECRET_BYTES = 16
 ENV_VAR = "AGENT_APPROVER_KEYS"

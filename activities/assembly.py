@@ -12,27 +12,27 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from activities.agent_files import AgentFiles
-from activities.agent_resolution import AgentResolver
-from activities.approver_keys import ApproverKeys
-from activities.budgets import BudgetsFile
-from activities.delta_channel import DeltaSender
-from activities.hooks import HookActivities, HookRegistry, default_hooks
-from activities.judge_activity import JudgeActivities
-from activities.mcp_activity import LazyMCPPool, MCPActivities
-from activities.metering import Meter
-from activities.model_activity import ModelActivities
-from activities.models import ModelTable, load_models
-from activities.providers import ModelProvider
-from activities.tool_activity import ToolActivities
-from activities.tools import ToolRegistry
-from stores.conversations import ConversationStore
-from stores.errors import StoreIdentity
-from stores.idempotency import IdempotencyStore
-from stores.settings import StoreSettings
-from stores.workspaces import LocalWorkspaces, Workspaces
-from workflows import wire
-from workflows.activity_refs import (
+from durable_agents.activities.agent_files import AgentFiles
+from durable_agents.activities.agent_resolution import AgentResolver
+from durable_agents.activities.approver_keys import ApproverKeys
+from durable_agents.activities.budgets import BudgetsFile
+from durable_agents.activities.delta_channel import DeltaSender
+from durable_agents.activities.hooks import HookActivities, HookRegistry, default_hooks
+from durable_agents.activities.judge_activity import JudgeActivities
+from durable_agents.activities.mcp_activity import LazyMCPPool, MCPActivities
+from durable_agents.activities.metering import Meter
+from durable_agents.activities.model_activity import ModelActivities
+from durable_agents.activities.models import ModelTable, load_models
+from durable_agents.activities.providers import ModelProvider
+from durable_agents.activities.tool_activity import ToolActivities
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.stores.conversations import ConversationStore
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.stores.idempotency import IdempotencyStore
+from durable_agents.stores.settings import StoreSettings
+from durable_agents.stores.workspaces import LocalWorkspaces, Workspaces
+from durable_agents.workflows import wire
+from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
     LIST_MCP_TOOLS,
@@ -41,10 +41,10 @@ from workflows.activity_refs import (
     RUN_TOOL,
     VERIFY_DECISION,
 )
-from workflows.config import AgentSpec
+from durable_agents.workflows.config import AgentSpec
 
 if TYPE_CHECKING:
-    from activities.mcp import MCPPool
+    from durable_agents.activities.mcp import MCPPool
 
 WorkerRole = Literal["all", "workflows", "models", "tools"]
 

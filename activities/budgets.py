@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from activities.agent_files import AgentFileError, field_errors
-from stores.ledger import Limit
+from durable_agents.activities.agent_files import AgentFileError, field_errors
+from durable_agents.stores.ledger import Limit
 
 logger = logging.getLogger(__name__)
 

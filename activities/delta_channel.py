@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from pydantic import TypeAdapter
 from temporalio.client import Client
 
-from workflows.events import Event, TextDelta, ToolCallDelta
+from durable_agents.workflows.events import Event, TextDelta, ToolCallDelta
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.named import NamedRegistry
-from workflows.activity_io import HookContext, HookDecision, HookInvocation, ToolOutcome
-from workflows.activity_refs import RUN_HOOK
-from workflows.config import HookEvent
+from durable_agents.activities.named import NamedRegistry
+from durable_agents.workflows.activity_io import HookContext, HookDecision, HookInvocation, ToolOutcome
+from durable_agents.workflows.activity_refs import RUN_HOOK
+from durable_agents.workflows.config import HookEvent
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from typing import Any, assert_never
 
 from temporalio import activity
 
-from activities.heartbeat import heartbeating
-from activities.metering import Meter
-from activities.providers import ModelProvider
-from workflows.activity_io import JudgeAnswer, JudgeInput
-from workflows.activity_refs import JUDGE
-from workflows.messages import (
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.activities.metering import Meter
+from durable_agents.activities.providers import ModelProvider
+from durable_agents.workflows.activity_io import JudgeAnswer, JudgeInput
+from durable_agents.workflows.activity_refs import JUDGE
+from durable_agents.workflows.messages import (
     AssistantMessage,
     Message,
     ModelRequest,

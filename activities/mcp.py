@@ -33,9 +33,9 @@ from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.activity_io import ToolOutcome, ToolSpec
-from workflows.config import ENV_REFERENCE, MCPServerConfig
-from workflows.messages import ToolDefinition
+from durable_agents.workflows.activity_io import ToolOutcome, ToolSpec
+from durable_agents.workflows.config import ENV_REFERENCE, MCPServerConfig
+from durable_agents.workflows.messages import ToolDefinition
 
 UNAVAILABLE = "MCPServerUnavailable"
 NOT_ALLOWED = "MCPServerNotAllowed"

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from activities.heartbeat import heartbeating
-from workflows.activity_io import ToolSpec
-from workflows.activity_refs import LIST_MCP_TOOLS
-from workflows.config import MCPServerConfig
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.workflows.activity_io import ToolSpec
+from durable_agents.workflows.activity_refs import LIST_MCP_TOOLS
+from durable_agents.workflows.config import MCPServerConfig
 
 if TYPE_CHECKING:
-    from activities.mcp import MCPPool
+    from durable_agents.activities.mcp import MCPPool
 
 
 class LazyMCPPool:
@@ -31,7 +31,7 @@ class LazyMCPPool:
 
     @functools.cached_property
     def pool(self) -> MCPPool:
-        from activities.mcp import MCPPool
+        from durable_agents.activities.mcp import MCPPool
 
         return MCPPool(self._allowed, allow_any=self._allow_any)
 

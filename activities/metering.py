@@ -1,4 +1,5 @@
-"""A model call as the shared ledger sees it (stores/ledger.py, docs/tenants.md): the tenant's and
+"""A model call as the shared ledger sees it (durable_agents/stores/ledger.py, docs/tenants.md): the
+tenant's and
 user's budgets reserved before it runs and settled after, the provider's limits waited for, and a
 provider's 429 slowing every worker. The model activity's calls and the model judges' go through
 ``Meter.call`` alike. Calls of conversations without a tenant or user, to models without provider
@@ -16,13 +17,13 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.budgets import Budgets, BudgetsFile, ProviderLimit
-from stores.ledger import Ledger
-from workflows.config import Price
-from workflows.messages import ModelRequest, ModelResponse, Usage
-from workflows.outages import STORE_UNAVAILABLE, StoreOutage
-from workflows.tenancy import BUDGET_EXHAUSTED
-from workflows.transcript import estimate_tokens
+from durable_agents.activities.budgets import Budgets, BudgetsFile, ProviderLimit
+from durable_agents.stores.ledger import Ledger
+from durable_agents.workflows.config import Price
+from durable_agents.workflows.messages import ModelRequest, ModelResponse, Usage
+from durable_agents.workflows.outages import STORE_UNAVAILABLE, StoreOutage
+from durable_agents.workflows.tenancy import BUDGET_EXHAUSTED
+from durable_agents.workflows.transcript import estimate_tokens
 
 logger = logging.getLogger(__name__)
 

@@ -10,18 +10,18 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.delta_channel import DeltaSender
-from activities.heartbeat import heartbeating
-from activities.metering import Meter
-from activities.providers import PROVIDERS, ModelProvider, provider_class
-from activities.text_deltas import StreamedParts, text_deltas
-from activities.tools import ToolRegistry
-from stores.conversations import ConversationStore
-from stores.errors import StoreIdentity
-from workflows.activity_io import ModelCallInput, definitions_digest
-from workflows.activity_refs import CALL_MODEL
-from workflows.messages import ModelProgress, ModelRequest, ModelResponse
-from workflows.transcript import model_view, summary_request
+from durable_agents.activities.delta_channel import DeltaSender
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.activities.metering import Meter
+from durable_agents.activities.providers import PROVIDERS, ModelProvider, provider_class
+from durable_agents.activities.text_deltas import StreamedParts, text_deltas
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.stores.conversations import ConversationStore
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.workflows.activity_io import ModelCallInput, definitions_digest
+from durable_agents.workflows.activity_refs import CALL_MODEL
+from durable_agents.workflows.messages import ModelProgress, ModelRequest, ModelResponse
+from durable_agents.workflows.transcript import model_view, summary_request
 
 
 class ModelActivities:

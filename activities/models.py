@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
-from activities.agent_files import AgentFileError, field_errors
-from workflows.config import Price
+from durable_agents.activities.agent_files import AgentFileError, field_errors
+from durable_agents.workflows.config import Price
 
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "config" / "models.toml"
 """The project's own table: the default where the caller names no other file."""

@@ -20,8 +20,14 @@ from contextlib import asynccontextmanager, suppress
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from activities.delta_channel import DeltaSender, channel_scope
-from workflows.events import EVENTS_TOPIC, Event, ModelCallInterrupted, TextDelta, ToolCallDelta
+from durable_agents.activities.delta_channel import DeltaSender, channel_scope
+from durable_agents.workflows.events import (
+    EVENTS_TOPIC,
+    Event,
+    ModelCallInterrupted,
+    TextDelta,
+    ToolCallDelta,
+)
 
 DELTA_INTERVAL = 0.5
 """Seconds between two batches of streamed text (each one signal in the conversation's history)."""

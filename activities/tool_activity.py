@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from activities.hooks import HookRegistry
-from activities.mcp_activity import LazyMCPPool
-from activities.tools import ToolRegistry
-from stores.conversations import PAYLOAD_THRESHOLD
-from stores.errors import StoreIdentity
-from stores.idempotency import IdempotencyStore
-from stores.workspaces import Workspaces
-from workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
-from workflows.activity_refs import RUN_TOOL
-from workflows.at_most_once import NOT_STARTED
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.activities.hooks import HookRegistry
+from durable_agents.activities.mcp_activity import LazyMCPPool
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.stores.conversations import PAYLOAD_THRESHOLD
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.stores.idempotency import IdempotencyStore
+from durable_agents.stores.workspaces import Workspaces
+from durable_agents.workflows.activity_io import HookContext, HookInvocation, ToolInvocation, ToolOutcome
+from durable_agents.workflows.activity_refs import RUN_TOOL
+from durable_agents.workflows.at_most_once import NOT_STARTED
 
 
 @dataclass(frozen=True, eq=False)  # a bound method hashes its instance: by identity, not by fields

@@ -10,7 +10,7 @@ Each conversation is one call of the offline scripted model (``--delay`` seconds
 One worker in a process of its own (``bench/fairness_worker.py``) runs at most ``--slots`` tasks of
 each kind at a time, so A's burst backlogs the queues. A's conversations start from one client, B's
 from another (its own connection: B's starts and result polls never queue behind A's 500). Every
-conversation starts with its tenant as fairness key (durable_agents/conversations.py).
+conversation starts with its tenant as fairness key (durable_agents/client/conversations.py).
 
 The settings: ``off``: the server's defaults (tasks in order); ``on``: ``matching.useNewMatcher``
 and ``matching.enableFairness`` (tasks by fairness key, in proportion to the weights); ``-1p``: one
@@ -41,12 +41,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from bench.processes import ROOT, Procs, output_to
-from durable_agents.conversations import start_conversation
+from durable_agents.client.conversations import start_conversation
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings, ScriptStep
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings, ScriptStep
 
 ONE_PARTITION = {
     "matching.numTaskqueueReadPartitions": "1",

@@ -15,9 +15,9 @@ from temporalio.worker import Worker
 
 from bench.serve import serve
 from durable_agents.connection import connect
-from durable_agents.plugin import MAX_CACHED_WORKFLOWS, AgentPlugin
 from durable_agents.settings import Settings
-from durable_agents.tuning import WorkerTuning
+from durable_agents.worker.plugin import MAX_CACHED_WORKFLOWS, AgentPlugin
+from durable_agents.worker.tuning import WorkerTuning
 
 
 async def worker(task_queue: str) -> Worker:

@@ -27,10 +27,10 @@ import uuid
 from temporalio.client import WorkflowUpdateStage
 
 from bench.live_setup import Live, Reader, live_setup, percentile, read_sse
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec, ApprovalPolicy
-from workflows.messages import ModelSettings
-from workflows.records import Decision
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy
+from durable_agents.workflows.messages import ModelSettings
+from durable_agents.workflows.records import Decision
 
 AGENT = AgentSpec(
     name="bench-fanout",

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
-from activities.tools import default_registry, tool
+from durable_agents.activities.tools import default_registry, tool
 from durable_agents.dev_server import start_embedded_server
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from workflows.activity_refs import CALL_MODEL
-from workflows.agent import AgentWorkflow
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.activity_refs import CALL_MODEL
+from durable_agents.workflows.agent import AgentWorkflow
 
 OUTPUT_KB = 10
 

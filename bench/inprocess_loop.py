@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from activities.providers.openai_chat import OpenAIChatModel
-from activities.tools import ToolRegistry
-from workflows.activity_io import ToolInvocation
-from workflows.config import AgentSpec
-from workflows.messages import (
+from durable_agents.activities.providers.openai_chat import OpenAIChatModel
+from durable_agents.activities.tools import ToolRegistry
+from durable_agents.workflows.activity_io import ToolInvocation
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import (
     AssistantMessage,
     Message,
     ModelRequest,

@@ -51,12 +51,12 @@ from bench.processes import STARTED, Procs, Worker, dev_server_pids, output_to
 from bench.workload import bench_agent, check_result, conversation, text_agent
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
-from durable_agents.lost_calls import LOST_ERROR
 from durable_agents.settings import Settings
+from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
 from durable_agents.testing.postgres import Postgres, find_binaries
-from stores.postgres import Database, PostgresPayloadDriver, database
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec, CallPolicy
+from durable_agents.worker.lost_calls import LOST_ERROR
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec, CallPolicy
 
 RUNNING_AT_STOP = 25
 """Host A is stopped once its lease names this many running calls, or ``STOP_BY`` seconds into the

@@ -23,9 +23,9 @@ from temporalio.client import Client, WorkflowHandle
 from bench.measure import cpu_seconds, vm_kib
 from bench.processes import ROOT, Procs, die_with_parent, output_to
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec
 
 STAMP = re.compile(rb"\[(\d+)\]")
 

@@ -13,7 +13,7 @@ database answering again to the first and the last conversation done, how many c
 ``waiting_for_storage``, and the checks the test asserts (every answer right, every effect once, no
 failed workflow task).
 
-Kill: two hosts with PostgreSQL leases (``durable_agents/lost_calls.py``); host A runs 10 model calls
+Kill: two hosts with PostgreSQL leases (``durable_agents/worker/lost_calls.py``); host A runs 10 model calls
 of 5 s (their heartbeat timeout ten minutes), host B starts, A is killed with SIGKILL. Printed: the
 time from the kill to the first and the last call started again on B, and the workflow tasks that
 timed out. Figures, not assertions: tests/stores/test_store_outages.py and tests/workers/test_several_hosts.py
@@ -41,12 +41,12 @@ from temporalio.client import Client
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
+from durable_agents.stores.postgres import Database, PostgresPayloadDriver
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.testing.postgres import Postgres, find_binaries
-from stores.postgres import Database, PostgresPayloadDriver
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy, CallPolicy
-from workflows.messages import ScriptStep
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy, CallPolicy
+from durable_agents.workflows.messages import ScriptStep
 
 REPO = Path(__file__).resolve().parent.parent
 

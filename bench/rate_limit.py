@@ -30,10 +30,10 @@ from typing import Any
 from bench.fake_model import FakeModelServer
 from bench.processes import output_to
 from durable_agents.dev_server import start_embedded_server
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,8 @@ Everything runs locally (127.0.0.1 only) in processes this script starts and alw
 - a fake model server speaking OpenAI Chat Completions (``bench/fake_model.py``): it asks for
   ``add`` {"a": 1, "b": 2} until the request holds 2 tool results, then answers "done", so one
   conversation is 3 model calls and 2 tool calls; ``model="bench@500ms"`` makes it wait 500 ms;
-- worker processes (``bench/worker_proc.py``: ``durable_agents.plugin.build_worker`` on a task queue), each
+- worker processes (``bench/worker_proc.py``: ``durable_agents.worker.plugin.build_worker`` on a task
+  queue), each
   fresh for the measurement it serves, with the real ``openai`` SDK and the repo's adapter. They
   run from a copy of the code taken at start, so edits made to the tree during the run don't
   reach them; results.json records the commit and which tracked files differed from it.
@@ -70,17 +71,17 @@ import openai
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from activities.providers.openai_chat import OpenAIChatModel
-from activities.tools import default_registry
 from bench.harness import bounded, run_benchmark
 from bench.inprocess_loop import run_loop
 from bench.measure import Load, cpu_seconds, machine, vm_kib
 from bench.processes import STARTED, Procs, Worker, dev_server_pids, kill_leftovers, kill_pid, output_to
 from bench.workload import PROMPT, approval_agent, bench_agent, check_result, conversation, text_agent
+from durable_agents.activities.providers.openai_chat import OpenAIChatModel
+from durable_agents.activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
-from workflows.activity_refs import CALL_MODEL, RUN_TOOL
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
+from durable_agents.workflows.activity_refs import CALL_MODEL, RUN_TOOL
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 

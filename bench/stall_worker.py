@@ -1,5 +1,5 @@
 """The worker process of ``bench.lease_stall``: ``bench.worker_proc``'s worker, with a monitor on its
-event loop, the loop that also runs the lease's refreshes (``durable_agents/lost_calls.py``).
+event loop, the loop that also runs the lease's refreshes (``durable_agents/worker/lost_calls.py``).
 
     TEMPORAL_ADDRESS=... OPENAI_BASE_URL=... AGENT_DATABASE_URL=... AGENT_DATA_DIR=... \\
         .venv/bin/python -m bench.stall_worker --task-queue bench

@@ -28,16 +28,16 @@ import uuid
 from pathlib import Path
 
 from durable_agents.dev_server import start_embedded_server
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from durable_agents.stores.conversations import ConversationStore
+from durable_agents.stores.postgres import database
+from durable_agents.stores.settings import StoreSettings
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.testing.postgres import Postgres, find_binaries
-from stores.conversations import ConversationStore
-from stores.postgres import database
-from stores.settings import StoreSettings
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.messages import AssistantMessage, UserMessage
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.messages import AssistantMessage, UserMessage
 
 MODEL_CALLS = 3
 TARGET_MS = 5.0

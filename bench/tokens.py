@@ -24,9 +24,9 @@ import uuid
 import openai
 
 from bench.live_setup import STAMP, Live, Reader, live_setup, percentile, read_sse
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings
 
 AGENT = AgentSpec(
     name="bench-tokens",

@@ -1,4 +1,4 @@
-"""One benchmark worker process: ``durable_agents.plugin.build_worker``, until SIGTERM or SIGKILL.
+"""One benchmark worker process: ``durable_agents.worker.plugin.build_worker``, until SIGTERM or SIGKILL.
 
     TEMPORAL_ADDRESS=127.0.0.1:PORT OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 OPENAI_API_KEY=x \\
     AGENT_STORE=... AGENT_PAYLOAD_STORE=... AGENT_WORKSPACE=... [AGENT_MAX_CACHED_WORKFLOWS=N] \\
@@ -17,8 +17,8 @@ from temporalio.worker import Worker
 
 from bench.serve import serve
 from durable_agents.connection import connect
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from durable_agents.worker.plugin import build_worker
 
 AGENTS_DIR = Path(__file__).parent / "agents"
 """The agents ``bench.peers`` starts by name (bench.toml)."""

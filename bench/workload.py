@@ -4,9 +4,9 @@ calls, ``add`` twice, then "done")."""
 
 from __future__ import annotations
 
-from workflows.api import ConversationInput, ConversationResult
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
+from durable_agents.workflows.api import ConversationInput, ConversationResult
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings
 
 PROMPT = "What is 1 + 2?"
 

@@ -15,45 +15,45 @@ from typing import TYPE_CHECKING, Any
 
 _WHERE = {
     # A worker of your own
-    "AgentPlugin": "durable_agents.plugin",
-    "build_worker": "durable_agents.plugin",
+    "AgentPlugin": "durable_agents.worker.plugin",
+    "build_worker": "durable_agents.worker.plugin",
     "Settings": "durable_agents.settings",
-    "WorkerTuning": "durable_agents.tuning",
+    "WorkerTuning": "durable_agents.worker.tuning",
     # Tools and hooks
-    "tool": "activities.tools",
-    "Tool": "activities.tools",
-    "ToolContext": "activities.tools",
-    "ToolError": "activities.tools",
-    "ToolRegistry": "activities.tools",
-    "default_registry": "activities.tools",
-    "hook": "activities.hooks",
-    "default_hooks": "activities.hooks",
-    "HookContext": "workflows.activity_io",
-    "HookDecision": "workflows.activity_io",
+    "tool": "durable_agents.activities.tools",
+    "Tool": "durable_agents.activities.tools",
+    "ToolContext": "durable_agents.activities.tools",
+    "ToolError": "durable_agents.activities.tools",
+    "ToolRegistry": "durable_agents.activities.tools",
+    "default_registry": "durable_agents.activities.tools",
+    "hook": "durable_agents.activities.hooks",
+    "default_hooks": "durable_agents.activities.hooks",
+    "HookContext": "durable_agents.workflows.activity_io",
+    "HookDecision": "durable_agents.workflows.activity_io",
     # Agents
-    "AgentSpec": "workflows.config",
-    "ApprovalPolicy": "workflows.config",
-    "CallPolicy": "workflows.config",
-    "MCPServerConfig": "workflows.config",
-    "ModelSettings": "workflows.messages",
+    "AgentSpec": "durable_agents.workflows.config",
+    "ApprovalPolicy": "durable_agents.workflows.config",
+    "CallPolicy": "durable_agents.workflows.config",
+    "MCPServerConfig": "durable_agents.workflows.config",
+    "ModelSettings": "durable_agents.workflows.messages",
     # The conversation workflow and what goes in and out of it
-    "AgentWorkflow": "workflows.agent",
-    "ConversationInput": "workflows.api",
-    "MessageInput": "workflows.api",
-    "ConversationResult": "workflows.api",
-    "ConversationStatus": "workflows.api",
-    "ConversationHistory": "workflows.records",
-    "Decision": "workflows.records",
+    "AgentWorkflow": "durable_agents.workflows.agent",
+    "ConversationInput": "durable_agents.workflows.api",
+    "MessageInput": "durable_agents.workflows.api",
+    "ConversationResult": "durable_agents.workflows.api",
+    "ConversationStatus": "durable_agents.workflows.api",
+    "ConversationHistory": "durable_agents.workflows.records",
+    "Decision": "durable_agents.workflows.records",
     # Clients
     "connect": "durable_agents.connection",
     "data_converter": "durable_agents.converter",
-    "start_conversation": "durable_agents.conversations",
-    "send_or_start": "durable_agents.conversations",
-    "fork_conversation": "durable_agents.conversations",
-    "conversation_history": "durable_agents.conversations",
-    "conversation_result": "durable_agents.conversations",
-    "ui_link": "durable_agents.conversations",
-    "NoWorkerError": "durable_agents.conversations",
+    "start_conversation": "durable_agents.client.conversations",
+    "send_or_start": "durable_agents.client.conversations",
+    "fork_conversation": "durable_agents.client.conversations",
+    "conversation_history": "durable_agents.client.conversations",
+    "conversation_result": "durable_agents.client.conversations",
+    "ui_link": "durable_agents.client.conversations",
+    "NoWorkerError": "durable_agents.client.conversations",
 }
 
 __all__ = [
@@ -109,10 +109,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from activities.hooks import default_hooks, hook
-    from activities.tools import Tool, ToolContext, ToolError, ToolRegistry, default_registry, tool
-    from durable_agents.connection import connect
-    from durable_agents.conversations import (
+    from durable_agents.activities.hooks import default_hooks, hook
+    from durable_agents.activities.tools import (
+        Tool,
+        ToolContext,
+        ToolError,
+        ToolRegistry,
+        default_registry,
+        tool,
+    )
+    from durable_agents.client.conversations import (
         NoWorkerError,
         conversation_history,
         conversation_result,
@@ -121,13 +127,19 @@ if TYPE_CHECKING:
         start_conversation,
         ui_link,
     )
+    from durable_agents.connection import connect
     from durable_agents.converter import data_converter
-    from durable_agents.plugin import AgentPlugin, build_worker
     from durable_agents.settings import Settings
-    from durable_agents.tuning import WorkerTuning
-    from workflows.activity_io import HookContext, HookDecision
-    from workflows.agent import AgentWorkflow
-    from workflows.api import ConversationInput, ConversationResult, ConversationStatus, MessageInput
-    from workflows.config import AgentSpec, ApprovalPolicy, CallPolicy, MCPServerConfig
-    from workflows.messages import ModelSettings
-    from workflows.records import ConversationHistory, Decision
+    from durable_agents.worker.plugin import AgentPlugin, build_worker
+    from durable_agents.worker.tuning import WorkerTuning
+    from durable_agents.workflows.activity_io import HookContext, HookDecision
+    from durable_agents.workflows.agent import AgentWorkflow
+    from durable_agents.workflows.api import (
+        ConversationInput,
+        ConversationResult,
+        ConversationStatus,
+        MessageInput,
+    )
+    from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, CallPolicy, MCPServerConfig
+    from durable_agents.workflows.messages import ModelSettings
+    from durable_agents.workflows.records import ConversationHistory, Decision

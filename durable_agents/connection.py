@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.converter import data_converter
 from durable_agents.settings import Settings
-from workflows.api import (
+from durable_agents.workflows.api import (
     AGENT_COST,
     AGENT_FORK_OF,
     AGENT_NAME,

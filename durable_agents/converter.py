@@ -27,13 +27,14 @@ from temporalio.converter import PayloadConverter as SDKPayloadConverter
 
 from durable_agents.encryption import codec_for
 from durable_agents.settings import Settings
-from stores.conversations import PAYLOAD_THRESHOLD
+from durable_agents.stores.conversations import PAYLOAD_THRESHOLD
 
 PAYLOAD_STORES = {
     "agent-sqlite": "a SQLite file: unset AGENT_DATABASE_URL and set AGENT_PAYLOAD_STORE to the worker's",
     "agent-postgres": "a PostgreSQL database: set AGENT_DATABASE_URL to the worker's",
 }
-"""Each payload driver's name (``stores/conversations.py``, ``stores/postgres.py``), as history keeps
+"""Each payload driver's name (``durable_agents/stores/conversations.py``,
+``durable_agents/stores/postgres.py``), as history keeps
 it in a reference, and what reaches that store."""
 
 FAILURE_LIMIT = 4 * 1024
@@ -54,7 +55,7 @@ class _CompactJSON(PydanticJSONPlainPayloadConverter):
     arguments, results) are kept; a message always says its ``kind``."""
 
     def to_payload(self, value: Any) -> Payload | None:
-        if type(value).__module__.startswith("workflows."):
+        if type(value).__module__.startswith("durable_agents.workflows."):
             data = value.__pydantic_serializer__.to_json(value, exclude_none=True, exclude_defaults=True)
         else:
             data = to_json(value, exclude_none=True)

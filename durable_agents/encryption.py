@@ -3,7 +3,7 @@
 Turned on by ``AGENT_ENCRYPTION_KEY`` (read by ``durable_agents.converter.data_converter``), either
 one base64 key of 32 bytes (key id ``default``) or ``id1:base64key,id2:base64key``: the first key
 encrypts, every listed key decrypts, so keys rotate by putting the new one first and keeping the old
-ones until their histories are gone. ``durable_agents/codec_cli.py`` makes keys and serves the codec
+ones until their histories are gone. ``durable_agents/cli/codec.py`` makes keys and serves the codec
 to the Web UI and the ``temporal`` CLI.
 """
 

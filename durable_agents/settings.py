@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from activities.delta_channel import default_folder
-from durable_agents.lost_calls import LEASE_DEAD_SECONDS, REFRESH_SECONDS
-from stores.conversations import masked
-from stores.errors import DEFAULT_OUTAGE_SECONDS
-from stores.layouts import EarlierWorkspaces
-from stores.settings import StoreSettings
+from durable_agents.activities.delta_channel import default_folder
+from durable_agents.stores.conversations import masked
+from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS
+from durable_agents.stores.layouts import EarlierWorkspaces
+from durable_agents.stores.settings import StoreSettings
 
 DEFAULT_TASK_QUEUE = "agents"
 DEFAULT_UI_URL = "http://localhost:8233"
@@ -28,6 +27,18 @@ DEFAULT_SERVE_MAX_BODY = 1 << 20
 ROLES = ("all", "workflows", "models", "tools")
 LogFormat = Literal["text", "json"]
 Trace = Literal["console", "otlp"]
+
+
+REFRESH_SECONDS = 0.5
+"""How often a worker says it is alive where its lease needs that (PostgreSQL)."""
+LEASE_DEAD_SECONDS = 3.0
+"""The default of ``AGENT_LEASE_DEAD_SECONDS``: a PostgreSQL lease not refreshed for this long, by
+the database's clock, is a dead worker's. The refreshes run on the worker's event loop, so a stall of
+that loop is a missed refresh, and a live host taken for dead stops after its calls ran again
+elsewhere. The longest gap between two refreshes measured on a busy host was 1.43 s
+(``bench.lease_stall``: 200 conversations at once on two hosts, a 2-core VM at load average 15;
+docs/benchmarks.md); twice that, rounded up. With a sweep every 0.5 s a dead host is noticed within
+3.5 s."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ class Settings:
     """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have at ``serve`` (more: 413)."""
     serve_tokens: Path | None = None
     """``AGENT_SERVE_TOKENS``: a TOML file of ``serve``'s tokens that say who holds them (each a
-    SHA-256, a user, a tenant, whether it decides, the agents it runs: durable_agents/identities.py)."""
+    SHA-256, a user, a tenant, whether it decides, the agents it runs: durable_agents/serve/identities.py)."""
     approver_keys: Path | None = None
     """``AGENT_APPROVER_KEYS``: the workers' TOML file of approver keys (``name = "base64secret"``);
     set, every decision must be signed by the key of the approver it names."""
@@ -116,7 +127,7 @@ class Settings:
     """``AGENT_DECIDE_TIMEOUT``: seconds the starter's ``approve``/``reject`` (the ``decide`` update)
     wait for a sub-agent to take a decision made at its parent before answering why not (0 < s <= 600)."""
 
-    # Worker Deployment Versioning (durable_agents/versioning.py)
+    # Worker Deployment Versioning (durable_agents/worker/versioning.py)
     deployment_name: str | None = None
     """``AGENT_DEPLOYMENT_NAME`` (else ``TEMPORAL_DEPLOYMENT_NAME``, as Temporal's Worker Controller
     sets it): the Worker Deployment the worker joins; given with ``build_id`` or not at all."""

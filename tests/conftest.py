@@ -13,17 +13,17 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools import ToolRegistry, default_registry
+from durable_agents.activities.tools import ToolRegistry, default_registry
 from durable_agents.connection import ensure_search_attributes
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from durable_agents.stores.postgres import PostgresPayloadDriver, database
 from durable_agents.testing import time_skipping_server
-from stores.postgres import PostgresPayloadDriver, database
+from durable_agents.workflows.config import AgentSpec
 from tests.support.fake_provider import FakeProvider
 from tests.support.postgres import PASSWORD, Postgres, find_binaries
 from tests.support.processes import WorkerProcess
 from tests.support.workers import Env, running_worker
-from workflows.config import AgentSpec
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,8 +8,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.config import AgentSpec, CallPolicy, ClientToolConfig, JudgeConfig, MCPServerConfig, Price
-from workflows.messages import Message, ModelRequest, ToolCall, ToolDefinition, Usage
+from durable_agents.workflows.config import (
+    AgentSpec,
+    CallPolicy,
+    ClientToolConfig,
+    JudgeConfig,
+    MCPServerConfig,
+    Price,
+)
+from durable_agents.workflows.messages import Message, ModelRequest, ToolCall, ToolDefinition, Usage
 
 
 class HookContext(BaseModel):
@@ -124,7 +131,7 @@ class ModelCallInput(BaseModel):
     """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
     tenant: str | None = None
     """The conversation's tenant and user: the call is counted against their budgets in the shared
-    ledger (stores/ledger.py), which may refuse it (``BudgetExhausted``)."""
+    ledger (durable_agents/stores/ledger.py), which may refuse it (``BudgetExhausted``)."""
     user: str | None = None
     price: Price | None = None
     """The called model's price, for the ledger's cost (None: its tokens only)."""

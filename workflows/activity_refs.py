@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
-from workflows import tenancy, wire
-from workflows.activity_io import (
+from durable_agents.workflows import tenancy, wire
+from durable_agents.workflows.activity_io import (
     AgentRef,
     HookDecision,
     HookInvocation,
@@ -27,11 +27,11 @@ from workflows.activity_io import (
     ToolOutcome,
     ToolSpec,
 )
-from workflows.config import MCPServerConfig
-from workflows.messages import ModelResponse
-from workflows.outages import OutageWatcher, wait_out_outages
-from workflows.records import Verdict
-from workflows.signatures import SignedDecision
+from durable_agents.workflows.config import MCPServerConfig
+from durable_agents.workflows.messages import ModelResponse
+from durable_agents.workflows.outages import OutageWatcher, wait_out_outages
+from durable_agents.workflows.records import Verdict
+from durable_agents.workflows.signatures import SignedDecision
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -20,8 +20,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import tenancy, versioning, wire
-from workflows.activity_io import (
+from durable_agents.workflows import tenancy, versioning, wire
+from durable_agents.workflows.activity_io import (
     AgentRef,
     HookContext,
     HookDecision,
@@ -31,7 +31,7 @@ from workflows.activity_io import (
     ToolOutcome,
     ToolSpec,
 )
-from workflows.activity_refs import (
+from durable_agents.workflows.activity_refs import (
     LIST_MCP_TOOLS,
     RESOLVE_AGENT,
     RUN_HOOK,
@@ -40,8 +40,8 @@ from workflows.activity_refs import (
     conversation_key,
     failure_text,
 )
-from workflows.answers import correction, parse_answer
-from workflows.api import (
+from durable_agents.workflows.answers import correction, parse_answer
+from durable_agents.workflows.api import (
     ClosedBy,
     ConversationHistory,
     ConversationInput,
@@ -49,13 +49,13 @@ from workflows.api import (
     ConversationStatus,
     MessageInput,
 )
-from workflows.approvals import Approvals, time_left
-from workflows.at_most_once import run_at_most_once
-from workflows.client_tools import ClientCalls, client_tool_specs
-from workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
-from workflows.costs import conversation_cost, cost_by_model
-from workflows.decisions import Refuse, asks, decided, oversize
-from workflows.events import (
+from durable_agents.workflows.approvals import Approvals, time_left
+from durable_agents.workflows.at_most_once import run_at_most_once
+from durable_agents.workflows.client_tools import ClientCalls, client_tool_specs
+from durable_agents.workflows.config import DEFAULT_MAX_MESSAGE_BYTES, AgentSpec, ApprovalPolicy, HookEvent
+from durable_agents.workflows.costs import conversation_cost, cost_by_model
+from durable_agents.workflows.decisions import Refuse, asks, decided, oversize
+from durable_agents.workflows.events import (
     ApprovalDecided,
     ApprovalRequested,
     ConversationEvents,
@@ -66,19 +66,19 @@ from workflows.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from workflows.fallback import models_used
-from workflows.inputs import one_input
-from workflows.interrupts import SIGNALLED, Interrupted
-from workflows.judges import Judges
-from workflows.messages import (
+from durable_agents.workflows.fallback import models_used
+from durable_agents.workflows.inputs import one_input
+from durable_agents.workflows.interrupts import SIGNALLED, Interrupted
+from durable_agents.workflows.judges import Judges
+from durable_agents.workflows.messages import (
     AssistantMessage,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
-from workflows.model_calls import ModelCalls
-from workflows.records import (
+from durable_agents.workflows.model_calls import ModelCalls
+from durable_agents.workflows.records import (
     ApprovalRecord,
     ApprovalSignal,
     ClientCall,
@@ -92,10 +92,10 @@ from workflows.records import (
     ToolCallRecord,
     Verdict,
 )
-from workflows.signatures import SignedDecision
-from workflows.state import ConversationState, QueuedMessage, TurnState
-from workflows.status import StatusBoard
-from workflows.subagents import (
+from durable_agents.workflows.signatures import SignedDecision
+from durable_agents.workflows.state import ConversationState, QueuedMessage, TurnState
+from durable_agents.workflows.status import StatusBoard
+from durable_agents.workflows.subagents import (
     REPORT_SIGNAL,
     ApprovalReport,
     Delegations,
@@ -104,7 +104,7 @@ from workflows.subagents import (
     offered,
     within_budget,
 )
-from workflows.tenancy import BudgetRefused
+from durable_agents.workflows.tenancy import BudgetRefused
 
 LEAN_START_PATCH = versioning.patch("agent-lean-start", added=1)
 """The agent is resolved by a local activity, and AgentName and AgentStatus are set in one upsert

@@ -10,7 +10,7 @@ import json
 from itertools import islice
 from typing import Any
 
-from workflows.schemas import check, problems
+from durable_agents.workflows.schemas import check, problems
 
 OUTPUT_NAME = "final_answer"
 """What the answer is called on the wire: OpenAI's ``json_schema`` name, Anthropic's forced tool."""

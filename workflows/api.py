@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from workflows.config import (
+from durable_agents.workflows.config import (
     MAX_PROMPT_CHARS,
     AgentSpec,
     ApprovalPolicy,
@@ -18,11 +18,11 @@ from workflows.config import (
     Seconds,
     client_tools,
 )
-from workflows.inputs import Payload
-from workflows.messages import Message, Usage
-from workflows.records import ConversationHistory, Reply, StopReason
-from workflows.state import ConversationState
-from workflows.transcript import history_error
+from durable_agents.workflows.inputs import Payload
+from durable_agents.workflows.messages import Message, Usage
+from durable_agents.workflows.records import ConversationHistory, Reply, StopReason
+from durable_agents.workflows.state import ConversationState
+from durable_agents.workflows.transcript import history_error
 
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 """running, awaiting_approval, completed or failed: find conversations that wait for a person."""

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from workflows.config import DecisionKind
-from workflows.decisions import (
+from durable_agents.workflows.config import DecisionKind
+from durable_agents.workflows.decisions import (
     OUTCOME_DECISIONS,
     Allowed,
     Cancelled,
@@ -20,8 +20,8 @@ from workflows.decisions import (
     parse,
     parse_outcome,
 )
-from workflows.messages import ToolCall
-from workflows.records import (
+from durable_agents.workflows.messages import ToolCall
+from durable_agents.workflows.records import (
     ApprovalRecord,
     ApprovalSignal,
     Decision,

@@ -18,13 +18,13 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.activity_io import ToolOutcome, ToolSpec
-from workflows.activity_refs import failure_text
-from workflows.approvals import Approvals
-from workflows.decisions import Answer, Refuse, RunTool, decided
-from workflows.events import ApprovalRequested, ConversationEvents
-from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord
+from durable_agents.workflows.activity_io import ToolOutcome, ToolSpec
+from durable_agents.workflows.activity_refs import failure_text
+from durable_agents.workflows.approvals import Approvals
+from durable_agents.workflows.decisions import Answer, Refuse, RunTool, decided
+from durable_agents.workflows.events import ApprovalRequested, ConversationEvents
+from durable_agents.workflows.messages import ToolCall
+from durable_agents.workflows.records import ApprovalRecord
 
 NOT_STARTED = "ToolNotStarted"
 """The error type of an attempt refused before the tool's function ran: safe to try again."""

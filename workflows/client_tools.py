@@ -22,13 +22,13 @@ from typing import Any
 
 from temporalio import workflow
 
-from workflows.activity_io import ToolOutcome, ToolSpec, cut
-from workflows.approvals import time_left
-from workflows.config import ClientToolConfig
-from workflows.decisions import schema_error
-from workflows.events import ClientToolRequested, ConversationEvents
-from workflows.messages import ToolCall, ToolDefinition
-from workflows.records import ClientCall, ClientResult
+from durable_agents.workflows.activity_io import ToolOutcome, ToolSpec, cut
+from durable_agents.workflows.approvals import time_left
+from durable_agents.workflows.config import ClientToolConfig
+from durable_agents.workflows.decisions import schema_error
+from durable_agents.workflows.events import ClientToolRequested, ConversationEvents
+from durable_agents.workflows.messages import ToolCall, ToolDefinition
+from durable_agents.workflows.records import ClientCall, ClientResult
 
 
 def client_tool_specs(tools: list[ClientToolConfig]) -> list[ToolSpec]:

@@ -10,9 +10,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
-from workflows.answers import check_schema
-from workflows.messages import ModelSettings, Usage
-from workflows.schemas import check as check_json_schema
+from durable_agents.workflows.answers import check_schema
+from durable_agents.workflows.messages import ModelSettings, Usage
+from durable_agents.workflows.schemas import check as check_json_schema
 
 OnLimit = Literal["final_answer", "stop", "fail"]
 Versioning = Literal["pinned", "auto_upgrade"]

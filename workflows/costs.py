@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from workflows.activity_io import ResolvedAgent
-from workflows.messages import Usage
-from workflows.state import ConversationState
+from durable_agents.workflows.activity_io import ResolvedAgent
+from durable_agents.workflows.messages import Usage
+from durable_agents.workflows.state import ConversationState
 
 
 def conversation_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:

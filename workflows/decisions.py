@@ -49,10 +49,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
-from workflows.config import ApprovalPolicy, DecisionKind
-from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision, Revocation, ToolAllowance, Verdict
-from workflows.schemas import check, problems
+from durable_agents.workflows.config import ApprovalPolicy, DecisionKind
+from durable_agents.workflows.messages import ToolCall
+from durable_agents.workflows.records import (
+    ApprovalRecord,
+    ApprovalSignal,
+    Decision,
+    Revocation,
+    ToolAllowance,
+    Verdict,
+)
+from durable_agents.workflows.schemas import check, problems
 
 Channel = Literal["signal", "update"]
 """How a person's decision came (the record's ``via``)."""

@@ -24,8 +24,8 @@ from pydantic import Field
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
-from workflows.messages import Tagged, ToolCall, Usage
-from workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
+from durable_agents.workflows.messages import Tagged, ToolCall, Usage
+from durable_agents.workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
 
 EVENTS_TOPIC = "events"
 """The one topic of a conversation's stream."""

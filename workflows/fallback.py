@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workflows.messages import ModelSettings
-from workflows.records import ModelAttempt
+from durable_agents.workflows.messages import ModelSettings
+from durable_agents.workflows.records import ModelAttempt
 
 
 def candidates(settings: ModelSettings) -> list[ModelSettings]:

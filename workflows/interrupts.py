@@ -10,7 +10,7 @@ from typing import TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
-from workflows import versioning
+from durable_agents.workflows import versioning
 
 T = TypeVar("T")
 

@@ -31,15 +31,15 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows import tenancy
-from workflows.activity_io import JudgeAnswer, JudgeInput, ResolvedAgent, ToolSpec
-from workflows.activity_refs import JUDGE, conversation_key, failure_text
-from workflows.config import AgentSpec, JudgeConfig, Rule
-from workflows.decisions import Judged
-from workflows.events import ApprovalDecided, ApprovalJudged, ConversationEvents
-from workflows.messages import Message
-from workflows.records import ApprovalRecord, Judgement
-from workflows.state import ConversationState
+from durable_agents.workflows import tenancy
+from durable_agents.workflows.activity_io import JudgeAnswer, JudgeInput, ResolvedAgent, ToolSpec
+from durable_agents.workflows.activity_refs import JUDGE, conversation_key, failure_text
+from durable_agents.workflows.config import AgentSpec, JudgeConfig, Rule
+from durable_agents.workflows.decisions import Judged
+from durable_agents.workflows.events import ApprovalDecided, ApprovalJudged, ConversationEvents
+from durable_agents.workflows.messages import Message
+from durable_agents.workflows.records import ApprovalRecord, Judgement
+from durable_agents.workflows.state import ConversationState
 
 _MISSING = object()
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
-from workflows.providers import PROVIDER_NAMES, Provider
+from durable_agents.workflows.providers import PROVIDER_NAMES, Provider
 
 
 class Tagged(BaseModel):

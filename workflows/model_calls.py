@@ -12,25 +12,38 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import tenancy, versioning
-from workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
-from workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
-from workflows.config import Price
-from workflows.costs import conversation_cost
-from workflows.events import (
+from durable_agents.workflows import tenancy, versioning
+from durable_agents.workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
+from durable_agents.workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
+from durable_agents.workflows.config import Price
+from durable_agents.workflows.costs import conversation_cost
+from durable_agents.workflows.events import (
     ConversationEvents,
     ModelCallFinished,
     ModelCallInterrupted,
     ModelCallStarted,
     SummaryAdded,
 )
-from workflows.fallback import candidates
-from workflows.interrupts import SIGNALLED, Interrupted, unless_interrupted
-from workflows.messages import ModelRequest, ModelResponse, ModelSettings, SummaryMessage, ToolCall, Usage
-from workflows.records import ModelAttempt
-from workflows.state import ConversationState
-from workflows.status import StatusBoard
-from workflows.transcript import compaction_cut, estimate_tokens, input_tokens, model_view, view_start
+from durable_agents.workflows.fallback import candidates
+from durable_agents.workflows.interrupts import SIGNALLED, Interrupted, unless_interrupted
+from durable_agents.workflows.messages import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    SummaryMessage,
+    ToolCall,
+    Usage,
+)
+from durable_agents.workflows.records import ModelAttempt
+from durable_agents.workflows.state import ConversationState
+from durable_agents.workflows.status import StatusBoard
+from durable_agents.workflows.transcript import (
+    compaction_cut,
+    estimate_tokens,
+    input_tokens,
+    model_view,
+    view_start,
+)
 
 STORE_GAP = "ConversationStoreGap"
 RESEND_WHOLE = (STORE_GAP, "ToolDefinitionsDiffer")

@@ -1,7 +1,7 @@
 """A store outage is the infrastructure's fault, not the call's: what the workflow does about one.
 
 An activity whose store (conversations, ``ctx.once`` results, workspaces, large payloads) does not
-answer waits for it inside the attempt, heartbeating (``stores/errors.py``). When it has waited
+answer waits for it inside the attempt, heartbeating (``durable_agents/stores/errors.py``). When it has waited
 as long as it may, it fails with a non-retryable ``StoreUnavailable`` error: not to fail the call,
 but so that the outage uses up none of the call's attempts. The conversation then waits too
 (``wait_out_outages``): it tries the activity again after a pause, as often as it takes, and past the

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from workflows.config import DECISION_KINDS, DecisionKind, HookEvent
-from workflows.inputs import Payload
-from workflows.messages import Message, Usage
+from durable_agents.workflows.config import DECISION_KINDS, DecisionKind, HookEvent
+from durable_agents.workflows.inputs import Payload
+from durable_agents.workflows.messages import Message, Usage
 
 StopReason = Literal[
     "completed",

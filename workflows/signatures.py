@@ -16,8 +16,8 @@ import json
 
 from pydantic import BaseModel
 
-from workflows.decisions import parse
-from workflows.records import Decision, arguments_digest
+from durable_agents.workflows.decisions import parse
+from durable_agents.workflows.records import Decision, arguments_digest
 
 SIGNED_TAG = "durable-agents decision v2"
 

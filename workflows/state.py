@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from workflows.activity_io import ResolvedAgent, ToolOutcome
-from workflows.messages import ToolCall, Usage
-from workflows.records import ConversationHistory, Decision, Reply
+from durable_agents.workflows.activity_io import ResolvedAgent, ToolOutcome
+from durable_agents.workflows.messages import ToolCall, Usage
+from durable_agents.workflows.records import ConversationHistory, Decision, Reply
 
 
 class QueuedMessage(BaseModel):

@@ -9,11 +9,18 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
-from workflows import versioning
-from workflows.api import AGENT_COST, AGENT_NAME, AGENT_STATUS, AGENT_TENANT, AGENT_USER, ConversationStatus
-from workflows.events import ConversationEvents, StateChanged
-from workflows.outages import StoreOutage
-from workflows.state import ConversationState
+from durable_agents.workflows import versioning
+from durable_agents.workflows.api import (
+    AGENT_COST,
+    AGENT_NAME,
+    AGENT_STATUS,
+    AGENT_TENANT,
+    AGENT_USER,
+    ConversationStatus,
+)
+from durable_agents.workflows.events import ConversationEvents, StateChanged
+from durable_agents.workflows.outages import StoreOutage
+from durable_agents.workflows.state import ConversationState
 
 COST_PATCH = versioning.patch("agent-cost-search-attribute", added=2)
 """Runs that started after it write AgentCost with each AgentStatus upsert; older ones replay the

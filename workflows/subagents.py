@@ -39,9 +39,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from workflows import tenancy, versioning, wire
-from workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
-from workflows.api import (
+from durable_agents.workflows import tenancy, versioning, wire
+from durable_agents.workflows.activity_io import ResolvedAgent, ToolOutcome, ToolSpec
+from durable_agents.workflows.api import (
     AgentOverrides,
     ClosedBy,
     ConversationInput,
@@ -49,15 +49,15 @@ from workflows.api import (
     SubagentOrigin,
     start_search_attributes,
 )
-from workflows.approvals import Approvals
-from workflows.config import AgentSpec
-from workflows.costs import conversation_cost
-from workflows.decisions import Cancelled
-from workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
-from workflows.inputs import first_error
-from workflows.messages import ToolCall, ToolDefinition, Usage
-from workflows.records import ApprovalRecord, ApprovalSignal, Decision, StopReason
-from workflows.state import ConversationState
+from durable_agents.workflows.approvals import Approvals
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.costs import conversation_cost
+from durable_agents.workflows.decisions import Cancelled
+from durable_agents.workflows.events import ApprovalDecided, ApprovalRequested, ConversationEvents
+from durable_agents.workflows.inputs import first_error
+from durable_agents.workflows.messages import ToolCall, ToolDefinition, Usage
+from durable_agents.workflows.records import ApprovalRecord, ApprovalSignal, Decision, StopReason
+from durable_agents.workflows.state import ConversationState
 
 T = TypeVar("T", int, float)
 

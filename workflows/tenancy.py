@@ -1,6 +1,6 @@
 """Who a conversation belongs to (its ``tenant`` and ``user``), in workflow code: what scopes its
 stored data, what its sub-agents and forks inherit, what its model calls are counted against in
-the shared ledger (stores/ledger.py), and the priority of its activities.
+the shared ledger (durable_agents/stores/ledger.py), and the priority of its activities.
 
 A model call the ledger refuses (a tenant's or user's budget for the day or month would pass its
 limit) fails with a non-retryable ``BudgetExhausted`` error naming the limit and when it resets:

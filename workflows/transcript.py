@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workflows.messages import (
+from durable_agents.workflows.messages import (
     AssistantMessage,
     Message,
     SummaryMessage,

@@ -4,7 +4,7 @@ Temporal fixes a workflow type's versioning behavior in ``@workflow.defn`` (per 
 dynamic workflow's ``@workflow.dynamic_config``), and the server refuses a behavior from a worker that
 is not versioned. ``AgentWorkflow`` is one named type for every agent and must run on unversioned
 workers as before, so its ``defn`` names none: a versioned worker's deployment config makes ``PINNED``
-the default, and the plugin's workflow runner (durable_agents/versioning.py) offers each conversation
+the default, and the plugin's workflow runner (durable_agents/worker/versioning.py) offers each conversation
 the extern function ``BEHAVIOR_EXTERN``, through which it declares its agent's ``versioning``; the
 runner reports that behavior on every workflow task the conversation completes. A replayer, an
 unversioned worker or a worker without the plugin offers none, and nothing changes: the behavior is
@@ -12,7 +12,7 @@ not a command, so histories replay the same either way.
 
 Each run learns its way from one marker, its release's (``begin``): a new run records that marker and
 asks nothing else for any branch an earlier release added (``since``); a worker that meets a history
-it cannot replay says which release wrote it (durable_agents/versioning.py).
+it cannot replay says which release wrote it (durable_agents/worker/versioning.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from temporalio import workflow
 
-from workflows.config import AgentSpec
+from durable_agents.workflows.config import AgentSpec
 
 BEHAVIOR_EXTERN = "durable_agents.versioning_behavior"
 RELEASE = 3
@@ -72,7 +72,7 @@ def begin() -> int:
     for a new run, so that it asks no patch of its own for any branch before it (``since``). A run
     being replayed follows the release that wrote it; one written before releases had markers, or
     started while a worker of an earlier release polled its queue (whose activation callback,
-    durable_agents/fleet.py, then declines the marker: that worker must be able to replay the run),
+    durable_agents/worker/fleet.py, then declines the marker: that worker must be able to replay the run),
     follows the way of ``FIRST_LEAN - 1``: a patch for each branch."""
     for release in range(RELEASE, FIRST_LEAN - 1, -1):
         if workflow.patched(marker(release)):

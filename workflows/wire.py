@@ -11,7 +11,7 @@ each run chooses once, at its start (``choose``), with ``versioning.since(PATCH)
 the namespaced names from then on, a run whose history lacks the marker the old ones
 (``in_this_run``), for the activities it schedules and the signals it sends its sub-agents or its
 parent. Workers register every activity under both names (``ActivityRef.under_old_name``; an old
-name yields to an activity of the worker's own of that name, durable_agents/plugin.py), and
+name yields to an activity of the worker's own of that name, durable_agents/worker/plugin.py), and
 ``AgentWorkflow`` serves every signal, update and query under both (``serve_old_names``): a worker
 of the previous release knows only the old ones, and so do clients and operators' commands written
 for it. Clients of this release find out which names a conversation serves in one place,
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 
-from workflows import versioning
+from durable_agents.workflows import versioning
 
 NAMESPACE = "durable_agents."
 PATCH = versioning.patch("durable-agents-wire-names", added=2)

@@ -10,8 +10,8 @@ import importlib
 from collections.abc import Iterable
 from typing import Protocol
 
-from workflows.messages import ModelRequest, ModelResponse, OnText
-from workflows.providers import ADAPTERS
+from durable_agents.workflows.messages import ModelRequest, ModelResponse, OnText
+from durable_agents.workflows.providers import ADAPTERS
 
 
 class ModelProvider(Protocol):

@@ -15,8 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.errors import provider_error
-from workflows.messages import AssistantMessage, FinishReason, ModelResponse, OnText, ToolCall, Usage
+from durable_agents.activities.errors import provider_error
+from durable_agents.workflows.messages import (
+    AssistantMessage,
+    FinishReason,
+    ModelResponse,
+    OnText,
+    ToolCall,
+    Usage,
+)
 
 CUT_OFF = "cut off at the max_tokens limit, so the call did not run; call again with shorter arguments"
 """The arguments error of a call the answer's token limit cut short (the model reads it)."""

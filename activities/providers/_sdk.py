@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from activities.errors import provider_error, status_error
+from durable_agents.activities.errors import provider_error, status_error
 
 C = TypeVar("C")
 

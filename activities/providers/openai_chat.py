@@ -8,11 +8,11 @@ from typing import Any, assert_never
 
 import openai
 
-from activities.errors import stream_error
-from activities.providers._response import ResponseBuilder, collect
-from activities.providers._sdk import SDKModel, client_options
-from workflows.answers import OUTPUT_NAME
-from workflows.messages import (
+from durable_agents.activities.errors import stream_error
+from durable_agents.activities.providers._response import ResponseBuilder, collect
+from durable_agents.activities.providers._sdk import SDKModel, client_options
+from durable_agents.workflows.answers import OUTPUT_NAME
+from durable_agents.workflows.messages import (
     AssistantMessage,
     FinishReason,
     Message,

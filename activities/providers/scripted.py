@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from functools import partial
 
-from activities.errors import provider_error
-from workflows.messages import (
+from durable_agents.activities.errors import provider_error
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -30,7 +30,7 @@ from workflows.messages import (
     Usage,
     UserMessage,
 )
-from workflows.transcript import SUMMARY_INSTRUCTION
+from durable_agents.workflows.transcript import SUMMARY_INSTRUCTION
 
 _SUMMARY = re.compile(r"^\(scripted summary of (\d+) model turns\)")
 

@@ -1,8 +1,8 @@
 """Tools the worker can run, and the registry that runs them."""
 
-from activities.tools.calculator import CALCULATOR_TOOLS
-from activities.tools.files import FILE_TOOLS
-from activities.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, tool
+from durable_agents.activities.tools.calculator import CALCULATOR_TOOLS
+from durable_agents.activities.tools.files import FILE_TOOLS
+from durable_agents.activities.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, tool
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "default_registry", "tool"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from activities.tools.registry import ToolError, tool
+from durable_agents.activities.tools.registry import ToolError, tool
 
 
 def _number(x: float) -> int | float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities.tools.registry import ToolContext, tool
+from durable_agents.activities.tools.registry import ToolContext, tool
 
 MAX_READ_BYTES = 100_000
 

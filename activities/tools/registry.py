@@ -18,12 +18,12 @@ from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import TemporalError
 
-from activities.named import NamedRegistry
-from stores.idempotency import IdempotencyStore, run_once
-from stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
-from workflows.activity_io import ToolInvocation, ToolOutcome, ToolSpec
-from workflows.config import CallPolicy
-from workflows.messages import ToolDefinition
+from durable_agents.activities.named import NamedRegistry
+from durable_agents.stores.idempotency import IdempotencyStore, run_once
+from durable_agents.stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
+from durable_agents.workflows.activity_io import ToolInvocation, ToolOutcome, ToolSpec
+from durable_agents.workflows.config import CallPolicy
+from durable_agents.workflows.messages import ToolDefinition
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class ToolContext:
     async def once(self, step: str, fn: Callable[[], Any] | Callable[[str], Any]) -> Any:
         """Run ``fn`` (sync or async) at most once for this call and ``step``; a retried attempt
         gets the stored (JSON) result instead of repeating the effect, or waits while the step is
-        claimed by an attempt still within the call's timeout (``stores/idempotency.py``). A ``fn``
+        claimed by an attempt still within the call's timeout
+        (``durable_agents/stores/idempotency.py``). A ``fn``
         that takes one argument gets the step's own key (``<idempotency_key>/<step>``, the same on
         every attempt): hand it to an outside service that accepts one, for a crash mid-effect."""
         if self.store is None:

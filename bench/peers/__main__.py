@@ -13,7 +13,8 @@ Then:
              --systems ours,ours_local,oat,pai,naive, --json PATH, --keep (keep the temp dir: logs, databases)
 
 Systems (one module each in this folder, each written as its framework's documentation shows):
-ours (``durable_agents.plugin.build_worker``, via ``bench/worker_proc.py``); ours with ``add`` as a local
+ours (``durable_agents.worker.plugin.build_worker``, via ``bench/worker_proc.py``); ours with ``add``
+as a local
 activity (``ours_local``, the opt-in for quick side-effect-free tools); OAT (the OpenAI Agents SDK through
 Temporal's OpenAI Agents plugin, ``add`` via ``activity_as_tool``); PAI (pydantic-ai's
 ``TemporalDurability`` and ``PydanticAIPlugin``); NAIVE (one ``call_model`` and one ``run_tool``

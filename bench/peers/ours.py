@@ -16,13 +16,13 @@ from pathlib import Path
 import openai
 from temporalio.client import Client, WorkflowHandle
 
-from activities.providers.openai_chat import OpenAIChatModel
-from activities.tools import ToolRegistry, default_registry
 from bench.inprocess_loop import run_loop
 from bench.workload import bench_agent, check_result
-from durable_agents.conversations import start_conversation
+from durable_agents.activities.providers.openai_chat import OpenAIChatModel
+from durable_agents.activities.tools import ToolRegistry, default_registry
+from durable_agents.client.conversations import start_conversation
 from durable_agents.converter import data_converter
-from workflows.api import ConversationInput, ConversationResult
+from durable_agents.workflows.api import ConversationInput, ConversationResult
 
 WORKER_MODULE = "bench.worker_proc"
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from durable_agents.dev_server import venv_binary
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
 
 
 def step(text: str = "", *calls: tuple[str, dict] | ScriptedToolCall) -> ScriptStep:

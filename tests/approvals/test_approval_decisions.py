@@ -14,24 +14,24 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.agent_files import AgentFileError, load_agent_file
-from activities.tools import default_registry
-from durable_agents import starter_cli as starter
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file
+from durable_agents.activities.tools import default_registry
+from durable_agents.cli import starter
+from durable_agents.client.live import follow
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy
+from durable_agents.workflows.decisions import schema_error
+from durable_agents.workflows.events import ApprovalDecided, ApprovalRequested
+from durable_agents.workflows.messages import AssistantMessage, ModelSettings, ToolCall, ToolResultMessage
+from durable_agents.workflows.records import arguments_digest
 from tests.support.cli import refusal, temporal_decide, temporal_revoke, temporal_signal
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 from tests.support.history import activity_types
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec, ApprovalPolicy
-from workflows.decisions import schema_error
-from workflows.events import ApprovalDecided, ApprovalRequested
-from workflows.messages import AssistantMessage, ModelSettings, ToolCall, ToolResultMessage
-from workflows.records import arguments_digest
 
 WRITE = {"path": "out.txt", "content": "hi"}
 EDITED = {"path": "out.txt", "content": "edited"}

@@ -31,18 +31,18 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools import ToolRegistry, default_registry, tool
+from durable_agents.activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import Decision
 from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import ApprovalPolicy
-from workflows.records import Decision
 
 KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 

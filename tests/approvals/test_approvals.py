@@ -16,12 +16,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import ApprovalSignal, Decision
 from tests.support.conversations import find_workflows, wait_for_pending, workspace_of
 from tests.support.history import activity_types, event_types
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.records import ApprovalSignal, Decision
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 TOOLS = ["write_file", "add"]
@@ -280,8 +280,8 @@ async def _timers(handle: WorkflowHandle) -> list[tuple[timedelta, bool]]:
 def test_a_decision_at_or_after_the_deadline_times_the_call_out() -> None:
     from datetime import UTC, datetime
 
-    from workflows.approvals import Approvals
-    from workflows.messages import ToolCall
+    from durable_agents.workflows.approvals import Approvals
+    from durable_agents.workflows.messages import ToolCall
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     approvals = Approvals()

@@ -9,8 +9,8 @@ from typing import Any, get_args
 
 import pytest
 
-from workflows.config import DECISION_KINDS, DecisionKind
-from workflows.decisions import (
+from durable_agents.workflows.config import DECISION_KINDS, DecisionKind
+from durable_agents.workflows.decisions import (
     NOBODY_KINDS,
     OUTCOME_DECISIONS,
     PERSON_KINDS,
@@ -35,9 +35,9 @@ from workflows.decisions import (
     parse,
     parse_outcome,
 )
-from workflows.messages import ToolCall
-from workflows.records import ApprovalRecord, Decision, ToolAllowance, Verdict
-from workflows.signatures import SignedDecision
+from durable_agents.workflows.messages import ToolCall
+from durable_agents.workflows.records import ApprovalRecord, Decision, ToolAllowance, Verdict
+from durable_agents.workflows.signatures import SignedDecision
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WRITE = {"path": "out.txt", "content": "hi"}

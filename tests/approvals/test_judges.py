@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from activities.tools import default_registry
+from durable_agents.activities.tools import default_registry
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import ApprovalPolicy, CallPolicy, JudgeConfig, Rule
+from durable_agents.workflows.judges import path_matches, rules_verdict
+from durable_agents.workflows.messages import ModelSettings, ScriptStep
+from durable_agents.workflows.records import ApprovalRecord, Decision
 from tests.support.cli import starter_cli
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.fake_provider import FakeProvider, Reply, openai_completion
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import ApprovalPolicy, CallPolicy, JudgeConfig, Rule
-from workflows.judges import path_matches, rules_verdict
-from workflows.messages import ModelSettings, ScriptStep
-from workflows.records import ApprovalRecord, Decision
 
 NOTES = Rule(argument="path", glob="notes/*.txt")
 

@@ -33,10 +33,10 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import MAX_PROMPT_CHARS
 from tests.support.paths import ROOT
 from tests.support.workers import Env
-from workflows.api import ConversationInput
-from workflows.config import MAX_PROMPT_CHARS
 
 
 def test_oversized_prompt_is_refused_before_anything_starts() -> None:

@@ -8,13 +8,13 @@ import uuid
 
 import pytest
 
-from durable_agents import starter_cli as starter
+from durable_agents.cli import starter
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.records import arguments_digest
 from tests.support.cli import starter_cli
 from tests.support.conversations import wait_for_pending
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.records import arguments_digest
 
 
 async def test_start_pending_approve_and_history(env: Env, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,13 +11,13 @@ import pytest
 from temporalio.client import WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.messages import UserMessage
+from durable_agents.workflows.records import ApprovalRecord, Decision
 from tests.support.cli import starter
 from tests.support.conversations import until_state, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.messages import UserMessage
-from workflows.records import ApprovalRecord, Decision
 
 ANSWER = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."
 

@@ -31,20 +31,20 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.encryption import EncryptionCodec
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows import wire
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, ConversationResult
+from durable_agents.workflows.config import AgentSpec, HookConfig
+from durable_agents.workflows.messages import ModelSettings
+from durable_agents.workflows.records import arguments_digest
 from tests.support.cli import starter
 from tests.support.conversations import until_state, wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker
-from workflows import wire
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, ConversationResult
-from workflows.config import AgentSpec, HookConfig
-from workflows.messages import ModelSettings
-from workflows.records import arguments_digest
 
 DEMO_WRITE = {"path": "answer.txt", "content": "(12 + 30) * 2 = 84\n"}
 """The arguments of the demo agent's write_file call (call_3_0), which waits for approval."""

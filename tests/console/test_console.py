@@ -16,15 +16,22 @@ from playwright.async_api import Browser, Page, expect
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import (
+    ASK_USER,
+    AgentSpec,
+    ApprovalPolicy,
+    ClientToolConfig,
+    JudgeConfig,
+    Rule,
+)
+from durable_agents.workflows.messages import ModelSettings
 from tests.support.browser import browser, log_in
 from tests.support.conversations import delegating, find_workflows, wait_for_pending
 from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import ASK_USER, AgentSpec, ApprovalPolicy, ClientToolConfig, JudgeConfig, Rule
-from workflows.messages import ModelSettings
 
 TOKEN = "console-s3cret"
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")

@@ -2,7 +2,7 @@
 checkout and process) and this release's poll one queue while both releases' starters start and
 decide conversations. Nothing is lost: every conversation answers right, no workflow task fails on
 either worker, no activity attempt fails for a name a worker does not know; this release writes
-what it starts the way the previous one replays (durable_agents/fleet.py)."""
+what it starts the way the previous one replays (durable_agents/worker/fleet.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.fleet import release_in
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
-from durable_agents.versioning import releases_in
+from durable_agents.worker.fleet import release_in
+from durable_agents.worker.plugin import build_worker
+from durable_agents.worker.versioning import releases_in
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.versioning import RELEASE
 from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT, TESTS
 from tests.support.releases import ReleaseWorker
-from workflows.agent import AgentWorkflow
-from workflows.versioning import RELEASE
 
 BASE = (TESTS / "upgrade" / "BASE").read_text().split()[0]
 ANSWER = "(12 + 30) * 2 = 84. I saved it to answer.txt in this conversation's workspace."

@@ -14,9 +14,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows import versioning
 from tests.support.paths import ROOT, TESTS
 from tests.support.workers import Env
-from workflows import versioning
 
 BASE = (TESTS / "upgrade" / "BASE").read_text().split()[0]
 """The previous release's commit."""

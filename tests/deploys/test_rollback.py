@@ -4,7 +4,7 @@ would be (its ``RELEASE`` bumped, a field added to a sub-agent's origin and to t
 run as its own ``worker.py`` process. Alone, it writes its new conversations its own way (its
 release's marker): this release refuses them in one line naming that release, and a person's
 ``approve`` is answered at once. Beside this release's worker (a rolling rollback), it writes them
-this release's way (durable_agents/fleet.py): this release carries them on. The newer release's
+this release's way (durable_agents/worker/fleet.py): this release carries them on. The newer release's
 worker, back, finishes what was refused: nothing is lost."""
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.versioning import releases_in
+from durable_agents.worker.plugin import build_worker
+from durable_agents.worker.versioning import releases_in
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationResult, MessageInput
+from durable_agents.workflows.records import ApprovalSignal
+from durable_agents.workflows.versioning import RELEASE
 from tests.support.cli import starter
 from tests.support.conversations import send, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationResult, MessageInput
-from workflows.records import ApprovalSignal
-from workflows.versioning import RELEASE
 
 NEXT = RELEASE + 1
 NEXT_RELEASE = {
@@ -140,7 +140,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
     assert releases_in((await parent.fetch_history()).events) == {NEXT}
     assert releases_in((await approval.fetch_history()).events) == {RELEASE}
 
-    caplog.set_level(logging.ERROR, logger="durable_agents.versioning")
+    caplog.set_level(logging.ERROR, logger="durable_agents.worker.versioning")
     refused = (
         f"error: {ids['subagent']} cannot take a decision now: the workers polling task queue {queue}"
         f" cannot load it; its history was written by release {NEXT}: a worker of release {NEXT} or"
@@ -166,7 +166,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         assert (code, out) == (0, f"write_file call call_1_0 of {ids['approval']}: approved by ops\n"), err
         assert (await approval.result()).final_text == "Wrote 1 bytes to a.txt."
         parent_run = (await parent.describe()).run_id
-        told = [r.getMessage() for r in caplog.records if r.name == "durable_agents.versioning"]
+        told = [r.getMessage() for r in caplog.records if r.name == "durable_agents.worker.versioning"]
         assert told == [
             f"conversation {ids['subagent']} (run {parent_run}) cannot be replayed by this worker"
             f" (release {RELEASE}): its history was written by release {NEXT}; workers of release {NEXT}"

@@ -24,18 +24,14 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from durable_agents.stores.workspaces import folder_name
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.workspaces import folder_name
-from tests.support.conversations import send, wait_for_pending
-from tests.support.paths import ROOT, TESTS
-from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
-from tests.support.servers import HISTORY_LENGTH, start_dev_server
-from workflows import wire
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, ConversationResult, MessageInput
-from workflows.messages import (
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows import wire
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, ConversationResult, MessageInput
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ScriptStep,
     SummaryMessage,
@@ -44,7 +40,11 @@ from workflows.messages import (
     Usage,
     UserMessage,
 )
-from workflows.records import ApprovalSignal, Decision
+from durable_agents.workflows.records import ApprovalSignal, Decision
+from tests.support.conversations import send, wait_for_pending
+from tests.support.paths import ROOT, TESTS
+from tests.support.releases import CHAT, SUBAGENT, ReleaseWorker
+from tests.support.servers import HISTORY_LENGTH, start_dev_server
 
 BASE = TESTS / "upgrade" / "BASE"
 """The commit of the previous release; the release process bumps it (docs/production.md, "Upgrading")."""

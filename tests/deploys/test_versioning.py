@@ -26,11 +26,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
 
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.settings import Settings
-from durable_agents.versioning import BEHAVIORS, DeclaredBehaviors, deployment_config, version_config
+from durable_agents.worker.versioning import BEHAVIORS, DeclaredBehaviors, deployment_config, version_config
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.config import Versioning
 from tests.support.paths import ROOT
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.config import Versioning
 
 CHAT = """
 name = "{name}"

@@ -1,7 +1,10 @@
-"""The import graph keeps its layers: entry points are imported by nothing; workflow code imports
-only workflow code (deterministic, tests/workflow/test_determinism.py); the stores import only workflow
-types, the activities the stores, the library the activities; nothing imports the benchmarks or
-the tests, and the benchmarks never import the tests; tests share code only through tests/support/."""
+"""The import graph keeps its layers, and one import name: ``durable_agents``, whose parts live where
+they run. Entry points are imported by nothing; workflow code imports only workflow code
+(deterministic, tests/workflow/test_determinism.py); the stores import only workflow types, the
+activities the stores; what every side shares (settings, the data converter, the connection) no
+side of its own; the worker's runtime, the client and the HTTP server none of each other but the
+server the client; the command lines anything. Nothing imports the benchmarks or the tests, the
+benchmarks never import the tests; tests share code only through tests/support/."""
 
 from __future__ import annotations
 
@@ -13,7 +16,35 @@ import pytest
 from tests.support.paths import ROOT
 
 ENTRY_POINTS = {"worker", "starter", "demo", "codec"}
-PACKAGES = ("workflows", "stores", "activities", "durable_agents", "bench", "tests")
+PACKAGES = ("durable_agents", "bench", "tests")
+
+LAYERS = {
+    "workflows": ROOT / "workflows",
+    "stores": ROOT / "durable_agents" / "stores",
+    "activities": ROOT / "activities",
+    "worker": ROOT / "durable_agents" / "worker",
+    "client": ROOT / "durable_agents" / "client",
+    "serve": ROOT / "durable_agents" / "serve",
+    "cli": ROOT / "durable_agents" / "cli",
+    "testing": ROOT / "durable_agents" / "testing",
+}
+"""Each part of ``durable_agents`` and its folder; the modules directly in durable_agents/ are
+``shared``, and the package's ``__init__.py`` (the public API) is ``api``."""
+
+BENEATH = {"workflows", "stores", "activities", "shared"}
+MAY_IMPORT = {
+    "workflows": {"workflows"},
+    "stores": {"stores", "workflows"},
+    "activities": {"activities", "stores", "workflows"},
+    "shared": BENEATH,
+    "worker": BENEATH | {"worker"},
+    "client": BENEATH | {"client"},
+    "serve": BENEATH | {"client", "serve"},
+    "testing": BENEATH | {"testing"},
+    "api": BENEATH | {"worker", "client", "api"},
+    "cli": BENEATH | {"worker", "client", "serve", "cli", "api"},
+    "bench": BENEATH | {"worker", "client", "serve", "cli", "api", "testing", "bench"},
+}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -28,8 +59,31 @@ def imports_of(path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] in ENTRY_POINTS | set(PACKAGES)}
 
 
+def layer_of_module(name: str) -> str:
+    """The layer of an imported name: ``durable_agents.serve.app`` is ``serve``."""
+    parts = name.split(".")
+    if parts[0] != "durable_agents":
+        return parts[0]
+    if len(parts) == 1:
+        return "api"
+    return parts[1] if parts[1] in LAYERS else "api" if parts[1] in _PUBLIC_NAMES else "shared"
+
+
+def layer_of_file(path: Path) -> str:
+    for layer, folder in LAYERS.items():
+        if folder in path.parents:
+            return layer
+    if path == ROOT / "durable_agents" / "__init__.py":
+        return "api"
+    return "shared" if path.parent == ROOT / "durable_agents" else path.relative_to(ROOT).parts[0]
+
+
+_PUBLIC_NAMES = set(__import__("durable_agents").__all__)
+
+
 def modules() -> list[Path]:
-    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")) + [
+    folders = [ROOT / package for package in PACKAGES] + [LAYERS["workflows"], LAYERS["activities"]]
+    return sorted(p for folder in folders for p in folder.rglob("*.py")) + [
         ROOT / f"{name}.py" for name in sorted(ENTRY_POINTS)
     ]
 
@@ -42,20 +96,39 @@ def test_no_module_imports_an_entry_point() -> None:
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
-@pytest.mark.parametrize(
-    ("package", "may_import"),
-    [
-        ("workflows", {"workflows"}),
-        ("stores", {"stores", "workflows"}),
-        ("activities", {"activities", "stores", "workflows"}),
-        ("durable_agents", {"durable_agents", "activities", "stores", "workflows"}),
-        ("bench", {"bench", "durable_agents", "activities", "stores", "workflows"}),
-    ],
-)
-def test_each_layer_imports_only_the_layers_beneath(package: str, may_import: set[str]) -> None:
+def test_the_distribution_adds_one_import_name() -> None:
+    """The repository's top-level packages are mapped under ``durable_agents`` (pyproject.toml)."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {name.split(".")[0] for name in setuptools["packages"]} == {"durable_agents"}
+    assert setuptools["package-dir"] == {
+        "durable_agents.workflows": "workflows",
+        "durable_agents.activities": "activities",
+        "durable_agents.agents": "agents",
+        "durable_agents.config": "config",
+    }
+    folders = {
+        ".".join(("durable_agents", *p.parent.relative_to(ROOT / "durable_agents").parts))
+        for p in (ROOT / "durable_agents").rglob("__init__.py")
+    } | {
+        ".".join(("durable_agents", *p.parent.relative_to(ROOT).parts))
+        for top in ("workflows", "activities")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert folders <= set(setuptools["packages"])
+
+
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_each_layer_imports_only_the_layers_beneath(layer: str) -> None:
     offenders = {
-        str(path.relative_to(ROOT)): sorted(i for i in imports_of(path) if i.split(".")[0] not in may_import)
-        for path in (ROOT / package).rglob("*.py")
+        str(path.relative_to(ROOT)): sorted(
+            i
+            for i in imports_of(path)
+            if i.split(".")[0] == "durable_agents" and layer_of_module(i) not in MAY_IMPORT[layer]
+        )
+        for path in modules()
+        if layer_of_file(path) == layer
     }
     assert {path: names for path, names in offenders.items() if names} == {}
 

@@ -72,8 +72,8 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 def test_a_client_import_does_not_load_the_worker() -> None:
     code = (
         "import sys; from durable_agents import start_conversation, Settings; "
-        "print(sorted(m for m in ('activities.assembly', 'durable_agents.plugin', 'stores.postgres') "
-        "if m in sys.modules))"
+        "print(sorted(m for m in ('durable_agents.activities.assembly', 'durable_agents.worker.plugin',"
+        " 'durable_agents.stores.postgres') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"

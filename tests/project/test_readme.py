@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from durable_agents import AgentWorkflow, ConversationInput, Decision, start_conversation
+from durable_agents.cli.starter import parser as starter_parser
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.starter_cli import parser as starter_parser
 from tests.support.conversations import wait_for_pending
 from tests.support.docs import DOCS, README, ROOT, block_after, code_blocks, commands, docs_page, pages, prose
 from tests.support.paths import TESTS
@@ -101,7 +101,8 @@ def test_every_relative_link_resolves_to_a_file_and_its_anchor() -> None:
 
 
 def test_every_repository_path_the_docs_name_exists() -> None:
-    """A path from the top (`stores/errors.py`) exists there; a file named alone (`sse.py`), somewhere."""
+    """A path from the top (`durable_agents/stores/errors.py`) exists there; a file named alone
+    (`app.py`), somewhere."""
     tops = "|".join(
         ["workflows", "stores", "activities", "durable_agents", "bench", "tests", "agents", "config", "docs"]
     )
@@ -118,7 +119,7 @@ def test_every_repository_path_the_docs_name_exists() -> None:
 def test_the_layout_names_every_module_and_only_modules_that_exist() -> None:
     modules = {
         str(path.relative_to(ROOT))
-        for package in ("workflows", "stores", "activities", "durable_agents", "bench", "tests/support")
+        for package in ("workflows", "activities", "durable_agents", "bench", "tests/support")
         for path in (ROOT / package).rglob("*.py")
     }
     named = set(re.findall(r"^- `([\w/]+\.py)`: ", docs_page("layout"), re.M))

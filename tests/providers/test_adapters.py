@@ -9,18 +9,10 @@ from datetime import timedelta
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import provider_error, retry_after, status_error, stream_error
-from activities.providers import anthropic_messages, openai_chat
-from activities.providers._response import CUT_OFF, ResponseBuilder
-from tests.support.fake_provider import (
-    Reply,
-    anthropic_message,
-    anthropic_stream,
-    openai_completion,
-    openai_stream,
-)
-from tests.support.paths import DATA
-from workflows.messages import (
+from durable_agents.activities.errors import provider_error, retry_after, status_error, stream_error
+from durable_agents.activities.providers import anthropic_messages, openai_chat
+from durable_agents.activities.providers._response import CUT_OFF, ResponseBuilder
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -32,6 +24,14 @@ from workflows.messages import (
     Usage,
     UserMessage,
 )
+from tests.support.fake_provider import (
+    Reply,
+    anthropic_message,
+    anthropic_stream,
+    openai_completion,
+    openai_stream,
+)
+from tests.support.paths import DATA
 
 ADD = ToolDefinition(
     name="add",

@@ -18,10 +18,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from activities.providers._response import CUT_OFF
-from durable_agents import starter_cli as starter
-from durable_agents.conversations import conversation_result
+from durable_agents.activities.providers._response import CUT_OFF
+from durable_agents.cli import starter
+from durable_agents.client.conversations import conversation_result
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.messages import ModelSettings
 from tests.support.docs import docs_page
 from tests.support.fake_provider import (
     Arguments,
@@ -40,9 +43,6 @@ from tests.support.fake_provider import (
 from tests.support.history import activity_types
 from tests.support.paths import TESTS
 from tests.support.workers import Env
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec, CallPolicy
-from workflows.messages import ModelSettings
 
 Provider = Literal["openai", "anthropic"]
 MODELS: dict[Provider, str] = {"openai": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.agent_files import AgentFileError, load_agents
-from activities.agent_resolution import AgentResolver
-from activities.hooks import HookRegistry
-from activities.mcp_activity import LazyMCPPool
-from activities.models import (
+from durable_agents.activities.agent_files import AgentFileError, load_agents
+from durable_agents.activities.agent_resolution import AgentResolver
+from durable_agents.activities.hooks import HookRegistry
+from durable_agents.activities.mcp_activity import LazyMCPPool
+from durable_agents.activities.models import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODELS,
     ModelEntry,
@@ -21,13 +21,13 @@ from activities.models import (
     load_models,
     read_models,
 )
-from activities.tools import default_registry
+from durable_agents.activities.tools import default_registry
 from durable_agents.settings import Settings
-from stores.errors import StoreIdentity
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.workflows.activity_io import AgentRef
+from durable_agents.workflows.config import AgentSpec, Price
+from durable_agents.workflows.messages import ModelSettings
 from tests.support.paths import ROOT
-from workflows.activity_io import AgentRef
-from workflows.config import AgentSpec, Price
-from workflows.messages import ModelSettings
 
 
 def test_the_projects_table_loads_each_model_with_its_values() -> None:

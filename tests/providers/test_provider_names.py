@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from activities.agent_files import AgentFileError, load_agent_file
-from activities.providers import PROVIDERS, provider_class
-from activities.tools import default_registry
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file
+from durable_agents.activities.providers import PROVIDERS, provider_class
+from durable_agents.activities.tools import default_registry
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import ModelSettings
+from durable_agents.workflows.providers import ADAPTERS, PROVIDER_NAMES, Provider
 from tests.support.paths import ROOT
-from workflows.config import AgentSpec
-from workflows.messages import ModelSettings
-from workflows.providers import ADAPTERS, PROVIDER_NAMES, Provider
 
 ADAPTER_MODULES = ROOT / "activities" / "providers"
-PRODUCT = ("workflows", "stores", "activities", "durable_agents", "bench")
+PRODUCT = ("workflows", "activities", "durable_agents", "bench")
 """The packages to search for lists of providers besides ``ADAPTERS`` (the tests may spell some out)."""
 
 ONE_OF = ", ".join(f"'{name}'" for name in PROVIDER_NAMES[:-1]) + f" or '{PROVIDER_NAMES[-1]}'"
@@ -35,7 +35,7 @@ def test_the_names_are_the_adapters_keys_in_order() -> None:
 @pytest.mark.parametrize("name", PROVIDER_NAMES)
 def test_every_name_has_an_adapter_that_answers_to_it(name: str) -> None:
     adapter = provider_class(name)
-    assert adapter.__module__ == f"activities.providers.{ADAPTERS[name].partition(':')[0]}"
+    assert adapter.__module__ == f"durable_agents.activities.providers.{ADAPTERS[name].partition(':')[0]}"
     assert adapter.name == name
     assert inspect.iscoroutinefunction(adapter.complete)
     assert inspect.iscoroutinefunction(adapter.aclose)

@@ -10,13 +10,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from durable_agents.converter import FAILURE_LIMIT
+from durable_agents.workflows.activity_refs import CALL_MODEL
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.messages import ModelProgress, ModelSettings
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
 from tests.support.paths import DATA
 from tests.support.workers import Env
-from workflows.activity_refs import CALL_MODEL
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec, CallPolicy
-from workflows.messages import ModelProgress, ModelSettings
 
 SECRET = "sk-test-secret-never-in-history"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stores.idempotency import SQLiteIdempotencyStore, StepTakenOver, run_once
+from durable_agents.stores.idempotency import SQLiteIdempotencyStore, StepTakenOver, run_once
 
 
 async def test_a_retry_waits_for_the_claimed_step_and_returns_its_result(tmp_path: Path) -> None:

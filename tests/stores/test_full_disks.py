@@ -21,17 +21,16 @@ from temporalio.client import Client
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.lost_calls import LEASE_DEAD_SECONDS
+from durable_agents.settings import LEASE_DEAD_SECONDS, PostgresLeases
+from durable_agents.stores.conversations import SQLitePayloadDriver, masked
+from durable_agents.stores.errors import StoreDown
+from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.conversations import SQLitePayloadDriver, masked
-from stores.errors import StoreDown
-from stores.leases import PostgresLeases
-from stores.postgres import Database, PostgresPayloadDriver, database
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.disks import fill
 from tests.support.host_worker import big_text
 from tests.support.hosts import Host
 from tests.support.postgres import Postgres
-from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -15,9 +15,9 @@ from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStor
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.settings import Settings
-from stores.errors import StoreDown
-from stores.idempotency import run_once
-from stores.postgres import (
+from durable_agents.stores.errors import StoreDown
+from durable_agents.stores.idempotency import run_once
+from durable_agents.stores.postgres import (
     SCHEMA_VERSION,
     Database,
     PostgresConversationStore,
@@ -26,10 +26,10 @@ from stores.postgres import (
     PostgresWorkspaces,
     SchemaError,
 )
-from stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
+from durable_agents.stores.workspaces import LocalWorkspace, Workspace, WorkspaceError
+from durable_agents.workflows.messages import AssistantMessage, UserMessage
 from tests.support.paths import ROOT
 from tests.support.postgres import PASSWORD, Postgres
-from workflows.messages import AssistantMessage, UserMessage
 
 
 @pytest.fixture
@@ -63,15 +63,15 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
     assert versions == list(range(1, SCHEMA_VERSION + 1))
     assert tables == {
         "agent_schema",
-        "agent_store",  # the store's identity (stores/errors.py)
+        "agent_store",  # the store's identity (durable_agents/stores/errors.py)
         "agent_messages",
         "agent_results",
         "agent_payloads",
         "agent_files",
-        "agent_workers",  # the worker leases (durable_agents/lost_calls.py)
-        "agent_takeovers",  # leases taken, their epochs fenced (stores/leases.py)
-        "agent_claims",  # ctx.once steps running (stores/idempotency.py)
-        "agent_ledger",  # the shared ledger (stores/ledger.py)
+        "agent_workers",  # the worker leases (durable_agents/worker/lost_calls.py)
+        "agent_takeovers",  # leases taken, their epochs fenced (durable_agents/stores/leases.py)
+        "agent_claims",  # ctx.once steps running (durable_agents/stores/idempotency.py)
+        "agent_ledger",  # the shared ledger (durable_agents/stores/ledger.py)
         "agent_rate",
         "agent_slowdown",
     }

@@ -20,16 +20,16 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.stores.conversations import masked
+from durable_agents.stores.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.conversations import masked
-from stores.postgres import Database, PostgresConversationStore, PostgresPayloadDriver
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import ApprovalSignal
 from tests.support.conversations import wait_for_pending
 from tests.support.host_worker import big_text
 from tests.support.hosts import AUTO, TOOLS, Host
 from tests.support.postgres import Postgres
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.records import ApprovalSignal
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,5 +1,5 @@
 """A conversation in flight across an upgrade finds the files an earlier release wrote, in whichever
-layout that release kept them (``stores/layouts.py``), all in today's folder afterwards."""
+layout that release kept them (``durable_agents/stores/layouts.py``), all in today's folder afterwards."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from durable_agents.stores.layouts import WORKSPACE_LAYOUTS, EarlierWorkspaces, workflow_id_folder
+from durable_agents.stores.workspaces import folder_name, move_into
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.layouts import WORKSPACE_LAYOUTS, EarlierWorkspaces, workflow_id_folder
-from stores.workspaces import folder_name, move_into
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.records import ApprovalSignal
 from tests.support.conversations import wait_for_pending
-from workflows.agent import AgentWorkflow
-from workflows.records import ApprovalSignal
 
 FILE_TOOLS = ["write_file", "read_file", "list_files"]
 EARLIER = WORKSPACE_LAYOUTS[:-1]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from durable_agents.stores.workspaces import folder_name
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.workspaces import folder_name
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.config import ApprovalPolicy
 from tests.support.conversations import workspace_of
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.config import ApprovalPolicy
 
 FILE_TOOLS = ["write_file", "read_file", "list_files"]
 AUTO = ApprovalPolicy(auto=["write_file"])

@@ -16,19 +16,19 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from durable_agents.client.live import follow
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.fanout import Dropped, Hub
-from durable_agents.live import follow
+from durable_agents.serve.fanout import Dropped, Hub
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.events import ApprovalRequested
+from durable_agents.workflows.records import Decision
 from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.history import event_types
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.events import ApprovalRequested
-from workflows.records import Decision
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,22 +16,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities.agent_files import load_agent_file
-from activities.tools import ToolRegistry, default_registry, tool
-from durable_agents import starter_cli as starter
-from durable_agents.conversations import conversation_result, send_or_start
+from durable_agents.activities.agent_files import load_agent_file
+from durable_agents.activities.tools import ToolRegistry, default_registry, tool
+from durable_agents.cli import starter
+from durable_agents.client.conversations import conversation_result, send_or_start
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.cli import starter_cli
-from tests.support.conversations import until_state, wait_for_pending
-from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
-from tests.support.history import activity_types, event_types
-from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_NAME, AGENT_STATUS, AgentOverrides, ConversationInput
-from workflows.config import AgentSpec, ApprovalPolicy
-from workflows.messages import (
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AGENT_NAME, AGENT_STATUS, AgentOverrides, ConversationInput
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelResponse,
     ModelSettings,
@@ -39,6 +34,11 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.support.cli import starter_cli
+from tests.support.conversations import until_state, wait_for_pending
+from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
+from tests.support.history import activity_types, event_types
+from tests.support.workers import Env, running_worker
 
 ECHO = scripted_agent(ScriptStep(text="You said: {user}", repeat=100), tools=[])
 

@@ -19,12 +19,23 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from durable_agents.cli.display import TypingLine
+from durable_agents.client.live import follow, next_offset
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.display import TypingLine
-from durable_agents.live import follow, next_offset
-from durable_agents.protocols import AgUi, UiMessages
-from durable_agents.sse import _sse
+from durable_agents.serve.app import _sse
+from durable_agents.serve.protocols import AgUi, UiMessages
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, CallPolicy
+from durable_agents.workflows.events import (
+    Event,
+    ModelCallFinished,
+    ModelCallInterrupted,
+    ModelCallStarted,
+    TextDelta,
+)
+from durable_agents.workflows.messages import ModelSettings
 from tests.support.cli import starter
 from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import (
@@ -39,17 +50,6 @@ from tests.support.hosts import Host
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec, ApprovalPolicy, CallPolicy
-from workflows.events import (
-    Event,
-    ModelCallFinished,
-    ModelCallInterrupted,
-    ModelCallStarted,
-    TextDelta,
-)
-from workflows.messages import ModelSettings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -245,7 +245,7 @@ class _Subscription:
         self._events = events
 
     async def events(self) -> AsyncIterator[object]:
-        from durable_agents.fanout import Entry
+        from durable_agents.serve.fanout import Entry
 
         for offset, event in enumerate(self._events):
             yield Entry(offset, event)

@@ -16,18 +16,30 @@ from typing import Any
 import httpx2
 import pytest
 
-from activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
-from activities.hooks import default_hooks
-from activities.tools import ToolRegistry
+from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
+from durable_agents.activities.hooks import default_hooks
+from durable_agents.activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.protocols import AgUi, UiMessages
+from durable_agents.serve.protocols import AgUi, UiMessages
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.events import (
+    Event,
+    ModelCallFinished,
+    ModelCallInterrupted,
+    ModelCallStarted,
+    ToolCallDelta,
+)
+from durable_agents.workflows.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from tests.support.docs import docs_page
 from tests.support.serving import Served, node, npm_clients, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec
-from workflows.events import Event, ModelCallFinished, ModelCallInterrupted, ModelCallStarted, ToolCallDelta
-from workflows.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 
 pytestmark = pytest.mark.timeout(300)
 QUESTION = "what is (12 + 30) * 2?"

@@ -21,17 +21,17 @@ import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.serve.app import Access
 from durable_agents.settings import Settings
-from durable_agents.sse import Access
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
 from tests.support.cli import starter
 from tests.support.conversations import delegating, wait_for_pending
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.serving import Served, read_sse, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
 
 TOKEN = "serve-s3cret"
 APP = "https://app.example"

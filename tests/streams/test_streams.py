@@ -13,9 +13,20 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from durable_agents.client.live import follow
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.events import (
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    StateChanged,
+    StreamedText,
+    TextDelta,
+)
+from durable_agents.workflows.messages import ModelSettings, ScriptStep
 from tests.support.cli import starter
 from tests.support.fake_provider import (
     FakeProvider,
@@ -28,10 +39,6 @@ from tests.support.history import event_types
 from tests.support.processes import WorkerProcess
 from tests.support.serving import read_sse, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec, CallPolicy
-from workflows.events import Event, ModelCallFinished, ModelCallStarted, StateChanged, StreamedText, TextDelta
-from workflows.messages import ModelSettings, ScriptStep
 
 pytestmark = pytest.mark.timeout(240)
 ANSWER = "The sum is 3, which I checked twice and wrote down with great care for you."

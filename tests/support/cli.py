@@ -13,7 +13,7 @@ import sys
 import pytest
 from temporalio.client import WorkflowHandle
 
-from durable_agents import starter_cli as starter_module
+from durable_agents.cli import starter as starter_module
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from tests.support.paths import ROOT
 from tests.support.workers import Env

@@ -8,11 +8,11 @@ from pathlib import Path
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from stores.workspaces import folder_name
+from durable_agents.stores.workspaces import folder_name
+from durable_agents.workflows.agent import ROLLING_OVER, AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.records import ApprovalRecord
 from tests.support.workers import Env
-from workflows.agent import ROLLING_OVER, AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.records import ApprovalRecord
 
 POLLS = 1200
 """Polls, 50 ms apart, before a wait gives up (a minute, more on a loaded machine)."""

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.tools import ToolContext, default_registry, tool
+from durable_agents.activities.tools import ToolContext, default_registry, tool
 from durable_agents.converter import data_converter
-from durable_agents.plugin import build_worker
-from workflows.config import CallPolicy
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.config import CallPolicy
 
 
 @tool
@@ -30,7 +30,7 @@ async def slow_step(seconds: float) -> str:
 
 
 # Each worker kill costs the charges it catches an attempt (the replacement retries them at once:
-# durable_agents/lost_calls.py); the soak test kills three times. A tool that kills its worker
+# durable_agents/worker/lost_calls.py); the soak test kills three times. A tool that kills its worker
 # itself is still stopped by max_attempts.
 @tool(call=CallPolicy(timeout_seconds=30, max_attempts=5, heartbeat_seconds=3))
 async def charge(amount: float, ctx: ToolContext) -> str:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.tools import ToolContext, default_registry, tool
+from durable_agents.activities.tools import ToolContext, default_registry, tool
 from durable_agents.converter import data_converter
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.config import CallPolicy
 from tests.support.fault_worker import charge, slow_step
-from workflows.config import CallPolicy
 
 
 @tool

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO
 
+from durable_agents.workflows.config import ApprovalPolicy
 from tests.support.processes import KillableWorker
-from workflows.config import ApprovalPolicy
 
 TOOLS = ["add", "charge", "emit", "write_file", "read_file", "list_files"]
 """The host worker's tools an agent on the hosts uses."""

@@ -26,18 +26,17 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools import default_registry, tool
+from durable_agents.activities.tools import default_registry, tool
+from durable_agents.client.live import follow
 from durable_agents.connection import SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, start_embedded_server, temporal_cli
-from durable_agents.live import follow
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.paths import TESTS
-from workflows import wire
-from workflows.agent import ROLLING_OVER, AgentWorkflow
-from workflows.api import AgentOverrides, ConversationInput, MessageInput
-from workflows.config import (
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows import wire
+from durable_agents.workflows.agent import ROLLING_OVER, AgentWorkflow
+from durable_agents.workflows.api import AgentOverrides, ConversationInput, MessageInput
+from durable_agents.workflows.config import (
     ASK_USER,
     AgentSpec,
     ApprovalPolicy,
@@ -46,7 +45,7 @@ from workflows.config import (
     MCPServerConfig,
     Rule,
 )
-from workflows.messages import (
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelSettings,
     ScriptedToolCall,
@@ -54,7 +53,8 @@ from workflows.messages import (
     SystemMessage,
     UserMessage,
 )
-from workflows.records import ApprovalSignal, ClientResult, Decision, Revocation
+from durable_agents.workflows.records import ApprovalSignal, ClientResult, Decision, Revocation
+from tests.support.paths import TESTS
 
 HISTORIES = TESTS / "histories"
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from durable_agents.testing import scripted_agent, step
-from workflows.api import AgentOverrides, ConversationInput
+from durable_agents.workflows.api import AgentOverrides, ConversationInput
 
 
 class ReleaseWorker:

@@ -10,9 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from activities.tools import default_registry, tool
+from durable_agents.activities.tools import default_registry, tool
 from durable_agents.cli import exit_now
-from durable_agents.worker_cli import main
+from durable_agents.cli.worker import main
 
 
 @tool

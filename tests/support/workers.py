@@ -11,9 +11,9 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from durable_agents.plugin import build_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, ConversationResult
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, ConversationResult
 
 
 @dataclass

@@ -14,16 +14,16 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from durable_agents.conversations import fork_conversation, start_conversation
+from durable_agents.client.conversations import fork_conversation, start_conversation
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AGENT_TENANT, AGENT_USER, ConversationInput
+from durable_agents.workflows.messages import ScriptStep
+from durable_agents.workflows.records import Decision
 from tests.support.conversations import running_activity, wait_for_pending
 from tests.support.processes import WorkerProcess
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_TENANT, AGENT_USER, ConversationInput
-from workflows.messages import ScriptStep
-from workflows.records import Decision
 
 POLLS = 1200
 """Polls, 50 ms apart, before a wait gives up."""

@@ -12,20 +12,20 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from activities.budgets import BudgetsFile
-from durable_agents.conversations import send_or_start, start_conversation
+from durable_agents.activities.budgets import BudgetsFile
+from durable_agents.client.conversations import send_or_start, start_conversation
 from durable_agents.settings import Settings
+from durable_agents.stores.ledger import Ledger, Limit, SQLiteLedger
+from durable_agents.stores.postgres import Database, PostgresLedger
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.ledger import Ledger, Limit, SQLiteLedger
-from stores.postgres import Database, PostgresLedger
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AGENT_TENANT, AGENT_USER, ConversationInput
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Price
+from durable_agents.workflows.messages import ModelSettings, Usage
+from durable_agents.workflows.records import Decision
 from tests.support.conversations import wait_for_pending
 from tests.support.fake_provider import FakeProvider, Reply, error_reply, openai_completion
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_TENANT, AGENT_USER, ConversationInput
-from workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Price
-from workflows.messages import ModelSettings, Usage
-from workflows.records import Decision
 
 WINDOW = 1.0
 """The provider limits' window in these tests (a minute in production)."""

@@ -11,13 +11,13 @@ from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
 from tests.support.cli import starter
 from tests.support.conversations import running_activity, wait_for_pending, workspace_of
 from tests.support.history import no_task_failures
 from tests.support.processes import WorkerProcess
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
 
 
 async def test_a_worker_killed_mid_call_leaves_the_outcome_unknown_and_a_person_records_the_result(
@@ -77,8 +77,8 @@ async def test_the_ledger_agent_books_its_entry_in_one_attempt(env: Env) -> None
 @pytest.fixture
 def registry():  # type: ignore[no-untyped-def]
     """The default tools and ``stall``, at most once, that outlives its 1 s timeout the first time."""
-    from activities.tools import default_registry, tool
-    from workflows.config import CallPolicy
+    from durable_agents.activities.tools import default_registry, tool
+    from durable_agents.workflows.config import CallPolicy
 
     calls: list[int] = []
 

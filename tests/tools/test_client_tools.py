@@ -13,18 +13,18 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 
+from durable_agents.client.live import follow
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AgentOverrides, ConversationInput
+from durable_agents.workflows.config import ASK_USER, ClientToolConfig
+from durable_agents.workflows.events import ClientToolRequested
+from durable_agents.workflows.messages import ToolResultMessage
+from durable_agents.workflows.records import ClientResult
 from tests.support.cli import starter, starter_cli
 from tests.support.processes import WorkerProcess
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import AgentOverrides, ConversationInput
-from workflows.config import ASK_USER, ClientToolConfig
-from workflows.events import ClientToolRequested
-from workflows.messages import ToolResultMessage
-from workflows.records import ClientResult
 
 
 async def _waiting(handle: WorkflowHandle, *, continued: bool = False) -> None:

@@ -7,16 +7,16 @@ from collections.abc import Iterator
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.hooks import HookRegistry, default_hooks, hook
-from activities.tools import default_registry, tool
-from durable_agents.plugin import build_worker
+from durable_agents.activities.hooks import HookRegistry, default_hooks, hook
+from durable_agents.activities.tools import default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.activity_io import HookContext, HookDecision
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.config import HookConfig
 from tests.support.history import activity_types
 from tests.support.workers import Env
-from workflows.activity_io import HookContext, HookDecision
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.config import HookConfig
 
 prompts_seen: list[str] = []
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from activities.agent_files import AgentFileError, check_agent, load_agent_file
-from activities.tools import ToolError, ToolRegistry, default_registry, tool
-from durable_agents.plugin import build_worker
+from durable_agents.activities.agent_files import AgentFileError, check_agent, load_agent_file
+from durable_agents.activities.tools import ToolError, ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.messages import ToolResultMessage
 from tests.support.history import activity_calls, activity_types
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.messages import ToolResultMessage
 
 TABLE = {"pi": "3.14159"}
 

@@ -19,21 +19,21 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from activities.mcp import MCPPool, _fill
-from durable_agents import starter_cli as starter
+from durable_agents.activities.mcp import MCPPool, _fill
+from durable_agents.cli import starter
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.plugin import build_worker
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.config import CallPolicy, MCPServerConfig
+from durable_agents.workflows.records import ApprovalSignal
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types, last_attempts
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.config import CallPolicy, MCPServerConfig
-from workflows.records import ApprovalSignal
 
 TOKEN = "test-token-123"
 

@@ -10,11 +10,11 @@ import uuid
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.tools import ToolRegistry, default_registry, tool
-from durable_agents.plugin import build_worker
+from durable_agents.activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.activity_io import ModelCallInput
 from tests.support.workers import Env
-from workflows.activity_io import ModelCallInput
 
 
 @tool

@@ -11,12 +11,12 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import ToolRegistry, default_registry, tool
+from durable_agents.activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.activity_io import ToolInvocation
+from durable_agents.workflows.config import CallPolicy
+from durable_agents.workflows.messages import ToolResultMessage
 from tests.support.workers import Env
-from workflows.activity_io import ToolInvocation
-from workflows.config import CallPolicy
-from workflows.messages import ToolResultMessage
 
 OWN_POLICY = CallPolicy(
     timeout_seconds=7, max_attempts=2, initial_retry_seconds=0.25, max_retry_seconds=3, heartbeat_seconds=4

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.agent_files import AgentFileError, load_agent_file, load_agents
-from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from activities.tools.calculator import add
-from workflows.activity_io import ToolInvocation, ToolOutcome
-from workflows.messages import ToolCall
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file, load_agents
+from durable_agents.activities.tools import ToolContext, ToolRegistry, default_registry, tool
+from durable_agents.activities.tools.calculator import add
+from durable_agents.workflows.activity_io import ToolInvocation, ToolOutcome
+from durable_agents.workflows.messages import ToolCall
 
 
 def test_schema_comes_from_type_hints_and_docstring() -> None:
@@ -176,7 +176,7 @@ def test_two_agent_files_with_one_name_are_rejected(tmp_path: Path) -> None:
 
 
 def test_shipped_agent_files_load() -> None:
-    from activities.agent_files import DEFAULT_AGENTS_DIR
+    from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
     assert sorted(agents) == [

@@ -21,21 +21,21 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
-from activities.approver_keys import sign
+from durable_agents.activities.approver_keys import sign
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.plugin import build_worker
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import Decision, arguments_digest
+from durable_agents.workflows.signatures import SignedDecision
 from tests.support.cli import starter, temporal_decide, temporal_signal
 from tests.support.conversations import delegating, wait_for_pending
 from tests.support.docs import code_blocks, docs_page
 from tests.support.paths import ROOT
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.records import Decision, arguments_digest
-from workflows.signatures import SignedDecision
 
 ALICE = base64.b64encode(bytes(range(32))).decode()
 OPS = base64.b64encode(bytes(range(50, 82))).decode()

@@ -23,8 +23,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from durable_agents import plugin
-from durable_agents.codec_cli import make_codec_server
+from durable_agents.cli.codec import make_codec_server
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.encryption import (
@@ -36,10 +35,11 @@ from durable_agents.encryption import (
 )
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker import plugin
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.compose import COMPOSE_FILE, load_yaml_subset
 from tests.support.net import free_port
 from tests.support.paths import ROOT
-from workflows.agent import AgentWorkflow
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))

@@ -28,16 +28,16 @@ from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.encryption import EncryptionCodec
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationHistory, MessageInput
+from durable_agents.workflows.messages import UserMessage
+from durable_agents.workflows.records import ApprovalSignal, Decision
 from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.processes import WorkerProcess
 from tests.support.workers import running_worker
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationHistory, MessageInput
-from workflows.messages import UserMessage
-from workflows.records import ApprovalSignal, Decision
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(50, 82))

@@ -18,17 +18,17 @@ import httpx2
 import pytest
 from temporalio.client import WorkflowHandle
 
-from activities.approver_keys import sign
+from durable_agents.activities.approver_keys import sign
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import Decision, arguments_digest
+from durable_agents.workflows.signatures import SignedDecision
 from tests.support.cli import starter, temporal_decide
 from tests.support.conversations import delegating, wait_for_pending
 from tests.support.serving import Served, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.records import Decision, arguments_digest
-from workflows.signatures import SignedDecision
 
 ALICE = base64.b64encode(bytes(range(32))).decode()
 WRITE = {"path": "door.txt", "content": "through the door"}

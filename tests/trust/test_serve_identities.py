@@ -16,13 +16,13 @@ import httpx2
 import pytest
 
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.identities import Tokens, token_hash
+from durable_agents.serve.identities import Tokens, token_hash
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AGENT_TENANT, AGENT_USER
 from tests.support.conversations import wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.serving import Served, read_sse, serving
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_TENANT, AGENT_USER
 
 ANA, GUS, OPS = "ana-token-of-acme", "gus-token-of-globex", "the-shared-token"
 TOKENS = f"""

@@ -19,21 +19,21 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from durable_agents.codec_cli import make_codec_server
+from durable_agents.cli.codec import make_codec_server
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.encryption import EncryptionCodec
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec, ApprovalPolicy
+from durable_agents.workflows.messages import ModelSettings
+from durable_agents.workflows.records import arguments_digest
 from tests.support.cli import refusal, starter, temporal, temporal_decide, temporal_revoke, temporal_signal
 from tests.support.conversations import child_workspace, delegating, wait_for_pending, workspace_of
 from tests.support.docs import block_after, commands, docs_page
 from tests.support.history import activity_types
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec, ApprovalPolicy
-from workflows.messages import ModelSettings
-from workflows.records import arguments_digest
 
 WRITE = {"path": "out.txt", "content": "hi"}
 NOTE = {"path": "note.txt", "content": "buy milk\n"}

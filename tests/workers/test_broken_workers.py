@@ -22,9 +22,9 @@ from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.disks import fill
 from tests.support.paths import ROOT
-from workflows.agent import AgentWorkflow
 
 NO_SPACE = os.strerror(errno.ENOSPC)
 EXIT_TIMEOUT = 60

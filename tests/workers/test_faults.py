@@ -27,15 +27,15 @@ from durable_agents.connection import CLI_TYPES, SEARCH_ATTRIBUTES
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.activity_io import ToolInvocation
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy, CallPolicy
+from durable_agents.workflows.messages import ScriptStep
+from durable_agents.workflows.records import ApprovalSignal, Decision
 from tests.support.conversations import running_activity, wait_for_pending
 from tests.support.history import last_attempts, no_task_failures
 from tests.support.net import free_port
 from tests.support.processes import WorkerProcess
-from workflows.activity_io import ToolInvocation
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy, CallPolicy
-from workflows.messages import ScriptStep
-from workflows.records import ApprovalSignal, Decision
 
 pytestmark = pytest.mark.timeout(300)
 POLLS = 1200
@@ -78,7 +78,7 @@ async def test_a_dead_workers_call_is_retried_as_its_replacement_starts(
     client: Client, worker_process: WorkerProcess
 ) -> None:
     """Not at the heartbeat timeout (ten minutes here): the replacement finds the dead worker's lease
-    (durable_agents/lost_calls.py) and fails the attempt it was running, and Temporal retries it."""
+    (durable_agents/worker/lost_calls.py) and fails the attempt it was running, and Temporal retries it."""
     worker = worker_process
     worker.start()
     agent = scripted_agent(

@@ -24,8 +24,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.hosts import Host
-from workflows.agent import AgentWorkflow
 
 DEAD_SECONDS = "1.5"
 """The hosts' dead interval (``AGENT_LEASE_DEAD_SECONDS``)."""

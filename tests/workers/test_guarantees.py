@@ -13,19 +13,19 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
-from activities.tools import default_registry
-from durable_agents.plugin import build_worker
-from durable_agents.starter_cli import send_message
+from durable_agents.activities.tools import default_registry
+from durable_agents.cli.starter import send_message
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.activity_io import ToolInvocation
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import Decision
 from tests.support.conversations import wait_for_pending
 from tests.support.fault_worker import charge, slow_step
 from tests.support.history import run_histories
 from tests.support.processes import WorkerProcess
-from workflows.activity_io import ToolInvocation
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.config import ApprovalPolicy
-from workflows.records import Decision
 
 pytestmark = pytest.mark.timeout(240)
 

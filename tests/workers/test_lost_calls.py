@@ -1,4 +1,4 @@
-"""Worker leases (durable_agents/lost_calls.py) without a Temporal server: which leases count as
+"""Worker leases (durable_agents/worker/lost_calls.py) without a Temporal server: which leases count as
 dead, what is failed, what is left, on files and on PostgreSQL. The crash itself is in test_faults
 (a real SIGKILL) and, across hosts, in test_several_hosts."""
 
@@ -20,11 +20,17 @@ from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents import lost_calls
-from durable_agents.lost_calls import FileLeases, Lease, RecordCachedConversations, lease_store, reclaim
-from stores.leases import PostgresLeases
+from durable_agents.stores.leases import PostgresLeases
+from durable_agents.worker import lost_calls
+from durable_agents.worker.lost_calls import (
+    FileLeases,
+    Lease,
+    RecordCachedConversations,
+    lease_store,
+    reclaim,
+)
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.postgres import Postgres
-from workflows.agent import AgentWorkflow
 
 
 class FakeClient:

@@ -15,16 +15,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from activities.tools import default_registry
+from durable_agents.activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.lost_calls import RecordRunningCalls
-from durable_agents.plugin import AgentPlugin
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.conversations import wait_for_pending
-from tests.support.greeting import Greeting, Reviewed, call_model, greet
-from tests.support.history import activity_types
-from tests.support.workers import running_worker
-from workflows.activity_refs import (
+from durable_agents.worker.lost_calls import RecordRunningCalls
+from durable_agents.worker.plugin import AgentPlugin
+from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
     LIST_MCP_TOOLS,
@@ -33,9 +29,13 @@ from workflows.activity_refs import (
     RUN_TOOL,
     VERIFY_DECISION,
 )
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.records import ApprovalSignal
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.records import ApprovalSignal
+from tests.support.conversations import wait_for_pending
+from tests.support.greeting import Greeting, Reviewed, call_model, greet
+from tests.support.history import activity_types
+from tests.support.workers import running_worker
 
 
 async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
@@ -85,7 +85,7 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
 ) -> None:
     """Every option the plugin once tuned when it equalled the SDK's default, given explicitly, some at
     the SDK's default and some not: the worker keeps them all. The user's workflow is left to the
-    SDK's runner: the lease (durable_agents/lost_calls.py) names the conversation only."""
+    SDK's runner: the lease (durable_agents/worker/lost_calls.py) names the conversation only."""
     client = await Client.connect(server.address, plugins=[AgentPlugin(workspace_root=tmp_path)])
     task_queue = f"tq-own-options-{uuid.uuid4().hex[:8]}"
     executor = concurrent.futures.ThreadPoolExecutor(3)
@@ -206,7 +206,7 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
     # The user's call_model; ours, namespaced; and our other old names, for conversations from before.
     assert [names.count(n) for n in ("call_model", "durable_agents.call_model", "run_tool")] == [1, 1, 1]
-    assert [r.message for r in caplog.records if r.name == "durable_agents.plugin"] == [
+    assert [r.message for r in caplog.records if r.name == "durable_agents.worker.plugin"] == [
         "this worker's own activities call_model keep their names: conversations started before our"
         " activities were named durable_agents.* cannot run theirs on it"
     ]

@@ -24,17 +24,17 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.messages import ScriptStep
+from durable_agents.workflows.records import Decision
 from tests.support.conversations import running_activity, wait_for_pending
 from tests.support.history import no_task_failures
 from tests.support.host_worker import big_text
 from tests.support.hosts import AUTO, TOOLS, Host
 from tests.support.paths import ROOT
 from tests.support.postgres import Postgres
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.config import AgentSpec, CallPolicy
-from workflows.messages import ScriptStep
-from workflows.records import Decision
 
 
 @pytest.fixture

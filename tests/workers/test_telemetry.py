@@ -24,8 +24,8 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.telemetry import JsonFormatter
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.telemetry import JsonFormatter
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker

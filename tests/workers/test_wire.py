@@ -11,12 +11,12 @@ from temporalio import workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows import wire
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.records import ApprovalSignal, Decision
 from tests.support.conversations import wait_for_pending
 from tests.support.history import activity_types
 from tests.support.workers import Env
-from workflows import wire
-from workflows.agent import AgentWorkflow
-from workflows.records import ApprovalSignal, Decision
 
 _ACTIVITIES = ("resolve_agent", "list_mcp_tools", "call_model", "run_tool", "run_hook", "verify_decision")
 

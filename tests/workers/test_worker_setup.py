@@ -16,17 +16,17 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.providers import PROVIDERS, provider_class
-from durable_agents import plugin
+from durable_agents.activities.providers import PROVIDERS, provider_class
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.tuning import WorkerTuning
+from durable_agents.worker import plugin
+from durable_agents.worker.tuning import WorkerTuning
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting
 from tests.support.net import free_port
 from tests.support.paths import ROOT
-from workflows.agent import AgentWorkflow
 
 
 def test_the_embedded_server_uses_wal_and_no_per_commit_sync() -> None:

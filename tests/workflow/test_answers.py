@@ -10,17 +10,15 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from activities.agent_files import AgentFileError, load_agent_file
-from activities.providers import anthropic_messages, openai_chat
-from activities.tools import default_registry
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file
+from durable_agents.activities.providers import anthropic_messages, openai_chat
+from durable_agents.activities.tools import default_registry
 from durable_agents.testing import conversation, scripted_agent, step
-from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, typed_answer
-from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.answers import check_schema, correction, parse_answer
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec
-from workflows.messages import (
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.answers import check_schema, correction, parse_answer
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -30,6 +28,8 @@ from workflows.messages import (
     ToolDefinition,
     UserMessage,
 )
+from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, typed_answer
+from tests.support.workers import Env
 
 
 class Weather(BaseModel):

@@ -7,10 +7,10 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.messages import ModelSettings, Usage
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.messages import ModelSettings, Usage
 
 
 def _spender(**kwargs):

@@ -10,17 +10,17 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
-from durable_agents.console import reading
-from durable_agents.conversations import conversation_result
-from durable_agents.live import follow
+from durable_agents.client.conversations import conversation_result
+from durable_agents.client.live import follow
+from durable_agents.serve.console import reading
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.events import Ended
+from durable_agents.workflows.messages import ScriptStep, ToolResultMessage
 from tests.support.conversations import find_workflows, wait_for_pending
 from tests.support.history import event_types
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.config import ApprovalPolicy
-from workflows.events import Ended
-from workflows.messages import ScriptStep, ToolResultMessage
 
 
 async def _wait_for_event(handle: WorkflowHandle, event: int, count: int = 1) -> None:

@@ -13,22 +13,22 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.tools import ToolContext, ToolRegistry, default_registry, tool
-from durable_agents.conversations import conversation_result
+from durable_agents.activities.tools import ToolContext, ToolRegistry, default_registry, tool
+from durable_agents.client.conversations import conversation_result
 from durable_agents.converter import data_converter
-from durable_agents.plugin import build_worker
+from durable_agents.stores.conversations import SQLiteConversationStore
 from durable_agents.testing import conversation, scripted_agent, step
-from stores.conversations import SQLiteConversationStore
+from durable_agents.worker.plugin import build_worker
+from durable_agents.workflows.activity_io import ModelCallInput
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.messages import ToolResultMessage, UserMessage
+from durable_agents.workflows.records import ApprovalSignal, Decision
+from durable_agents.workflows.state import ConversationState
 from tests.support.conversations import until_queued, until_state, wait_for_pending
 from tests.support.history import activity_types, event_types
 from tests.support.servers import HISTORY_LENGTH, start_dev_server
 from tests.support.workers import Env, running_worker
-from workflows.activity_io import ModelCallInput
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.messages import ToolResultMessage, UserMessage
-from workflows.records import ApprovalSignal, Decision
-from workflows.state import ConversationState
 
 
 async def test_three_follow_up_messages_with_tool_calls_between(env: Env) -> None:

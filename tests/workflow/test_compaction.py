@@ -8,26 +8,22 @@ import uuid
 import pytest
 from temporalio.worker import Replayer
 
-from activities.agent_files import AgentFileError, load_agent_file
-from activities.agent_resolution import AgentResolver
-from activities.hooks import HookRegistry
-from activities.mcp_activity import LazyMCPPool
-from activities.models import DEFAULT_CONTEXT_WINDOW, load_models
-from activities.providers import anthropic_messages, openai_chat
-from activities.tools import default_registry
-from durable_agents import starter_cli as starter
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file
+from durable_agents.activities.agent_resolution import AgentResolver
+from durable_agents.activities.hooks import HookRegistry
+from durable_agents.activities.mcp_activity import LazyMCPPool
+from durable_agents.activities.models import DEFAULT_CONTEXT_WINDOW, load_models
+from durable_agents.activities.providers import anthropic_messages, openai_chat
+from durable_agents.activities.tools import default_registry
+from durable_agents.cli import starter
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from stores.errors import StoreIdentity
-from tests.support.fake_provider import FakeProvider, Reply, openai_completion
-from tests.support.history import activity_types
-from tests.support.record_histories import compacting
-from tests.support.workers import Env
-from workflows.activity_io import AgentRef
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.config import AgentSpec
-from workflows.messages import (
+from durable_agents.stores.errors import StoreIdentity
+from durable_agents.workflows.activity_io import AgentRef
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.messages import (
     AssistantMessage,
     ModelRequest,
     ModelSettings,
@@ -37,7 +33,16 @@ from workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from workflows.transcript import SUMMARY_INSTRUCTION, compaction_cut, model_view, summary_request
+from durable_agents.workflows.transcript import (
+    SUMMARY_INSTRUCTION,
+    compaction_cut,
+    model_view,
+    summary_request,
+)
+from tests.support.fake_provider import FakeProvider, Reply, openai_completion
+from tests.support.history import activity_types
+from tests.support.record_histories import compacting
+from tests.support.workers import Env
 
 SYSTEM = SystemMessage(text="Be brief.")
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})

@@ -18,9 +18,17 @@ FORBIDDEN_MODULES = {
     "time", "random", "secrets", "uuid", "os", "sys", "socket", "ssl", "subprocess", "threading",
     "multiprocessing", "concurrent", "pathlib", "shutil", "tempfile", "glob", "io", "sqlite3",
     "urllib", "http", "httpx", "requests", "openai", "anthropic", "logging", "signal",
-    "activities", "durable_agents",
 }  # fmt: skip
-"""Modules workflow code must not import (``logging``: ``workflow.logger`` knows replay)."""
+"""Modules workflow code must not import (``logging``: ``workflow.logger`` knows replay); of the
+project's own, only ``durable_agents.workflows``."""
+
+
+def _forbidden(name: str) -> bool:
+    top = name.split(".")[0]
+    return top in FORBIDDEN_MODULES or (
+        top == "durable_agents" and not name.startswith("durable_agents.workflows")
+    )
+
 
 FORBIDDEN_CALLS = {
     "now", "utcnow", "today", "fromtimestamp", "open", "input", "print", "getenv", "urandom",
@@ -41,9 +49,7 @@ def _offences(path: Path) -> list[str]:
             names = [node.module]
         else:
             names = []
-        found += [
-            f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in FORBIDDEN_MODULES
-        ]
+        found += [f"{path.name}:{node.lineno} imports {n}" for n in names if _forbidden(n)]
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

@@ -7,17 +7,17 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 
-from durable_agents import starter_cli as starter
+from durable_agents.cli import starter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
+from durable_agents.workflows.records import ModelAttempt
 from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, error_reply, openai_completion
 from tests.support.history import activity_calls
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput
-from workflows.config import AgentSpec, CallPolicy
-from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep
-from workflows.records import ModelAttempt
 
 NOT_FOUND = "openai returned HTTP 400: The model `gpt-4o` does not exist or you do not have access to it."
 

@@ -10,15 +10,21 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from durable_agents import starter_cli as starter
+from durable_agents.cli import starter
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import AGENT_FORK_OF, ConversationInput, MessageInput
+from durable_agents.workflows.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from tests.support.cli import starter_cli
 from tests.support.conversations import wait_for_pending
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import AGENT_FORK_OF, ConversationInput, MessageInput
-from workflows.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, UserMessage
 
 
 async def _origin(env: Env) -> str:

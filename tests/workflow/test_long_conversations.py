@@ -23,22 +23,22 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.assembly import AgentActivities
-from activities.hooks import default_hooks, hook
-from activities.tools import default_registry
+from durable_agents.activities.assembly import AgentActivities
+from durable_agents.activities.hooks import default_hooks, hook
+from durable_agents.activities.tools import default_registry
 from durable_agents.converter import PAYLOAD_THRESHOLD
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.activity_io import HookContext, HookDecision, HookInvocation, ModelCallInput
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.config import ApprovalPolicy, HookConfig
+from durable_agents.workflows.records import ApprovalSignal, Decision
+from durable_agents.workflows.state import ConversationState
 from tests.support.conversations import until_queued, until_state, wait_for_pending
 from tests.support.history import activity_types, run_histories
 from tests.support.servers import HISTORY_LENGTH, HISTORY_SIZE, start_dev_server
 from tests.support.workers import Env, running_worker
-from workflows.activity_io import HookContext, HookDecision, HookInvocation, ModelCallInput
-from workflows.agent import AgentWorkflow
-from workflows.api import ConversationInput, MessageInput
-from workflows.config import ApprovalPolicy, HookConfig
-from workflows.records import ApprovalSignal, Decision
-from workflows.state import ConversationState
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,15 +9,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import ToolContext, ToolRegistry, default_registry, tool
+from durable_agents.activities.tools import ToolContext, ToolRegistry, default_registry, tool
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
+from durable_agents.workflows.records import ApprovalSignal, ToolCallRecord
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.history import activity_types, event_types
 from tests.support.workers import Env
-from workflows.api import ConversationInput
-from workflows.config import ApprovalPolicy
-from workflows.messages import AssistantMessage, ScriptedToolCall, ToolResultMessage, Usage
-from workflows.records import ApprovalSignal, ToolCallRecord
 
 
 async def test_tool_call_then_text_answer(env: Env) -> None:

@@ -24,13 +24,13 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
+from durable_agents.workflows.records import ApprovalSignal, Decision, arguments_digest
 from tests.support.cli import temporal
 from tests.support.conversations import wait_for_pending, workspace_of
 from tests.support.history import event_types, no_task_failures
 from tests.support.workers import Env
-from workflows.agent import AgentWorkflow
-from workflows.api import MessageInput
-from workflows.records import ApprovalSignal, Decision, arguments_digest
 
 WRITE = ("write_file", {"path": "out.txt", "content": "hi"})
 

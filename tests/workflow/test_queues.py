@@ -15,13 +15,13 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.fleet import tagged
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.fleet import tagged
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.messages import ModelSettings
 from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.paths import DATA
 from tests.support.processes import WorkerProcess
-from workflows.agent import AgentWorkflow
-from workflows.messages import ModelSettings
 
 
 @pytest.fixture

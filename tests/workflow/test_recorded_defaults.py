@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from durable_agents.converter import PayloadConverter
+from durable_agents.workflows.messages import AssistantMessage, Tagged, ToolCall, UserMessage
 from tests.support.paths import DATA, ROOT
-from workflows.messages import AssistantMessage, Tagged, ToolCall, UserMessage
 
 PINNED = DATA / "recorded_defaults.json"
 
@@ -23,7 +23,7 @@ PINNED = DATA / "recorded_defaults.json"
 def recorded_defaults() -> dict[str, Any]:
     found: dict[str, Any] = {}
     for path in sorted((ROOT / "workflows").glob("*.py")):
-        module = importlib.import_module(f"workflows.{path.stem}")
+        module = importlib.import_module(f"durable_agents.workflows.{path.stem}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
             if not issubclass(cls, BaseModel) or cls.__module__ != module.__name__:
                 continue
@@ -58,7 +58,7 @@ def test_every_union_tag_is_written_even_at_its_default() -> None:
     a default, the member could not be told when read back. Each such field is a ``Tagged`` model's TAG."""
     untagged = []
     for path in sorted((ROOT / "workflows").glob("*.py")):
-        module = importlib.import_module(f"workflows.{path.stem}")
+        module = importlib.import_module(f"durable_agents.workflows.{path.stem}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
             if not issubclass(cls, BaseModel) or cls.__module__ != module.__name__:
                 continue

@@ -11,9 +11,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from durable_agents.workflows import versioning, wire
+from durable_agents.workflows.agent import AgentWorkflow
 from tests.support.paths import TESTS
-from workflows import versioning, wire
-from workflows.agent import AgentWorkflow
 
 HISTORIES = sorted((TESTS / "histories").glob("*.json"))
 

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-import workflows.agent
+from durable_agents.workflows import agent as agent_module
 from tests.support.paths import TESTS
 
 HISTORIES = sorted((TESTS / "histories").glob("*.json"))
@@ -41,7 +41,7 @@ INTERRUPTED = (
 )
 CHANGES = {
     "a continued run": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
         f"            if input.state is not None:\n                {SLEEP}\n",
         {
@@ -53,74 +53,74 @@ CHANGES = {
         },
     ),
     "a pending approval carried across": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         "        remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())"
         "\n",
         f"        if any(a.call_id == record.call_id for a in self._s.approvals):\n            {SLEEP}\n",
         {"continued_approval"},
     ),
     "a chat continued while waiting": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         '        self._board.set("idle", "waiting for the next message")\n',
         f"        if self._s.runs > 1:\n            {SLEEP}\n",
         {"chat_continued"},
     ),
     "a sub-agent started with budgets": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         "        resolved.tools = offered(resolved.tools, input.subagent)\n",
         f"        if input.subagent and input.subagent.token_budget is not None:\n            {SLEEP}\n",
         {"subagent_budgets_child"},
     ),
     "compaction after a continue-as-new": Change(
-        "workflows.model_calls",
+        "durable_agents.workflows.model_calls",
         "        replaces = cut - view_start(s.messages)\n",
         f"        if s.runs > 1:\n            {SLEEP}\n",
         {"compaction_continued"},
     ),
     "an interrupted streamed call": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         INTERRUPTED,
         f"                        if agent.spec.model.stream:\n                            {SLEEP}\n",
         {"interrupted_streamed"},
     ),
     "a turn the interrupt signal ended": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         INTERRUPTED,
         f"                        if self._s.turn.interrupt:\n                            {SLEEP}\n",
         {"namespaced_interrupt_signal"},
     ),
     "a model judge's opinion": Change(
-        "workflows.judges",
+        "durable_agents.workflows.judges",
         "                opinion = await self._opinion(agent, judge, tool, record)\n",
         f"                if judge.kind == 'model':\n                    {SLEEP}\n",
         {"namespaced_judges"},
     ),
     "an at-most-once call whose outcome is unknown": Change(
-        "workflows.at_most_once",
+        "durable_agents.workflows.at_most_once",
         "            record = approvals.request_outcome(call, deadline, workflow.now())\n",
         f"            {SLEEP}\n",
         {"namespaced_at_most_once"},
     ),
     "a client tool's call carried across": Change(
-        "workflows.client_tools",
+        "durable_agents.workflows.client_tools",
         "        record = waiting\n",
         f"        if workflow.info().continued_run_id is not None:\n            {SLEEP}\n",
         {"namespaced_client_tool_continued", "namespaced_client_waiting_continued"},
     ),
     "a conversation that says it waits for the client": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         '            self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")\n',
         f'            if waits == "waiting_for_client":\n                {SLEEP}\n',
         {"namespaced_client_waiting_continued"},
     ),
     "a fork": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",
         f"            if input.history:\n                {SLEEP}\n",
         {"fork"},
     ),
     "a conversation that ends Canceled": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         "            raise  # Canceled: the history query (on the closed run too) keeps the transcript\n",
         f"            {SLEEP}\n",
         {
@@ -131,19 +131,19 @@ CHANGES = {
         },
     ),
     "a sub-agent's last report as it ends cancelled": Change(
-        "workflows.subagents",
+        "durable_agents.workflows.subagents",
         "        report = self._next([], {}, cancelled=SubagentAnswer.of(result))\n",
         f"        {SLEEP}\n",
         {"namespaced_subagent_canceled_child"},
     ),
     "a parent that takes a Canceled sub-agent's answer": Change(
-        "workflows.subagents",
+        "durable_agents.workflows.subagents",
         "            answer = self._cancelled.get(call.id) or _UNREPORTED",
         f"            {SLEEP}\n",
         {"namespaced_subagent_canceled"},
     ),
     "a turn refused by the ledger": Change(
-        "workflows.agent",
+        "durable_agents.workflows.agent",
         '                self._finish_turn("budget_exhausted", note=refused.text)\n',
         f"                {SLEEP}\n",
         {"namespaced_tenant_budget"},
@@ -169,9 +169,9 @@ def changed_workflow(change: Change, folder: Path) -> type:
     source = Path(real.__file__ or "").read_text()
     assert source.count(change.anchor) == 1, f"the anchor is not once in {change.module}: {change.anchor!r}"
     changed = _load(change.module, source.replace(change.anchor, change.added + change.anchor), folder)
-    if change.module == "workflows.agent":
+    if change.module == "durable_agents.workflows.agent":
         return changed.AgentWorkflow
-    agent = _load("workflows.agent", Path(workflows.agent.__file__ or "").read_text(), folder)
+    agent = _load("durable_agents.workflows.agent", Path(agent_module.__file__ or "").read_text(), folder)
     for name, value in vars(agent).items():  # the agent module uses the changed module's classes
         if getattr(value, "__module__", None) == change.module and hasattr(changed, name):
             setattr(agent, name, getattr(changed, name))

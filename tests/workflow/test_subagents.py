@@ -17,21 +17,26 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
-from activities.agent_files import AgentFileError, load_agents
-from activities.tools import default_registry
-from durable_agents.conversations import conversation_result
+from durable_agents.activities.agent_files import AgentFileError, load_agents
+from durable_agents.activities.tools import default_registry
+from durable_agents.client.conversations import conversation_result
+from durable_agents.client.live import follow
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.live import follow
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from durable_agents.workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep, Usage
+from durable_agents.workflows.records import Decision
 from tests.support.cli import starter, temporal
 from tests.support.conversations import child_workspace, delegating, find_workflows, wait_for_pending
 from tests.support.paths import ROOT
 from tests.support.workers import Env, running_worker
-from workflows.agent import AgentWorkflow
-from workflows.config import AgentSpec
-from workflows.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
-from workflows.messages import ModelSettings, ScriptedToolCall, ScriptStep, Usage
-from workflows.records import Decision
 
 NOTE = {"path": "note.txt", "content": "buy milk\n"}
 

@@ -1,0 +1,42 @@
+"""What every command-line entry point shares."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from durable_agents.settings import Settings
+
+
+def exit_now(code: int) -> None:
+    """Leave with ``code`` at once: a process that used temporalio can crash at interpreter exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def settings_or_exit(program: str) -> Settings:
+    """The environment's settings; a value they cannot use ends ``program`` with one line (exit 2)."""
+    try:
+        return Settings.from_env()
+    except ValueError as e:
+        print(f"{program}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``durable-agents``, the installed command: ``durable-agents worker ...`` runs what ``worker.py``
+    runs, ``durable-agents codec ...`` what ``codec.py`` runs, and every other command is the
+    starter's (``durable-agents start "..."``, ``durable-agents approve ID``, ``durable-agents serve``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:
+        from durable_agents.cli.worker import main as worker
+
+        exit_now(worker(argv[1:]))
+    if argv[:1] == ["codec"]:
+        from durable_agents.cli.codec import main as codec
+
+        exit_now(codec(settings_or_exit("codec"), argv[1:]))
+    from durable_agents.cli.starter import main as starter
+
+    exit_now(starter(argv))

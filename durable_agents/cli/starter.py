@@ -1,0 +1,1275 @@
+"""The starter's commands (``python starter.py start "prompt" --agent demo --wait``); what they print
+of a conversation is ``display``'s."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agents.activities.delta_channel import DeltaListener
+from durable_agents.cli.display import (
+    TypingLine,
+    format_approval,
+    format_event,
+    format_reply,
+    format_result,
+    format_transcript,
+    show_live,
+)
+from durable_agents.client import decisions
+from durable_agents.client.conversations import (
+    NoWorkerError,
+    agent_state,
+    ask,
+    ask_or_why,
+    conversation_history,
+    conversation_result,
+    edited_arguments,
+    fork_conversation,
+    newest_conversations,
+    one_line,
+    refusal,
+    resent_while_rolling_over,
+    send_or_start,
+    shown_once,
+    start_conversation,
+    ui_link,
+)
+from durable_agents.client.live import follow, listening, live, next_offset
+from durable_agents.connection import connect, connect_config
+from durable_agents.converter import PayloadStoreMismatchError, data_converter
+from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
+from durable_agents.serve.app import (
+    DEFAULT_PORT,
+    Access,
+    ConsoleOptions,
+    check_exposure,
+    plain_http_warning,
+    serve,
+)
+from durable_agents.serve.identities import Tokens, new_token, token_hash
+from durable_agents.settings import Settings
+from durable_agents.stores.conversations import PayloadMissingError
+from durable_agents.stores.errors import StoreDown
+from durable_agents.worker.versioning import cannot_replay, releases_in
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import (
+    AGENT_NAME,
+    AGENT_TENANT,
+    AGENT_USER,
+    AgentOverrides,
+    ConversationInput,
+    ConversationResult,
+    ConversationStatus,
+    MessageInput,
+)
+from durable_agents.workflows.events import (
+    ApprovalRequested,
+    ClientToolRequested,
+    ModelCallFinished,
+    ModelCallInterrupted,
+    ReplySent,
+    StateChanged,
+    TextDelta,
+)
+from durable_agents.workflows.inputs import first_error
+from durable_agents.workflows.records import (
+    ApprovalRecord,
+    ClientCall,
+    ClientResult,
+    Decision,
+    Reply,
+    Revocation,
+)
+
+M = TypeVar("M")
+
+
+class CommandError(Exception):
+    """Printed as one line, exit code 1."""
+
+
+async def start(client: Client, args: argparse.Namespace) -> None:
+    prompt = _text(args.prompt, args.file, "prompt")
+    try:
+        conversation = ConversationInput(
+            prompt=prompt,
+            agent=args.agent,
+            overrides={  # validated with the rest, so the first error is the first field's
+                "max_iterations": args.max_iterations,
+                "on_limit": args.on_limit,
+                "model": args.model,
+                "chat": True if args.chat else None,
+            },
+            tenant=args.tenant,
+            user=args.user,
+        )
+    except ValidationError as e:
+        raise CommandError(f"invalid input: {first_error(e)}") from e
+    workflow_id = args.id or f"agent-{args.agent}-{uuid.uuid4().hex[:8]}"
+    try:
+        handle = await start_conversation(
+            client,
+            conversation,
+            id=workflow_id,
+            task_queue=args.task_queue,
+            priority=args.priority,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError as e:
+        raise CommandError(f"a conversation with id {workflow_id!r} already exists") from e
+    await _started(client, args, handle, f"Started {workflow_id}")
+
+
+async def fork(client: Client, args: argparse.Namespace) -> None:
+    """A new conversation from the first N messages of another (same agent, a fresh budget)."""
+    prompt = None if args.prompt is None and args.file is None else _text(args.prompt, args.file, "prompt")
+    try:
+        handle = await fork_conversation(
+            client,
+            args.workflow_id,
+            args.at,
+            id=args.id,
+            prompt=prompt,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    except WorkflowAlreadyStartedError as e:
+        raise CommandError(f"a conversation with id {args.id!r} already exists") from e
+    origin = f"fork of {args.workflow_id} at message {args.at}"
+    await _started(client, args, handle, f"Started {handle.id} ({origin})")
+
+
+async def _started(client: Client, args: argparse.Namespace, handle: WorkflowHandle, line: str) -> None:
+    """Say what started and where to see it; with ``--wait``, its first answer."""
+    print(line)
+    print(f"Web UI: {ui_link(handle.id, client.namespace, args.settings.ui_url)}", flush=True)
+    if args.wait:
+        print(await _first_answer(client, handle))
+
+
+async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
+    """The result once the conversation closes; a chat stays open after its reply (it goes idle
+    instead), so then that reply. Whether it is a chat the agent's settings say, which only the
+    worker reads: the event stream tells. Meanwhile each call that waits for a person or a client
+    is said once, with the command that ends its wait: the wait may be long, and nothing else moves."""
+    reply = None
+    told: set[str] = set()
+    async for _, event in follow(client, handle.id):
+        match event:
+            case ApprovalRequested(record=waiting) | ClientToolRequested(call=waiting) if (
+                waiting.call_id not in told
+            ):
+                told.add(waiting.call_id)
+                print(_waiting_line(handle.id, waiting), flush=True)
+            case ReplySent() if reply is None:
+                reply = event.reply
+            case StateChanged(state="idle") if reply is not None:
+                return format_reply(reply, handle.id)
+    return format_result(await conversation_result(client, handle))
+
+
+WAITING_ARGUMENTS = 80
+"""Characters of a waiting call's arguments that ``start --wait`` shows (``pending`` shows them all)."""
+
+
+def _waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall) -> str:
+    """A call that waits, in one line, and the command that decides or answers it."""
+    arguments = json.dumps(waiting.arguments)
+    if len(arguments) > WAITING_ARGUMENTS:
+        arguments = arguments[: WAITING_ARGUMENTS - 1] + "…"
+    call = f"{waiting.tool} call {waiting.call_id} {arguments}"
+    if isinstance(waiting, ClientCall):
+        return (
+            f"Waiting for the client: {call}; answer it with:"
+            f" python starter.py answer {workflow_id} {waiting.call_id} TEXT"
+        )
+    digest = waiting.arguments_digest
+    return (
+        f"Waiting for a person: {call} (digest {digest}); decide with:"
+        f" python starter.py approve {workflow_id} {waiting.call_id} --digest {digest}"
+        f" (or reject {workflow_id} {waiting.call_id})"
+    )
+
+
+async def send(client: Client, args: argparse.Namespace) -> None:
+    """Send a follow-up message and print the reply (the whole loop, approvals included, runs first)."""
+    text = _text(args.text, args.file, "message")
+    if args.agent:  # start the conversation with this agent if it is not running (update-with-start)
+        await _refuse_another_agent(client.get_workflow_handle(args.workflow_id), args.agent)
+        try:
+            reply = await send_or_start(
+                client, args.workflow_id, _message(text).text, agent=args.agent, task_queue=args.task_queue
+            )
+        except WorkflowUpdateFailedError as e:
+            if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
+                await client.get_workflow_handle(args.workflow_id).result()  # a failure says why
+            raise CommandError(f"not sent: {refusal(e)}") from e
+        except WorkflowAlreadyStartedError as e:
+            raise CommandError(f"{args.workflow_id} has closed; send to a new id") from e
+        print(reply.text)
+        return
+    handle = client.get_workflow_handle(args.workflow_id)
+    print((await send_message(handle, text)).text)
+
+
+async def _refuse_another_agent(handle: WorkflowHandle, agent: str) -> None:
+    """``send --agent`` to a running conversation of another agent would send it to that agent, with
+    ``--agent`` silently ignored: refused instead. (An unknown id is started with ``agent``; a closed
+    one is refused by the send.)"""
+    try:
+        described = await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    running = described.typed_search_attributes.get(AGENT_NAME)
+    if described.status == WorkflowExecutionStatus.RUNNING and running not in (None, agent):
+        raise CommandError(
+            f"not sent: {handle.id} is a conversation with agent {running}, not {agent};"
+            " send without --agent, or to a new id"
+        )
+
+
+def _text(given: str | None, path: str | None, what: str) -> str:
+    """The text given as an argument or read from ``--file`` (``-``: stdin): exactly one of them.
+
+    A file has no size limit of its own; an argument is capped by the OS (128 KiB on Linux).
+    """
+    if given is not None and path is not None:
+        raise CommandError(f"give the {what} as an argument or with --file, not both")
+    if path is None:
+        if given is None:
+            raise CommandError(f"give the {what} as an argument, or with --file PATH (--file - reads stdin)")
+        return given
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise CommandError(f"cannot read --file {path}: {e.strerror or e}") from e
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        source = "stdin" if path == "-" else path
+        raise CommandError(f"--file {source} is not UTF-8 text (byte {e.start})") from e
+
+
+async def send_message(handle: WorkflowHandle, text: str) -> Reply:
+    """The reply to ``text``; a message refused while the conversation continues as new is sent again."""
+    message = _message(text)
+    try:
+        return await resent_while_rolling_over(
+            lambda: handle.execute_update(AgentWorkflow.send_message, message, result_type=Reply)
+        )
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"not sent: {refusal(e)}") from e
+
+
+async def end(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to end")
+    await handle.signal(AgentWorkflow.end)
+    print(f"{args.workflow_id} will close after its current turn.")
+
+
+async def interrupt(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to interrupt")
+    await handle.signal(AgentWorkflow.interrupt)
+    print(f"{args.workflow_id}: its running turn ends now, answered 'interrupted' (a chat stays open).")
+
+
+async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    names = await _update(handle, AgentWorkflow.refresh_tools, None, "not refreshed")
+    print(f"{args.workflow_id} now offers: {', '.join(names)}")
+
+
+async def cancel(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    await _require_running(handle, "nothing to cancel")
+    await handle.cancel(reason=args.reason)
+    print(f"Cancellation requested for {args.workflow_id}.")
+
+
+async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
+    """Refuse when the conversation has closed: Temporal would accept a cancel and do nothing."""
+    described = await handle.describe()
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        raise CommandError(f"{handle.id} is already closed ({agent_state(described)}); {consequence}")
+
+
+async def chat(client: Client, args: argparse.Namespace) -> None:
+    """An interactive chat; tool calls that wait for a person are asked about inline, those waiting
+    when it joins before it takes a message. ``/leave`` or end of input, at any prompt, leaves the
+    conversation going and what waits in it undecided."""
+    settings: Settings = args.settings
+    async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+        await _chat(client, args, deltas)
+
+
+async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener | None) -> None:
+    if args.workflow_id:
+        handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+        first = None
+        described = await handle.describe()
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            raise CommandError(
+                f"{handle.id} has closed ({agent_state(described)}): nothing more comes on its stream;"
+                " start a new chat with --agent NAME"
+            )
+        # What waits already, then what happens from now on.
+        offset = await next_offset(client, handle.id)
+        print(f"(joined {handle.id}: waiting for event {offset}, the next it publishes)", flush=True)
+        events = _Events(client, handle.id, offset, deltas)
+        task_queue = described.task_queue
+        for record in await ask(client, handle, AgentWorkflow.pending_approvals, task_queue):
+            arguments, digest = json.dumps(record.arguments), record.arguments_digest
+            print(
+                f"(waiting for approval: {record.call_id} {record.tool}({arguments}); digest {digest};"
+                f" deadline {_deadline(record.deadline)})"
+            )
+            events.approvals.put_nowait(record)
+        for call in await ask(client, handle, AgentWorkflow.pending_client_calls, task_queue):
+            print(
+                f"(waiting for the client: {call.call_id} {call.tool}({json.dumps(call.arguments)});"
+                f" deadline {_deadline(call.deadline)})"
+            )
+            events.approvals.put_nowait(call)
+    elif args.agent is None:
+        raise CommandError("give --agent NAME to start a chat, or the id of one to join")
+    else:
+        typed = await _line("you> ")
+        if typed is None:
+            print("(end of input: no conversation started)")
+            return
+        first = _message(typed)
+        workflow_id = f"chat-{args.agent}-{uuid.uuid4().hex[:8]}"
+        handle = await start_conversation(
+            client,
+            ConversationInput(prompt=first.text, agent=args.agent, overrides=AgentOverrides(chat=True)),
+            id=workflow_id,
+            task_queue=args.task_queue,
+        )
+        args.workflow_id = workflow_id  # what goes wrong from here names it (``run``)
+        print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
+        events = _Events(client, handle.id, 0, deltas)
+    try:
+        await _chat_turns(handle, events, first, _signer(args))
+    finally:
+        await events.close()
+
+
+async def _chat_turns(
+    handle: WorkflowHandle, events: _Events, first: MessageInput | None, signer: decisions.Signer
+) -> None:
+    """Turn after turn until the person leaves; what waits for them is asked before each message,
+    so that an answer typed for a question never goes to the model."""
+    while True:
+        if first is not None:
+            reply = asyncio.create_task(events.reply_to("m1"))
+            first = None
+        else:
+            if not await _asking_what_waits(handle, events, signer):
+                return
+            text = await _line("you> ")
+            if text == "/quit":
+                await handle.signal(AgentWorkflow.end)
+                return
+            if text is None or text == "/leave":
+                _print_left(handle.id, text)
+                return
+            if not text:
+                continue
+            reply = asyncio.create_task(send_message(handle, text))
+        answer = await _answering_approvals(handle, events, reply, signer)
+        if answer is None:
+            return
+        events.typing.finish()
+        print(f"agent> {answer.text}", flush=True)
+
+
+async def _line(prompt: str) -> str | None:
+    """What the person typed at ``prompt``, stripped; None at end of input (piped stdin ran out)."""
+    try:
+        return (await asyncio.to_thread(input, prompt)).strip()
+    except EOFError:
+        print(flush=True)  # the prompt's line ends: nothing was typed to end it
+        return None
+
+
+def _print_left(workflow_id: str, typed: str | None, still: str = "") -> None:
+    """The chat's last line when the person leaves: the conversation goes on, and what still waits."""
+    why = "end of input: " if typed is None else ""
+    print(
+        f"({why}left {workflow_id}; the conversation goes on{still}:"
+        f" starter.py chat {workflow_id} returns to it)",
+        flush=True,
+    )
+
+
+class _Events:
+    """What a chat needs of the conversation's event stream, read by one task: the tool calls that
+    wait for approval, in order, and the replies; a streamed answer shows as it is typed
+    (``typing``), and a model call that ends without an answer says so."""
+
+    def __init__(
+        self, client: Client, workflow_id: str, from_offset: int, deltas: DeltaListener | None
+    ) -> None:
+        self.approvals: asyncio.Queue[ApprovalRecord | ClientCall] = asyncio.Queue()
+        """Tool calls that wait for a person: approvals, and client tools' calls (``ask_user``)."""
+        self.asked: set[str] = set()
+        """The calls asked about: the join's query and the stream may both name one."""
+        self.typing = TypingLine()
+        self._replies: dict[str, asyncio.Future[Reply]] = {}
+        self._reader = asyncio.create_task(self._read(client, workflow_id, from_offset, deltas))
+
+    async def _read(
+        self, client: Client, workflow_id: str, from_offset: int, deltas: DeltaListener | None
+    ) -> None:
+        try:
+            async for _, event in live(client, workflow_id, from_offset, deltas):
+                match event:
+                    case ApprovalRequested(record=record):
+                        self.approvals.put_nowait(record)
+                    case ClientToolRequested(call=call):
+                        self.approvals.put_nowait(call)
+                    case ReplySent(reply=reply) if not self._reply(reply.message_id).done():
+                        self._reply(reply.message_id).set_result(reply)
+                    case TextDelta() | ModelCallFinished():
+                        self.typing.add(event)
+                    case ModelCallInterrupted():
+                        self.typing.interrupted(event)
+                        self.typing.print(*format_event(event))
+        finally:
+            for waiting in self._replies.values():
+                if not waiting.done():
+                    waiting.set_exception(CommandError("the conversation ended without a reply"))
+
+    def _reply(self, message_id: str) -> asyncio.Future[Reply]:
+        return self._replies.setdefault(message_id, asyncio.get_running_loop().create_future())
+
+    async def reply_to(self, message_id: str) -> Reply:
+        waiting = self._reply(message_id)
+        if self._reader.done() and not waiting.done():
+            raise CommandError("the conversation ended without a reply")
+        return await waiting
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+async def _answering_approvals(
+    handle: WorkflowHandle, events: _Events, reply: asyncio.Task[Reply], signer: decisions.Signer
+) -> Reply | None:
+    """The reply, asking about each tool call that waits for a person as the stream says it does;
+    None when the person left at a question (the turn goes on without them)."""
+    try:
+        while not reply.done():
+            waiting = asyncio.ensure_future(events.approvals.get())
+            await asyncio.wait([reply, waiting], return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():
+                waiting.cancel()
+                break
+            if not await _ask(handle, events, waiting.result(), signer):
+                return None
+        return await reply
+    finally:
+        await _stop_waiting(reply)
+
+
+async def _stop_waiting(task: asyncio.Task[Reply]) -> None:
+    """``task`` ended, its outcome taken: a chat that leaves or fails mid-turn ends with its own one
+    line, not the SDK's traceback of an update it stopped waiting for."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()
+
+
+async def _asking_what_waits(handle: WorkflowHandle, events: _Events, signer: decisions.Signer) -> bool:
+    """Ask about each call already waiting (as the chat joined, or since its last turn) before the
+    next message; False when the person left at a question."""
+    while not events.approvals.empty():
+        if not await _ask(handle, events, events.approvals.get_nowait(), signer):
+            return False
+    return True
+
+
+_APPROVES = {"y": True, "yes": True, "n": False, "no": False, "": False}
+"""What an answer to ``[y/N]`` decides: no more, so that a typo asks again instead of rejecting."""
+
+
+async def _ask(
+    handle: WorkflowHandle, events: _Events, waiting: ApprovalRecord | ClientCall, signer: decisions.Signer
+) -> bool:
+    """Ask the person about one call, once unless a refused decision leaves it waiting. ``/leave``
+    or end of input decides nothing: the call keeps waiting, and the chat leaves (False)."""
+    if waiting.call_id in events.asked:
+        return True
+    events.asked.add(waiting.call_id)
+    events.typing.close()
+    if isinstance(waiting, ClientCall):
+        return await _answer_in_chat(handle, waiting)
+    question = f"approve {waiting.tool}({json.dumps(waiting.arguments)})? [y/N] "
+    while (typed := await _line(question)) not in (None, "/leave") and typed.lower() not in _APPROVES:
+        print(f"(answer y or n, or /leave to leave it waiting; {typed!r} decides nothing)", flush=True)
+    if typed is None or typed == "/leave":
+        _print_left(handle.id, typed, f", its {waiting.tool} call {waiting.call_id} waiting for a decision")
+        return False
+    try:
+        record = await _decide_in_chat(handle, waiting, _APPROVES[typed.lower()], signer)
+    except decisions.Refused as e:
+        print(f"(not decided: {e})", flush=True)
+        for still in await handle.query(AgentWorkflow.pending_approvals):
+            if still.call_id == waiting.call_id:
+                events.asked.discard(still.call_id)
+                events.approvals.put_nowait(still)
+        return True
+    print(format_approval(record), flush=True)
+    return True
+
+
+async def _decide_in_chat(
+    handle: WorkflowHandle, record: ApprovalRecord, approve: bool, signer: decisions.Signer
+) -> ApprovalRecord:
+    """The decision typed for ``record``, as the signer (``--by``, its key if any) over the arguments
+    it was asked with; ``decisions.Refused`` with the reason."""
+    decision = decisions.decision_from(
+        {"call_id": record.call_id, "approve": approve, "by": signer.by},
+        reason="answered in chat",
+        arguments_digest=record.arguments_digest,
+    )
+    return await decisions.decide(handle, decision, signer=signer, waiting=[record])
+
+
+async def _answer_in_chat(handle: WorkflowHandle, call: ClientCall) -> bool:
+    """A client tool's call, answered at the prompt: ``ask_user``'s question, or any tool's JSON result.
+    ``/leave`` or end of input answers nothing: the call keeps waiting, and the chat leaves (False)."""
+    if call.tool == "ask_user":
+        print(f"agent asks> {call.arguments.get('question', '')}", flush=True)
+        typed = await _line("answer> ")
+    else:
+        typed = await _line(f"result of {call.tool}({json.dumps(call.arguments)}) as JSON> ")
+    if typed is None or typed == "/leave":
+        _print_left(handle.id, typed, f", its {call.tool} call {call.call_id} waiting for its result")
+        return False
+    value: Any = typed
+    if call.tool != "ask_user":
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(typed)
+    try:
+        await handle.execute_update(
+            AgentWorkflow.deliver_client_result, ClientResult(call_id=call.call_id, result=value)
+        )
+    except WorkflowUpdateFailedError as e:
+        print(f"(not delivered: {refusal(e)})", flush=True)
+    return True
+
+
+def _message(text: str) -> MessageInput:
+    return _valid("message", lambda: MessageInput(text=text))
+
+
+async def result(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    print(format_result(await conversation_result(client, handle)))
+
+
+async def history(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    found = await conversation_history(client, handle)
+    if args.json:
+        print(found.model_dump_json(indent=2))
+    else:
+        print(format_transcript(found.messages))
+        for record in found.approvals:
+            print(format_approval(record))
+        for attempt in found.model_attempts:
+            outcome = f"failed: {attempt.error}" if attempt.error else "answered"
+            print(f"[model call {attempt.model_call}] {attempt.model} {outcome}")
+
+
+async def status(client: Client, args: argparse.Namespace) -> None:
+    """The status query while the conversation runs, or once cancelled (Canceled keeps no result);
+    once otherwise closed, its result and Temporal's record of it say the same without a worker."""
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    described = await handle.describe()
+    if described.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CANCELED):
+        found = await ask(client, handle, AgentWorkflow.status, described.task_queue)
+    else:
+        found = await _closed_status(handle, described)
+    known = described.typed_search_attributes
+    found = found.model_copy(update={"tenant": known.get(AGENT_TENANT), "user": known.get(AGENT_USER)})
+    # A conversation without a tenant or user shows neither (as before they existed).
+    print(
+        found.model_dump_json(indent=2, exclude={k for k in ("tenant", "user") if getattr(found, k) is None})
+    )
+
+
+async def _closed_status(
+    handle: WorkflowHandle[AgentWorkflow, ConversationResult], described: WorkflowExecutionDescription
+) -> ConversationStatus:
+    agent = described.typed_search_attributes.get(AGENT_NAME) or ""
+    try:
+        done = await handle.result()
+    except WorkflowFailureError as e:  # failed, terminated or timed out: no result to read
+        state = agent_state(described)
+        return ConversationStatus(
+            state="cancelled" if state == "cancelled" else "failed",
+            agent=agent,
+            detail=f"{state.replace('_', ' ')}: {_failure_message(e)}",
+        )
+    return ConversationStatus(
+        state="cancelled" if done.closed_by == "cancelled" else "completed",
+        agent=agent,
+        iteration=done.iterations,
+        model_calls=done.model_calls,
+        usage=done.usage,
+        cost=done.cost,
+        run=done.runs,
+        detail=done.detail,
+    )
+
+
+async def pending(client: Client, args: argparse.Namespace) -> None:
+    """Every tool call waiting for a person, across all conversations; then every client tool's call
+    waiting for its client (``answer`` delivers a result).
+
+    Asked of all at once; one whose worker does not answer gets a warning, not the whole list lost.
+    """
+    now = datetime.now(UTC)
+    query = 'AgentStatus IN ("awaiting_approval", "waiting_for_client") AND ExecutionStatus = "Running"'
+    listed = [wf async for wf in client.list_workflows(query)]
+    waiting = shown_once(listed)
+    answers = await asyncio.gather(
+        *(ask_or_why(client, wf, AgentWorkflow.pending_approvals) for wf in waiting),
+        *(ask_or_why(client, wf, AgentWorkflow.pending_client_calls) for wf in listed),
+    )
+    answers, asked = answers[: len(waiting)], answers[len(waiting) :]
+    rows = []
+    for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
+        if isinstance(records, str):
+            print(f"warning: {workflow_id}: no answer: {one_line(records)}", file=sys.stderr)
+            continue
+        for record in records:
+            age = _duration(now - record.requested_at)
+            deadline = _deadline(record.deadline)
+            digest, arguments = record.arguments_digest, json.dumps(record.arguments)
+            allowed = ",".join(record.allowed_decisions)
+            rows.append((workflow_id, record.call_id, record.tool, digest, age, deadline, allowed, arguments))
+    client_rows = [
+        (
+            workflow_id,
+            c.call_id,
+            c.tool,
+            _duration(now - c.requested_at),
+            _deadline(c.deadline),
+            json.dumps(c.arguments),
+        )
+        for workflow_id, calls in zip((wf.id for wf in listed), asked, strict=True)
+        for c in (calls if not isinstance(calls, str) else [])
+    ]
+    if not rows:
+        print("No tool calls wait for approval.")
+    else:
+        header = ("WORKFLOW ID", "CALL ID", "TOOL", "DIGEST", "AGE", "DEADLINE", "DECISIONS", "ARGUMENTS")
+        _print_table(header, rows)
+        for workflow_id, records in zip((wf.id for wf in waiting), answers, strict=True):
+            for record in records if not isinstance(records, str) else []:
+                for line in _opinions(record):
+                    print(f"{record.call_id} of {workflow_id}: {line}")
+    if client_rows:
+        print("\nWaiting for the client (starter.py answer ID CALL_ID TEXT):")
+        _print_table(("WORKFLOW ID", "CALL ID", "TOOL", "AGE", "DEADLINE", "ARGUMENTS"), client_rows)
+
+
+def _deadline(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M:%S}Z" if at else "none"
+
+
+def _opinions(record: ApprovalRecord) -> list[str]:
+    """What people deciding ``record`` should know besides its arguments: an unknown outcome, and
+    what the judges said."""
+    lines = []
+    if record.asked == "outcome_unknown":
+        lines.append(
+            f"outcome unknown ({record.reason}): approve runs it again, approve --result TEXT records"
+            " its result, reject fails it"
+        )
+    for j in record.judgements:
+        by = f"judge {j.judge} ({j.model})" if j.model else f"judge {j.judge}"
+        lines.append(f"{by}: {j.verdict}: {j.reason}")
+    return lines
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell; not the last, so that long arguments pad no other line."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)), row[-1]]))
+
+
+async def decide(client: Client, args: argparse.Namespace) -> None:
+    handle = client.get_workflow_handle(args.workflow_id)
+    decision = _decision(args)
+    signer = _signer(args)
+    waiting = await _pending(client, handle)  # first: a decision its worker cannot load would wait
+    if signer.secret is not None:  # the signature names the call as it waits: its conversation, digest
+        _must_wait(waiting, args.call_id)
+    try:
+        record = await decisions.decide(handle, decision, signer=signer, waiting=waiting)
+    except decisions.Refused as e:
+        raise CommandError(f"not {args.command.rstrip('e')}ed: {e}") from e
+    extra = f" (signed with key {record.verdict.key})" if record.verdict and record.verdict.key else ""
+    extra += " with edited arguments" if record.edited_arguments is not None else ""
+    extra += f"; {record.tool} allowed for the conversation" if record.remember else ""
+    print(f"{record.tool} call {record.call_id} of {args.workflow_id}: {record.state} by {record.by}{extra}")
+
+
+def _decision(args: argparse.Namespace) -> Decision:
+    """The decision ``approve``/``reject``/``sign`` describe, read as every door reads one."""
+    given = {
+        "call_id": args.call_id,
+        "approve": args.approve,
+        "by": args.by,
+        "reason": args.reason,
+        "arguments_digest": args.digest,
+        "arguments": _edited_arguments(getattr(args, "arguments", None)),
+        "remember": getattr(args, "remember", False) or None,
+        "result": getattr(args, "result", None),
+        "wait_seconds": args.settings.decide_timeout,
+    }
+    try:
+        return decisions.decision_from({k: v for k, v in given.items() if v is not None})
+    except decisions.Refused as e:
+        raise CommandError(f"invalid decision: {str(e).removeprefix('decide: ')}") from e
+
+
+async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecord] | None:
+    """The calls a running conversation waits for, as its worker says: none once it has closed (the
+    update says so), None when the worker did not answer for another reason (the update will say
+    why). A conversation whose workflow task fails, or that its worker cannot replay (say, after a
+    rollback to a release older than the one that wrote it), is a ``CommandError`` naming the
+    release that wrote it: a decision sent would wait until a worker that can polls, and the person
+    with it."""
+    described = await handle.describe()
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return []
+    if described.raw_description.pending_workflow_task.attempt > 1:  # a query would wait for it
+        why = ""
+    else:
+        try:
+            return await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
+        except WorkflowQueryFailedError as e:
+            if "nondeterminism" not in e.message.lower():
+                return None
+            why = e.message
+    events = (await handle.fetch_history()).events
+    failures = [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    why = why or (failures[-1] if failures else "its workflow task fails")
+    raise CommandError(
+        f"{handle.id} cannot take a decision now: {cannot_replay(releases_in(events), described.task_queue)};"
+        f" nothing was sent (the worker: {one_line(why)})"
+    )
+
+
+def _must_wait(waiting: list[ApprovalRecord] | None, call_id: str) -> None:
+    """``CommandError`` unless call ``call_id`` is among the calls ``pending_approvals`` showed: a
+    signature is made over the call as it waits."""
+    if waiting is None:
+        raise CommandError(
+            f"the conversation's worker does not say which calls wait, so {call_id} cannot be signed for;"
+            " try again, or sign with starter.py sign --digest D --conversation RUN_ID"
+        )
+    if not any(r.call_id == call_id for r in waiting):
+        pending = ", ".join(r.call_id for r in waiting) or "none"
+        raise CommandError(f"no approval is pending for call {call_id!r} (pending: {pending})")
+
+
+def _signer(args: argparse.Namespace) -> decisions.Signer:
+    """``--by``, signing with ``AGENT_APPROVER_KEY`` when set."""
+    try:
+        return decisions.Signer.of(args.by, args.settings.approver_key)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+
+
+async def make_token(client: Client | None, args: argparse.Namespace) -> None:
+    """``starter.py new-token NAME``: a fresh token for ``serve``, and its entry for AGENT_SERVE_TOKENS."""
+    token = new_token()
+    entry = [f"[tokens.{json.dumps(args.name)}]", f'sha256 = "{token_hash(token)}"']
+    entry += [f"user = {json.dumps(args.user)}"] if args.user else []
+    entry += [f"tenant = {json.dumps(args.tenant)}"] if args.tenant else []
+    entry += [f"decide = {'true' if args.decide else 'false'}"]
+    entry += [f"agents = {json.dumps(args.agent)}"] if args.agent else []
+    print(f"# the token (give it to its holder; it is not kept anywhere): {token}")
+    print("\n".join(entry))
+
+
+async def sign_decision(client: Client | None, args: argparse.Namespace) -> None:
+    """``starter.py sign``: the signature of a decision, for another tool to send (the temporal CLI)."""
+    signer = _signer(args)
+    if signer.secret is None:
+        raise CommandError("set AGENT_APPROVER_KEY to the approver's key (base64) to sign")
+    print(signer.signature(args.workflow_id, args.conversation, args.digest, _decision(args)))
+
+
+def _edited_arguments(text: str | None) -> dict | None:
+    try:
+        return edited_arguments(text)
+    except ValueError as e:
+        raise CommandError(f"--arguments: {e}") from e
+
+
+async def answer(client: Client, args: argparse.Namespace) -> None:
+    """Deliver a client tool's result (the built-in ``ask_user``: the user's answer)."""
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        value = json.loads(args.text) if args.json else args.text
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--json: the result is not JSON ({e.msg} at position {e.pos})") from e
+    result = _valid("result", lambda: ClientResult(call_id=args.call_id, result=value))
+    call: ClientCall = await _update(handle, AgentWorkflow.deliver_client_result, result, "not delivered")
+    print(f"{call.tool} call {call.call_id} of {args.workflow_id}: {call.state}")
+
+
+async def revoke(client: Client, args: argparse.Namespace) -> None:
+    """Take back a tool allowed for the conversation: its later calls wait for a person again."""
+    handle = client.get_workflow_handle(args.workflow_id)
+    revocation = _valid("revocation", lambda: Revocation(tool=args.tool, by=args.by))
+    allowance = await _update(handle, AgentWorkflow.revoke, revocation, "not revoked")
+    print(
+        f"{allowance.tool} of {args.workflow_id}: asks for approval again (revoked by {allowance.revoked_by})"
+    )
+
+
+async def watch(client: Client, args: argparse.Namespace) -> None:
+    """Follow a conversation live on its event stream until it ends; Ctrl-C says where to resume."""
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, args.workflow_id)
+    await handle.describe()  # an unknown id is one line, not a wait
+    settings: Settings = args.settings
+    async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+        await show_live(client, args.workflow_id, args.from_offset, deltas=deltas)
+    print(format_result(await conversation_result(client, handle)))
+
+
+def _offset(given: str) -> int:
+    if not given.isdigit():
+        raise argparse.ArgumentTypeError(f"an event offset is 0, 1, 2, ..., not {given!r}")
+    return int(given)
+
+
+async def serve_events(client: Client, args: argparse.Namespace) -> None:
+    settings: Settings = args.settings
+    try:
+        tokens = Tokens.load(settings.serve_tokens) if settings.serve_tokens else None
+        access = Access(
+            token=settings.serve_token,
+            origins=settings.serve_origins,
+            hosts=settings.serve_hosts,
+            max_body=settings.serve_max_body,
+            tokens=tokens,
+        )
+        check_exposure(args.host, access)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    if (warning := plain_http_warning(args.host)) is not None:
+        print(warning, file=sys.stderr)
+    url = f"http://{args.host}:{args.port}/conversations/WORKFLOW_ID/events"
+    token = "token required" if access.needs_token else "no token"
+    origins = ", ".join(access.origins) or "none"
+    print(f"Serving conversation events on {url} ({token}; origins: {origins}; Ctrl-C stops)")
+    print(f"The operator console: http://{args.host}:{args.port}/console/", flush=True)
+    console = ConsoleOptions(settings.approver_key, settings.ui_url, settings.decide_timeout)
+    async with listening(client, settings.database_url, settings.delta_dir) as deltas:
+        await serve(client, args.host, args.port, args.task_queue, access, deltas, console)
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+async def list_conversations(client: Client, args: argparse.Namespace) -> None:
+    """Newest first; a conversation that continued as new shows once, as its current run."""
+    rows = [
+        (
+            wf.id,
+            agent_state(wf),
+            wf.typed_search_attributes.get(AGENT_NAME) or "-",
+            wf.typed_search_attributes.get(AGENT_TENANT) or "-",
+            wf.typed_search_attributes.get(AGENT_USER) or "-",
+            f"{wf.start_time:%Y-%m-%d %H:%M:%S}Z",
+        )
+        for wf in await newest_conversations(client, args.limit)
+    ]
+    if not rows:
+        print("No conversations yet.")
+        return
+    _print_table(("WORKFLOW ID", "STATUS", "AGENT", "TENANT", "USER", "STARTED"), rows)
+
+
+async def usage(client: Client | None, args: argparse.Namespace) -> None:
+    """Spend of this day or month from the shared ledger (durable_agents/stores/ledger.py), by tenant
+    and user."""
+    spent = await args.settings.stores.ledger().usage(
+        period=args.period, now=time.time(), tenant=args.tenant, user=args.user
+    )
+    if not spent:
+        print(f"No model calls of a tenant or user recorded this {args.period}.")
+        return
+    rows = [
+        (s.tenant or "-", s.user or "-", str(s.calls), str(s.input_tokens), str(s.output_tokens),
+         str(s.tokens), f"{s.cost:.6f}")
+        for s in spent
+    ]  # fmt: skip
+    total = (
+        "TOTAL", "", str(sum(s.calls for s in spent)), str(sum(s.input_tokens for s in spent)),
+        str(sum(s.output_tokens for s in spent)), str(sum(s.tokens for s in spent)),
+        f"{sum(s.cost for s in spent):.6f}",
+    )  # fmt: skip
+    _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
+
+
+def _failure_message(error: WorkflowFailureError) -> str:
+    """Past the wrappers to the first error that says what went wrong, not the SDK's raw one below it."""
+    cause = error.cause
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(getattr(cause, "message", cause))
+
+
+def _valid(what: str, make: Callable[[], M]) -> M:
+    """``make()``, or the first thing pydantic found wrong as one line: ``invalid <what>: ...``."""
+    try:
+        return make()
+    except ValidationError as e:
+        raise CommandError(f"invalid {what}: {first_error(e)}") from e
+
+
+async def _update(handle: WorkflowHandle, update: Any, arg: Any, refused: str) -> Any:
+    """An update's result, or the worker's reason for refusing it as one line: ``<refused>: ...``."""
+    try:
+        return await (handle.execute_update(update) if arg is None else handle.execute_update(update, arg))
+    except WorkflowUpdateFailedError as e:
+        raise CommandError(f"{refused}: {refusal(e)}") from e
+
+
+def _unreadable(error: Exception) -> str | None:
+    """Why what the worker wrote cannot be read here (its key, its payload store), or None."""
+    if isinstance(error, EncryptionKeyError):
+        return f"cannot decrypt: {error}"
+    if isinstance(error, PayloadStoreMismatchError):
+        return str(error)
+    if isinstance(error, KeyError) and ENCODING.decode() in str(error):
+        return f"cannot decrypt: the conversation is encrypted; set {ENV_VAR} to the worker's keys"
+    if isinstance(error, PayloadMissingError | StoreDown):
+        return f"{error}; use the worker's payload store (AGENT_PAYLOAD_STORE or AGENT_DATABASE_URL)"
+    return None
+
+
+def _fail(message: str) -> int:
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return 1
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose refusals are one line, as the starter's other errors (exit code 2, argparse's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog.removeprefix('starter.py ')}: {message} (see --help)\n")
+
+
+def _positive(given: str) -> int:
+    """``--limit``: 0 or less would list nothing and look like an empty namespace."""
+    if not given.isdigit() or int(given) == 0:
+        raise argparse.ArgumentTypeError(f"give a whole number from 1 on, not {given!r}")
+    return int(given)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="starter.py", description="Durable agent conversations on Temporal.")
+    p.add_argument("--task-queue", help="default: AGENT_TASK_QUEUE, or agents")
+    p.add_argument("--traceback", action="store_true", help="an unexpected error prints its traceback")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("start", help="start a conversation")
+    s.add_argument("prompt", nargs="?", help="the first message (or --file)")
+    s.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    s.add_argument("--agent", required=True, help="the agent's name (agents/NAME.toml), such as demo")
+    s.add_argument("--id", help="workflow id (default: generated)")
+    s.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
+    s.add_argument("--max-iterations", type=int)
+    s.add_argument("--on-limit", choices=["final_answer", "stop", "fail"])
+    s.add_argument("--model", help="another model name for the agent's provider")
+    s.add_argument("--chat", action="store_true", help="stay open for follow-up messages")
+    s.add_argument("--tenant", help="the tenant the conversation belongs to (budgets, fairness)")
+    s.add_argument("--user", help="the user within the tenant (budgets)")
+    s.add_argument("--priority", type=int, choices=range(1, 6), help="1 (first) to 5 (last); default 3")
+    s.set_defaults(func=start)
+
+    f = sub.add_parser("fork", help="start a new conversation from the first N messages of another")
+    f.add_argument("workflow_id")
+    f.add_argument(
+        "--at",
+        type=int,
+        required=True,
+        metavar="N",
+        help="keep messages 1..N, as `history --json` lists them (the system prompt is 1)",
+    )
+    f.add_argument("--prompt", help="a new question after message N (default: ask message N again)")
+    f.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    f.add_argument("--id", help="workflow id of the fork (default: generated)")
+    f.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
+    f.set_defaults(func=fork)
+
+    m = sub.add_parser("send", help="send a follow-up message and print the reply")
+    m.add_argument("workflow_id")
+    m.add_argument("text", nargs="?", help="the message (or --file)")
+    m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
+    m.add_argument(
+        "--agent", help="start the conversation with this agent if it does not exist (refused if another's)"
+    )
+    m.set_defaults(func=send)
+
+    c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
+    c.add_argument("workflow_id", nargs="?")
+    c.add_argument("--agent", help="the agent of a new chat")
+    c.add_argument("--by", default=getpass.getuser(), help="who decides the approvals asked in the chat")
+    c.set_defaults(func=chat)
+
+    e = sub.add_parser("end", help="close a chat after its current turn")
+    e.add_argument("workflow_id")
+    e.set_defaults(func=end)
+
+    i = sub.add_parser(
+        "interrupt", help="end the running turn now: its model call is cancelled; a chat stays open"
+    )
+    i.add_argument("workflow_id")
+    i.set_defaults(func=interrupt)
+
+    r = sub.add_parser("refresh-tools", help="list the MCP servers' tools again for a running conversation")
+    r.add_argument("workflow_id")
+    r.set_defaults(func=refresh_tools)
+
+    x = sub.add_parser("cancel", help="cancel a conversation; it ends with the conversation so far")
+    x.add_argument("workflow_id")
+    x.add_argument("--reason", default="cancelled from starter.py")
+    x.set_defaults(func=cancel)
+
+    for name, func, help_text in [
+        ("result", result, "wait for and print a conversation's answer"),
+        ("history", history, "print a conversation's messages"),
+        ("status", status, "print a conversation's status"),
+    ]:
+        c = sub.add_parser(name, help=help_text)
+        c.add_argument("workflow_id")
+        c.set_defaults(func=func)
+        if name == "history":
+            c.add_argument("--json", action="store_true")
+
+    for name in ("approve", "reject"):
+        d = sub.add_parser(name, help=f"{name} a tool call that waits for a person (answers whether it took)")
+        d.add_argument("workflow_id")
+        d.add_argument("call_id")
+        d.add_argument("--by", default=getpass.getuser())
+        d.add_argument("--reason", default="")
+        d.add_argument(
+            "--digest", help="the arguments digest `pending` showed: refused if the call's arguments differ"
+        )
+        if name == "approve":
+            d.add_argument("--arguments", metavar="JSON", help="run the call with these arguments instead")
+            d.add_argument(
+                "--remember", action="store_true", help="also allow the tool for the rest of the conversation"
+            )
+            d.add_argument(
+                "--result",
+                metavar="TEXT",
+                help="for a call whose outcome is unknown: record TEXT as its result",
+            )
+        d.set_defaults(func=decide, approve=name == "approve")
+
+    sg = sub.add_parser(
+        "sign", help="print a decision's signature with AGENT_APPROVER_KEY, for the temporal CLI to send"
+    )
+    sg.add_argument("workflow_id")
+    sg.add_argument("call_id")
+    kind = sg.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--approve", dest="approve", action="store_true", default=None)
+    kind.add_argument("--reject", dest="approve", action="store_false")
+    sg.add_argument("--by", required=True, help="the approver: the name of the key")
+    sg.add_argument("--digest", required=True, help="the call's arguments digest, as `pending` shows it")
+    sg.add_argument(
+        "--conversation",
+        required=True,
+        metavar="RUN_ID",
+        help="the conversation that asked: the first run id of its chain (pending_approvals' `conversation`)",
+    )
+    sg.add_argument("--reason", default="")
+    sg.add_argument(
+        "--arguments", metavar="JSON", help="edited arguments, exactly as the decision sends them"
+    )
+    sg.add_argument("--remember", action="store_true")
+    sg.set_defaults(func=sign_decision, offline=True)
+
+    nt = sub.add_parser(
+        "new-token", help="a fresh token for serve, and its [tokens.NAME] entry for AGENT_SERVE_TOKENS"
+    )
+    nt.add_argument("name", help="the token's name in the file (shown in refusals and logs)")
+    nt.add_argument("--user", help="runs it starts belong to this user; its decisions are taken as them")
+    nt.add_argument("--tenant", help="it reaches this tenant's conversations only (default: every tenant's)")
+    nt.add_argument("--decide", action="store_true", help="it may decide waiting calls")
+    nt.add_argument("--agent", action="append", help="an agent it may run (repeat; default: every agent)")
+    nt.set_defaults(func=make_token, offline=True)
+
+    an = sub.add_parser("answer", help="deliver the result of a client tool call (ask_user: the answer)")
+    an.add_argument("workflow_id")
+    an.add_argument("call_id")
+    an.add_argument("text", help="the result: text, or JSON with --json")
+    an.add_argument(
+        "--json", action="store_true", help="the result is JSON (for a tool whose result is not text)"
+    )
+    an.set_defaults(func=answer)
+
+    rv = sub.add_parser("revoke", help="make a tool allowed with --remember ask for approval again")
+    rv.add_argument("workflow_id")
+    rv.add_argument("tool")
+    rv.add_argument("--by", default=getpass.getuser())
+    rv.set_defaults(func=revoke)
+
+    pd = sub.add_parser("pending", help="tool calls waiting for approval, across all conversations")
+    pd.set_defaults(func=pending)
+
+    w = sub.add_parser("watch", help="follow a conversation live until it ends")
+    w.add_argument("workflow_id")
+    w.add_argument("--from", dest="from_offset", type=_offset, default=0, help="the event offset to start at")
+    w.set_defaults(func=watch)
+
+    sv = sub.add_parser(
+        "serve", help="serve conversations' event streams as Server-Sent Events, and the operator console"
+    )
+    sv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.set_defaults(func=serve_events)
+
+    ls = sub.add_parser("list", help="recent conversations")
+    ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
+    ls.set_defaults(func=list_conversations)
+
+    us = sub.add_parser("usage", help="spend of tenants and users this day or month (the shared ledger)")
+    us.add_argument("--tenant", help="only this tenant")
+    us.add_argument("--user", help="only this user")
+    us.add_argument("--period", choices=["day", "month"], default="day", help="the period (default: day)")
+    us.set_defaults(func=usage, offline=True)
+    return p
+
+
+async def run(argv: Sequence[str] | None = None) -> int:
+    """The command's exit code; whatever goes wrong is one line on stderr, ``error: ...``."""
+    args = parser().parse_args(argv)
+    try:
+        await _command(args)
+    except CommandError as e:
+        return _fail(str(e))
+    except NoWorkerError as e:
+        return _fail(f"{args.workflow_id}: {e}")
+    except WorkflowFailureError as e:
+        if isinstance(e.cause, CancelledError):
+            return _fail(f"{getattr(args, 'workflow_id', '')}: the conversation was cancelled")
+        return _fail(f"conversation failed: {_failure_message(e)}")
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return _fail(f"{getattr(args, 'workflow_id', '')}: {e.message}")
+        return _fail(e.message)
+    except BrokenPipeError:
+        raise  # the reader left: nothing to say (``main``)
+    except Exception as e:
+        if (reason := _unreadable(e)) is not None:
+            return _fail(reason)
+        if args.traceback:
+            raise
+        return _fail(f"unexpected {type(e).__name__}: {e} (--traceback shows where)")
+    return 0
+
+
+async def _command(args: argparse.Namespace) -> None:
+    """Settings, connection, then the command; what stops the first two is a ``CommandError``."""
+    try:
+        args.settings = Settings.from_env()
+        data_converter(args.settings)
+    except ValueError as e:  # a bad AGENT_ENCRYPTION_KEY, AGENT_DATABASE_URL or AGENT_UI_URL
+        raise CommandError(str(e)) from e
+    args.task_queue = args.task_queue or args.settings.task_queue
+    if getattr(args, "offline", False):
+        await args.func(None, args)
+        return
+    try:
+        client = await connect(args.settings)
+    except Exception as e:  # the Rust core's connection errors share no public type
+        raise CommandError(
+            f"cannot connect to Temporal at {connect_config()['target_host']}; start a worker"
+            f" (python worker.py), which starts the embedded server ({e})"
+        ) from e
+    await args.func(client, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python starter.py ...``: the exit code. Output cut by a reader that left (``| head``) ends
+    quietly with 141, as a process killed by SIGPIPE; with ``--traceback``, an unexpected error
+    prints its traceback and gives 1."""
+    try:
+        code = asyncio.run(run(argv))
+        sys.stdout.flush()  # here, not at exit: a reader that left is heard while it can be handled
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what was left to print goes nowhere
+        return 141
+    except KeyboardInterrupt:  # how `watch` is left
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 1

@@ -1,0 +1,119 @@
+"""Who else polls a worker's task queue, so that a new conversation is written in a way every one of
+them can replay.
+
+A run of this release learns its way from one marker, its release's (workflows/versioning.py,
+``begin``): a worker of an earlier release cannot replay such a history. During a rolling deploy,
+both poll one queue and a conversation's next workflow task may go to either; so while any worker
+of an earlier release (or one whose release it cannot tell) polls, new runs decline the marker,
+and the patches this release added, through the SDK's patch activation callback, and are written
+the older way, which both replay. Once every poller is of this release, new runs are lean.
+
+Each worker names its release in its identity (``tagged``: ``12345@host durable-agents/3``) and
+reads the others' from Temporal's list of the queue's pollers (``DescribeTaskQueue``), every
+``REFRESH`` seconds, counting those seen in the last ``RECENT``. A worker that gave its own identity
+is not tagged: to the others it is of an earlier release, and they write the older way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import PatchActivationInput
+
+from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, release_of
+
+logger = logging.getLogger(__name__)
+
+REFRESH = 10.0
+"""Seconds between two looks at the queue's pollers."""
+RECENT = timedelta(seconds=75)
+"""A poller seen this recently still polls (a long poll lasts up to a minute)."""
+_TAG = re.compile(r" durable-agents/(\d+)$")
+
+
+def tagged(identity: str) -> str:
+    """``identity`` naming this release, for the other workers of the queue to read."""
+    return f"{identity} durable-agents/{RELEASE}"
+
+
+def release_in(identity: str) -> int:
+    """The release a poller's identity names; one before ``FIRST_LEAN`` when it names none."""
+    found = _TAG.search(identity)
+    return int(found[1]) if found else FIRST_LEAN - 1
+
+
+class Fleet:
+    """The oldest release among the other workers polling ``task_queue``."""
+
+    def __init__(self, client: Client, task_queue: str, identity: str) -> None:
+        self._client, self._task_queue, self._identity = client, task_queue, identity
+        self.oldest: int | None = None
+        """None until the pollers were read: until then, new runs are written the older way."""
+
+    def activates(self, patch_id: str) -> bool:
+        """May a new run record ``patch_id``'s marker? Not one that only this release (or a later
+        one) knows while an earlier release's worker polls, or before the pollers were read."""
+        needs = release_of(patch_id) or next((p.added for p in PATCHES if p.id == patch_id), 0)
+        return needs < FIRST_LEAN or (self.oldest is not None and self.oldest >= needs)
+
+    def callback(self, theirs: Callable[[PatchActivationInput], bool] | None) -> Activation:
+        """The worker's patch activation callback: ours for conversations, ``theirs`` (or the SDK's
+        default, yes) for the worker's other workflows."""
+        return Activation(self, theirs)
+
+    async def refresh(self) -> None:
+        """Read the queue's pollers; keep what was known when Temporal does not answer."""
+        try:
+            described = await self._client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self._client.namespace,
+                    task_queue=TaskQueue(name=self._task_queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                ),
+                timeout=timedelta(seconds=5),
+            )
+        except RPCError as e:
+            logger.warning("cannot list the pollers of task queue %s: %s", self._task_queue, e.message)
+            return
+        since = datetime.now(UTC) - RECENT
+        others = [
+            release_in(poller.identity)
+            for poller in described.pollers
+            if poller.identity != self._identity and poller.last_access_time.ToDatetime(tzinfo=UTC) > since
+        ]
+        oldest = min(others, default=RELEASE)
+        if oldest != self.oldest and oldest < RELEASE:
+            logger.info(
+                "a worker of release %d polls task queue %s: new conversations are written so that it"
+                " can replay them",
+                oldest,
+                self._task_queue,
+            )
+        self.oldest = oldest
+
+    async def watch(self) -> None:
+        """Read the pollers again every ``REFRESH`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(REFRESH)
+            await self.refresh()
+
+
+class Activation:
+    """A worker's patch activation callback (``Fleet.callback``), which knows its fleet."""
+
+    def __init__(self, fleet: Fleet, theirs: Callable[[PatchActivationInput], bool] | None) -> None:
+        self.fleet, self._theirs = fleet, theirs
+
+    def __call__(self, input: PatchActivationInput) -> bool:
+        if input.workflow_info.workflow_type == "AgentWorkflow":
+            return self.fleet.activates(input.patch_id)
+        return self._theirs(input) if self._theirs is not None else True

@@ -1,0 +1,204 @@
+"""Worker Deployment Versioning for our workers: the build a worker runs as, and each conversation's
+own versioning behavior (its agent's ``versioning``) reported on its workflow tasks.
+
+A worker with ``AGENT_DEPLOYMENT_NAME`` and ``AGENT_BUILD_ID`` joins that Worker Deployment as that
+build; Temporal then sends a conversation's workflow tasks to the build its behavior says (docs/production.md,
+"Deploying a new version"). Without them the worker is unversioned, exactly as before.
+
+Every worker, versioned or not, names the release that wrote a history it cannot replay
+(``NamedReleases``): after a rollback, the SDK alone says only which patch marker it did not expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Sequence
+
+from temporalio import workflow
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import (
+    WorkerConfig,
+    WorkerDeploymentConfig,
+    WorkflowInstanceDetails,
+    WorkflowRunner,
+)
+
+from durable_agents.settings import Settings
+from durable_agents.worker.runners import Activate, Around, WatchingRunner
+from durable_agents.workflows.config import Versioning
+from durable_agents.workflows.versioning import BEHAVIOR_EXTERN, RELEASE, release_of
+
+logger = logging.getLogger(__name__)
+
+BEHAVIORS: dict[Versioning, VersioningBehavior] = {
+    "pinned": VersioningBehavior.PINNED,
+    "auto_upgrade": VersioningBehavior.AUTO_UPGRADE,
+}
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The worker's deployment and build from the settings, ``None`` when it is not versioned.
+    Conversations are pinned unless their agent says ``auto_upgrade``."""
+    if settings.build_id is None or settings.deployment_name is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(settings.deployment_name, settings.build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
+
+
+def version_config(config: WorkerConfig) -> WorkerConfig:
+    """A versioned worker (``deployment_config`` with ``use_worker_versioning``) gets PINNED as its
+    default behavior if it names none (``AgentWorkflow``'s ``defn`` names none: it must also run on
+    unversioned workers), and runners through which conversations declare their agent's behavior.
+    An unversioned worker's config is returned as it is."""
+    deployment = config.get("deployment_config")
+    if deployment is None or not deployment.use_worker_versioning:
+        return config
+    if deployment.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:
+        config["deployment_config"] = dataclasses.replace(
+            deployment, default_versioning_behavior=VersioningBehavior.PINNED
+        )
+    for option in ("workflow_runner", "unsandboxed_workflow_runner"):
+        if (runner := config.get(option)) is not None:
+            config[option] = DeclaredBehaviors(runner)  # type: ignore[literal-required]
+    return config
+
+
+def name_releases(config: WorkerConfig) -> WorkerConfig:
+    """The worker's runners wrapped in ``NamedReleases``, named as the worker's build if it has one."""
+    deployment = config.get("deployment_config")
+    build = deployment.version.build_id if deployment and deployment.version else None
+    for option in ("workflow_runner", "unsandboxed_workflow_runner"):
+        if (runner := config.get(option)) is not None:
+            config[option] = NamedReleases(runner, build)  # type: ignore[literal-required]
+    return config
+
+
+class NamedReleases(WatchingRunner):
+    """Wraps a runner: when a conversation's history cannot be replayed here (a nondeterminism
+    eviction), one line names the release that wrote it (its release's marker, workflows/versioning.py)
+    and the releases that can, once per run and worker."""
+
+    _TOLD_AT_MOST = 10_000
+    """Runs remembered as told (a failing task is retried, each time from a fresh instance)."""
+
+    def __init__(self, runner: WorkflowRunner, build: str | None = None) -> None:
+        super().__init__(runner)
+        self._build = build
+        self._told: set[str] = set()
+
+    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
+        written: set[int] = set()
+
+        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
+            for job in act.jobs:
+                if job.HasField("notify_has_patch") and (
+                    release := release_of(job.notify_has_patch.patch_id)
+                ):
+                    written.add(release)
+                elif job.HasField("remove_from_cache"):
+                    eviction = job.remove_from_cache
+                    if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM:
+                        self._tell(det.info, written, eviction.message)
+            return activate(act)
+
+        return det, around
+
+    def _tell(self, info: workflow.Info, written: set[int], message: str) -> None:
+        if info.run_id in self._told:
+            return
+        if len(self._told) >= self._TOLD_AT_MOST:
+            self._told.clear()
+        self._told.add(info.run_id)
+        line = unreplayable(info.workflow_id, info.run_id, info.task_queue, written, self._build, message)
+        logger.error(line)
+
+
+def unreplayable(
+    workflow_id: str, run_id: str, task_queue: str, written: set[int], build: str | None, message: str
+) -> str:
+    """The one line a worker logs for a run whose history it cannot replay."""
+    this = f"release {RELEASE}" + (f", build {build}" if build else "")
+    if max(written, default=1) > RELEASE:
+        can = f"workers of release {max(written)} or later can"
+    else:
+        can = f"release {RELEASE} should replay it: a change to the workflow without workflow.patched?"
+    why = _core_message(message)
+    return (
+        f"conversation {workflow_id} (run {run_id}) cannot be replayed by this worker ({this}): its"
+        f" history was {written_by(written)}; {can}. Its workflow tasks fail and are retried, nothing"
+        f" lost, until a worker that can replay it polls task queue {task_queue}. Temporal: {why}"
+    )
+
+
+def _core_message(message: str) -> str:
+    """The message inside the SDK core's ``Failure { failure: Some(Failure { message: "..." ...``."""
+    inner = re.search(r'message: "((?:[^"\\]|\\.)*)"', message)
+    return " ".join((inner.group(1) if inner else message).split()) or "no reason given"
+
+
+def cannot_replay(written: set[int], task_queue: str) -> str:
+    """For a client: the workers of ``task_queue`` cannot load a run whose history names ``written``."""
+    return (
+        f"the workers polling task queue {task_queue} cannot load it; its history was"
+        f" {written_by(written)}: a worker of release {max(written, default=1)} or later can"
+    )
+
+
+def written_by(written: set[int]) -> str:
+    """Who wrote a history, in words, from the releases it names (``releases_in``)."""
+    if not written:
+        return "written before releases were recorded (release 1)"
+    *earlier, last = sorted(written)
+    return (
+        f"written by release {last}"
+        if not earlier
+        else f"written by releases {', '.join(map(str, earlier))} and {last}"
+    )
+
+
+def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
+    """The releases a run's history names (release markers): who wrote it, for a client."""
+    found = set()
+    for event in events:
+        marker = event.marker_recorded_event_attributes
+        if not event.HasField("marker_recorded_event_attributes") or marker.marker_name != "core_patch":
+            continue
+        data = marker.details["patch-data"].payloads if "patch-data" in marker.details else []
+        for payload in data:
+            try:
+                patch = json.loads(payload.data)
+            except ValueError:
+                continue
+            if isinstance(patch, dict) and (release := release_of(str(patch.get("id", "")))):
+                found.add(release)
+    return found
+
+
+class DeclaredBehaviors(WatchingRunner):
+    """Wraps a runner: each conversation gets ``BEHAVIOR_EXTERN`` (workflows/versioning.py), and from
+    the activation in which it calls it, every completion carries the behavior it declared."""
+
+    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
+        declared: list[VersioningBehavior] = []
+
+        def declare(versioning: Versioning) -> None:
+            declared[:] = [BEHAVIORS[versioning]]
+
+        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
+            completion = activate(act)
+            if declared and completion.HasField("successful"):
+                completion.successful.versioning_behavior = declared[0].value  # type: ignore[assignment]
+            return completion
+
+        return dataclasses.replace(
+            det, extern_functions={**det.extern_functions, BEHAVIOR_EXTERN: declare}
+        ), around

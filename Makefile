@@ -5,15 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: setup demo test worker server lint lock clean
+.PHONY: setup demo test worker server lint lock wheel clean
 
 setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip 'setuptools>=70.1'
 	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 demo: setup
@@ -51,6 +51,10 @@ server: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The wheel to install elsewhere: pip install dist/durable_agents-*.whl (one import name, durable_agents).
+wheel: setup
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
 # Re-pin requirements.lock from the ranges in pyproject.toml.
 lock:

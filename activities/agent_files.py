@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from durable_agents.activities.agent_names import Signature, signature
 from durable_agents.activities.hooks import HookRegistry
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.workflows.answers import OUTPUT_NAME
@@ -21,8 +21,6 @@ from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.subagents import tool_name
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
 
 class AgentFileError(ValueError):
@@ -238,13 +236,5 @@ class AgentFiles:
             logger.info("agents read again from %s: %s", self.directory, ", ".join(sorted(self._agents)))
         return self._agents
 
-    def _signature(self) -> tuple[int, tuple[tuple[str, int, int], ...]] | None:
-        """What an added, removed, renamed or edited agent file changes."""
-        try:
-            files = []
-            for path in sorted(self.directory.glob("*.toml")):
-                stat = os.stat(path)
-                files.append((path.name, stat.st_mtime_ns, stat.st_size))
-            return os.stat(self.directory).st_mtime_ns, tuple(files)
-        except OSError:
-            return None
+    def _signature(self) -> Signature | None:
+        return signature(self.directory)

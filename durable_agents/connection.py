@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client, Interceptor
+from temporalio.client import Client, Interceptor, Plugin
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
@@ -63,14 +63,17 @@ async def connect(
     *,
     runtime: Runtime | None = None,
     interceptors: Sequence[Interceptor] = (),
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """A client of the server Temporal's env config names, with our data converter for ``settings``
-    (default: the environment's)."""
+    """A client of the server Temporal's env config names (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+    profiles, TLS, API key; ``localhost:7233`` when nothing names one), with our data converter for
+    ``settings`` (default: the environment's) and ``plugins`` (an ``AgentPlugin`` makes its worker)."""
     return await Client.connect(
         **connect_config(),
         data_converter=data_converter(settings),
         runtime=runtime,
         interceptors=list(interceptors),
+        plugins=list(plugins),
     )
 
 

@@ -7,6 +7,14 @@ import sys
 
 from durable_agents.settings import Settings
 
+PROGRAM = ["python starter.py"]
+"""How the person runs the starter's commands, for the commands it prints: ``durable-agents`` when
+the installed command runs them (``main``)."""
+
+
+def program() -> str:
+    return PROGRAM[0]
+
 
 def exit_now(code: int) -> None:
     """Leave with ``code`` at once: a process that used temporalio can crash at interpreter exit."""
@@ -39,4 +47,5 @@ def main(argv: list[str] | None = None) -> None:
         exit_now(codec(settings_or_exit("codec"), argv[1:]))
     from durable_agents.cli.starter import main as starter
 
+    PROGRAM[0] = "durable-agents"
     exit_now(starter(argv))

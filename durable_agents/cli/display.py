@@ -13,6 +13,7 @@ from typing import TextIO
 from temporalio.client import Client
 
 from durable_agents.activities.delta_channel import DeltaListener
+from durable_agents.cli import program
 from durable_agents.client.live import live, next_offset
 from durable_agents.workflows.api import ConversationResult
 from durable_agents.workflows.events import (
@@ -91,7 +92,7 @@ def format_reply(reply: Reply, workflow_id: str) -> str:
     return (
         f"{reply.text}\n"
         f"-- stop reason: {reply.stop_reason}{flags}; iterations: {reply.iterations}; the chat stays open:"
-        f" python starter.py send {workflow_id} TEXT (end {workflow_id} closes it)"
+        f" {program()} send {workflow_id} TEXT (end {workflow_id} closes it)"
     )
 
 
@@ -128,12 +129,12 @@ async def show_live(
             if isinstance(event, ApprovalRequested) and approve_hints:
                 record = event.record
                 typing.print(
-                    f"  approve: python starter.py approve {workflow_id} {record.call_id}"
+                    f"  approve: {program()} approve {workflow_id} {record.call_id}"
                     f" --digest {record.arguments_digest}"
                 )
     except asyncio.CancelledError:  # Ctrl-C
         typing.close()
-        resume = f"python starter.py watch {workflow_id} --from {offset + 1}"
+        resume = f"{program()} watch {workflow_id} --from {offset + 1}"
         print(f"(left after event {offset}; resume with: {resume})", file=sys.stderr)
         raise
     typing.close()

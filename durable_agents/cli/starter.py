@@ -39,7 +39,9 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR, AgentNames
 from durable_agents.activities.delta_channel import DeltaListener
+from durable_agents.cli import program
 from durable_agents.cli.display import (
     TypingLine,
     format_approval,
@@ -216,12 +218,12 @@ def _waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall) -> str
     if isinstance(waiting, ClientCall):
         return (
             f"Waiting for the client: {call}; answer it with:"
-            f" python starter.py answer {workflow_id} {waiting.call_id} TEXT"
+            f" {program()} answer {workflow_id} {waiting.call_id} TEXT"
         )
     digest = waiting.arguments_digest
     return (
         f"Waiting for a person: {call} (digest {digest}); decide with:"
-        f" python starter.py approve {workflow_id} {waiting.call_id} --digest {digest}"
+        f" {program()} approve {workflow_id} {waiting.call_id} --digest {digest}"
         f" (or reject {workflow_id} {waiting.call_id})"
     )
 
@@ -436,7 +438,7 @@ def _print_left(workflow_id: str, typed: str | None, still: str = "") -> None:
     why = "end of input: " if typed is None else ""
     print(
         f"({why}left {workflow_id}; the conversation goes on{still}:"
-        f" starter.py chat {workflow_id} returns to it)",
+        f" {program()} chat {workflow_id} returns to it)",
         flush=True,
     )
 
@@ -922,7 +924,15 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     print(f"The operator console: http://{args.host}:{args.port}/console/", flush=True)
     console = ConsoleOptions(settings.approver_key, settings.ui_url, settings.decide_timeout)
     async with listening(client, settings.database_url, settings.delta_dir) as deltas:
-        await serve(client, args.host, args.port, args.task_queue, access, deltas, console)
+        agents = AgentNames(args.agents_dir).current
+        await serve(client, args.host, args.port, args.task_queue, access, deltas, console, agents)
+
+
+def _folder(given: str) -> Path:
+    """``--agents-dir``: a folder that exists (a typo would refuse every agent)."""
+    if not Path(given).is_dir():
+        raise argparse.ArgumentTypeError(f"no such folder: {given}")
+    return Path(given)
 
 
 def _duration(delta: timedelta) -> str:
@@ -1032,7 +1042,9 @@ def _positive(given: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="starter.py", description="Durable agent conversations on Temporal.")
+    p = _Parser(
+        prog=program().removeprefix("python "), description="Durable agent conversations on Temporal."
+    )
     p.add_argument("--task-queue", help="default: AGENT_TASK_QUEUE, or agents")
     p.add_argument("--traceback", action="store_true", help="an unexpected error prints its traceback")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1194,6 +1206,12 @@ def parser() -> argparse.ArgumentParser:
     )
     sv.add_argument("--port", type=int, default=DEFAULT_PORT)
     sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument(
+        "--agents-dir",
+        type=_folder,
+        default=DEFAULT_AGENTS_DIR,
+        help="the workers' agent files: a run for another agent is refused (404) before it starts",
+    )
     sv.set_defaults(func=serve_events)
 
     ls = sub.add_parser("list", help="recent conversations")

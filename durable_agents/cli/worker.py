@@ -25,7 +25,8 @@ from typing import Any, get_args
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
 
-from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR, AgentFileError, load_agents
+from durable_agents.activities.agent_files import AgentFileError, load_agents
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.approver_keys import load_approver_keys
 from durable_agents.activities.hooks import default_hooks
 from durable_agents.activities.models import load_models

@@ -30,7 +30,7 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs
 
@@ -65,9 +65,11 @@ def app(
     task_queue: str = DEFAULT_TASK_QUEUE,
     access: Access | None = None,
     console: ConsoleOptions | None = None,
+    agents: Callable[[], Collection[str]] | None = None,
 ) -> ASGIApp:
     """The streams' and the runs' routes behind ``access`` (default: no token, no other origin), and
-    the console at ``/console/`` behind its own login (the same token)."""
+    the console at ``/console/`` behind its own login (the same token). ``agents``: the names a run
+    may start (``runs.routes``)."""
     hub = hub or Hub(client)
     access = access or Access()
     console = console or ConsoleOptions()
@@ -93,7 +95,7 @@ def app(
     # ``path``: a sub-agent's id holds a ``/``; an encoded one (``%2F``) arrives decoded, as the same id.
     routes = [
         Route("/conversations/{workflow_id:path}/events", events),
-        *runs.routes(client, hub, task_queue),
+        *runs.routes(client, hub, task_queue, agents),
         Route("/", lambda _: RedirectResponse(f"{console_routes.BASE}/", status_code=307)),
         console_routes.mount(
             client,
@@ -185,6 +187,7 @@ async def serve(
     access: Access | None = None,
     deltas: DeltaListener | None = None,
     console: ConsoleOptions | None = None,
+    agents: Callable[[], Collection[str]] | None = None,
 ) -> None:
     """Serve until interrupted; open streams are closed at once when it stops. Conversations that
     a run starts (``runs.py``) start on ``task_queue``; ``deltas`` is this process's reader of the
@@ -194,7 +197,7 @@ async def serve(
     access = access.bound_to(host)
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
     config = uvicorn.Config(
-        app(client, Hub(client, deltas=deltas), task_queue=task_queue, access=access, console=console),
+        app(client, Hub(client, deltas=deltas), task_queue, access, console, agents),
         host=host,
         port=port,
         log_level="warning",

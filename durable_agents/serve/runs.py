@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -71,7 +71,12 @@ class RunEnd:
     error: str | None = None
 
 
-def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
+def routes(
+    client: Client, hub: Hub, task_queue: str, agents: Callable[[], Collection[str]] | None = None
+) -> list[Route]:
+    """The runs' routes; ``agents`` (the names a run may start, read when asked) refuses any other
+    with a 404 before a conversation starts (None: any name goes to the workers)."""
+
     async def ag_ui(request: Request) -> Response:
         body = await _body(request, AgUiInput)
         if isinstance(body, Response):
@@ -86,7 +91,9 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         if not resume and not results and text is None:
             return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
         agent = request.path_params["agent"] if text is not None else None
-        if refused := await _refused(client, caller, thread_id, agent=agent, deciding=bool(resume)):
+        if refused := await _refused(
+            client, caller, thread_id, agent=agent, deciding=bool(resume), agents=agents
+        ):
             return refused
         offset = await _offset_now(client, thread_id)
         run = AgUi(thread_id, body.runId or str(uuid.uuid4()), answered={r.call_id for r in results})
@@ -134,7 +141,9 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             )
         caller = caller_of(request.scope)
         agent = request.path_params["agent"]
-        if refused := await _refused(client, caller, workflow_id, agent=None if results else agent):
+        if refused := await _refused(
+            client, caller, workflow_id, agent=None if results else agent, agents=agents
+        ):
             return refused
         offset = await _offset_now(client, workflow_id)
         # a tool's output continues the assistant message it is part of
@@ -514,10 +523,22 @@ async def _offset_now(client: Client, workflow_id: str) -> int:
 
 
 async def _refused(
-    client: Client, caller: Caller, workflow_id: str, *, agent: str | None = None, deciding: bool = False
+    client: Client,
+    caller: Caller,
+    workflow_id: str,
+    *,
+    agent: str | None = None,
+    deciding: bool = False,
+    agents: Callable[[], Collection[str]] | None = None,
 ) -> Response | None:
     """Why ``caller`` may not run ``agent`` in, or decide in, conversation ``workflow_id`` (403), or
-    reach it at all (404: another tenant's is as one that does not exist); None when it may."""
+    reach it at all (404: another tenant's is as one that does not exist, and an agent not among
+    ``agents``); None when it may."""
+    if agent is not None and agents is not None and agent not in (known := agents()):
+        return PlainTextResponse(
+            f"unknown agent {agent!r}; this server knows: {', '.join(sorted(known)) or 'none'}\n",
+            status_code=404,
+        )
     if deciding and not caller.decide:
         return PlainTextResponse(f"the token {caller.name} may not decide\n", status_code=403)
     if agent is not None and not caller.may_run(agent):

@@ -30,7 +30,8 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR, AgentFiles, check_subagents
+from durable_agents.activities.agent_files import AgentFiles, check_subagents
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.approver_keys import load_approver_keys
 from durable_agents.activities.assembly import AgentActivities, WorkerRole
 from durable_agents.activities.budgets import BudgetsFile

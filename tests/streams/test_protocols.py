@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR, load_agents
+from durable_agents.activities.agent_files import load_agents
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.hooks import default_hooks
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
@@ -62,7 +64,13 @@ def worker_agents(registry: ToolRegistry) -> dict[str, AgentSpec]:
 @pytest.fixture
 async def served(server: EmbeddedServer, env: Env, tmp_path: Path) -> AsyncIterator[Served]:
     """The server, starting conversations on the test worker's task queue."""
-    async with serving(server.address, tmp_path / "serve.log", "--task-queue", env.task_queue) as found:
+    agents = tmp_path / "agents"  # serve knows the worker's agents by their files' names
+    shutil.copytree(DEFAULT_AGENTS_DIR, agents)
+    (agents / "demo-streamed.toml").write_text('name = "demo-streamed"\n')
+    options = ("--task-queue", env.task_queue)
+    async with serving(
+        server.address, tmp_path / "serve.log", *options, serve=("--agents-dir", str(agents))
+    ) as found:
         yield found
     assert "Traceback" not in found.log.read_text()
 

@@ -388,3 +388,42 @@ async def test_failed_log_ins_are_throttled_per_name_then_per_address(exposed_se
         assert 1 <= wait <= 60
         assert f"too many failed logins: try again in {wait} s" in throttled.text
         assert "agent_console" not in throttled.cookies
+
+
+async def test_an_unknown_agent_is_refused_before_a_conversation_starts_and_its_id_stays_free(
+    server: EmbeddedServer, open_serve: Served
+) -> None:
+    """``POST /agents/nosuch/chat`` once streamed "Workflow Update failed because the Workflow
+    completed before the Update completed." and left the id closed for good."""
+    chat = f"unknown-agent-{uuid.uuid4().hex[:8]}"
+    message = {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    shipped = ", ".join(sorted(path.stem for path in (ROOT / "agents").glob("*.toml")))
+    async with httpx2.AsyncClient(timeout=60) as http:
+        refused = [
+            await http.post(f"{open_serve.url}/agents/nosuch/chat", json={"id": chat, "messages": [message]}),
+            await http.post(
+                f"{open_serve.url}/agents/nosuch/ag-ui",
+                json={
+                    "threadId": chat,
+                    "runId": "r1",
+                    "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+                },
+            ),
+        ]
+    assert [(answer.status_code, answer.text) for answer in refused] == [
+        (404, f"unknown agent 'nosuch'; this server knows: {shipped}\n")
+    ] * 2
+    with pytest.raises(RPCError) as missing:
+        await server.client.get_workflow_handle(chat).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+
+def test_serve_refuses_an_agents_folder_that_does_not_exist() -> None:
+    done = subprocess.run(
+        [sys.executable, "starter.py", "serve", "--agents-dir", "no-such-folder"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2,
+        "starter.py serve: error: argument --agents-dir: no such folder: no-such-folder",
+    )

@@ -176,7 +176,7 @@ def test_two_agent_files_with_one_name_are_rejected(tmp_path: Path) -> None:
 
 
 def test_shipped_agent_files_load() -> None:
-    from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR
+    from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 
     agents = load_agents(DEFAULT_AGENTS_DIR, default_registry())
     assert sorted(agents) == [

@@ -2,8 +2,8 @@
 
     from durable_agents import AgentPlugin, Settings, tool, ToolContext
 
-Everything listed in ``__all__`` is the public API; the modules under ``durable_agents``,
-``activities``, ``stores`` and ``workflows`` are private by convention (they move between releases).
+Everything listed in ``__all__`` is the public API; the modules under ``durable_agents`` are private
+by convention (they move between releases).
 ``durable_agents.testing`` holds what tests of your own tools and agents use. A name is imported
 on first use, so a client that needs ``start_conversation`` does not load the worker's activities.
 """
@@ -11,7 +11,16 @@ on first use, so a client that needs ``start_conversation`` does not load the wo
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "workflows" / "__init__.py").is_file():
+    # Run from a checkout: durable_agents.workflows, .activities (and the example agents and config)
+    # are its own top-level folders, as pyproject.toml maps them when it is installed. So a checkout
+    # runs its own code, whichever checkout the environment installed (an older release's copy, a
+    # worktree), and runs at all where nothing is installed.
+    __path__.append(str(_CHECKOUT))
 
 _WHERE = {
     # A worker of your own

@@ -100,7 +100,7 @@ async def _waiting_for_approval(env: Env, server: EmbeddedServer) -> tuple[Workf
 def _left(workflow_id: str, typed: str = "", still: str = "") -> str:
     """The chat's last line when the person leaves (``typed`` empty: at the end of the input)."""
     why = "" if typed else "end of input: "
-    back = f"starter.py chat {workflow_id} returns to it"
+    back = f"python starter.py chat {workflow_id} returns to it"
     return f"({why}left {workflow_id}; the conversation goes on{still}: {back})"
 
 

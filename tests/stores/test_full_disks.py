@@ -21,9 +21,10 @@ from temporalio.client import Client
 
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.settings import LEASE_DEAD_SECONDS, PostgresLeases
+from durable_agents.settings import LEASE_DEAD_SECONDS
 from durable_agents.stores.conversations import SQLitePayloadDriver, masked
 from durable_agents.stores.errors import StoreDown
+from durable_agents.stores.leases import PostgresLeases
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow

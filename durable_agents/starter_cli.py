@@ -71,6 +71,7 @@ from durable_agents.display import (
     show_live,
 )
 from durable_agents.encryption import ENCODING, ENV_VAR, EncryptionKeyError
+from durable_agents.fleet import releases_polling
 from durable_agents.identities import Tokens, new_token, token_hash
 from durable_agents.live import follow, listening, live, next_offset
 from durable_agents.settings import Settings
@@ -770,8 +771,8 @@ def _decision(args: argparse.Namespace) -> Decision:
 async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecord] | None:
     """The calls a running conversation waits for, as its worker says: none once it has closed (the
     update says so), None when the worker did not answer for another reason (the update will say
-    why). A conversation whose workflow task fails, or that its worker cannot replay (say, after a
-    rollback to a release older than the one that wrote it), is a ``CommandError`` naming the
+    why). A conversation whose workflow task fails, or whose history names a release newer than
+    every worker polling its queue (say, after a rollback), is a ``CommandError`` naming the
     release that wrote it: a decision sent would wait until a worker that can polls, and the person
     with it."""
     described = await handle.describe()
@@ -783,10 +784,13 @@ async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecor
         try:
             return await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
         except WorkflowQueryFailedError as e:
-            if "nondeterminism" not in e.message.lower():
-                return None
-            why = e.message
+            why = e.message  # shown as the worker gave it; the history and the pollers tell why
     events = (await handle.fetch_history()).events
+    if why:
+        written = max(releases_in(events), default=1)
+        polling = (await releases_polling(client, described.task_queue)).values()
+        if not polling or max(polling) >= written:  # one of them can load it: the query failed otherwise
+            return None
     failures = [
         e.workflow_task_failed_event_attributes.failure.message
         for e in events

@@ -61,7 +61,7 @@ def version_config(config: WorkerConfig) -> WorkerConfig:
     if AgentWorkflow in workflows:
         auto_upgrading = AutoUpgradingAgentWorkflow if versioned else UnversionedAutoUpgradingAgentWorkflow
         config["workflows"] = [*workflows, auto_upgrading]
-    if versioned and deployment.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:  # type: ignore[union-attr]
+    if deployment and versioned and deployment.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:
         config["deployment_config"] = dataclasses.replace(
             deployment, default_versioning_behavior=VersioningBehavior.PINNED
         )

@@ -24,11 +24,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
 
-from durable_agents.conversations import start_conversation
+from durable_agents.conversations import conversation_type, start_conversation
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.settings import Settings
+from durable_agents.testing import scripted_agent, step
 from durable_agents.versioning import deployment_config, version_config
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 from workflows.agent import AgentWorkflow
 from workflows.api import ConversationInput, MessageInput
 from workflows.behaviors import AutoUpgradingAgentWorkflow, UnversionedAutoUpgradingAgentWorkflow
@@ -312,3 +314,22 @@ async def test_a_new_build_takes_new_conversations_while_pinned_ones_stay_and_a_
     current = temporal(server, "delete-version", "--deployment-name", deployment, "--build-id", "v1")
     assert current.returncode == 1
     assert "cannot be deleted since it is current or ramping" in current.stderr + current.stdout
+
+
+async def test_an_auto_upgrading_agent_runs_as_its_own_type_on_an_unversioned_worker_too(
+    client: Client, env: Env
+) -> None:
+    """The caller picks the type from the inline agent's ``versioning``; an unversioned worker runs it
+    declaring no behavior (the server would refuse one, and the conversation would never finish)."""
+    agent = scripted_agent(step("done"), versioning="auto_upgrade")
+    conversation = ConversationInput(prompt="go", agent_spec=agent)
+    assert conversation_type(conversation) == "AgentWorkflowAutoUpgrade"
+    assert (
+        conversation_type(conversation.model_copy(update={"agent_spec": None}, deep=True)) == "AgentWorkflow"
+    )
+    assert conversation_type(conversation, "pinned") == "AgentWorkflow"
+    handle = await start_conversation(
+        client, conversation, id=f"upgrading-{uuid.uuid4().hex[:8]}", task_queue=env.task_queue
+    )
+    assert (await asyncio.wait_for(handle.result(), 30)).final_text == "done"
+    assert (await handle.describe()).workflow_type == "AgentWorkflowAutoUpgrade"

@@ -221,7 +221,7 @@ class AgentWorkflow:
             if self._s.agent is None:
                 self._s.agent = await self._resolve(input)
             agent = self._s.agent
-            versioning.declare(agent.spec)
+            versioning.check(agent.spec)
             self._board.show(
                 model_calls=self._s.model_calls, usage=self._s.usage, cost=conversation_cost(agent, self._s)
             )

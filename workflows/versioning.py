@@ -1,14 +1,9 @@
 """Worker Deployment Versioning, the workflow's side: the agent's behavior, and where the next run starts.
 
-Temporal fixes a workflow type's versioning behavior in ``@workflow.defn`` (per execution only for a
-dynamic workflow's ``@workflow.dynamic_config``), and the server refuses a behavior from a worker that
-is not versioned. ``AgentWorkflow`` is one named type for every agent and must run on unversioned
-workers as before, so its ``defn`` names none: a versioned worker's deployment config makes ``PINNED``
-the default, and the plugin's workflow runner (durable_agents/worker/versioning.py) offers each conversation
-the extern function ``BEHAVIOR_EXTERN``, through which it declares its agent's ``versioning``; the
-runner reports that behavior on every workflow task the conversation completes. A replayer, an
-unversioned worker or a worker without the plugin offers none, and nothing changes: the behavior is
-not a command, so histories replay the same either way.
+A conversation's versioning behavior is its workflow type (``WORKFLOW_TYPES``, workflows/behaviors.py):
+the SDK fixes a behavior per type, so whoever starts a conversation picks the type its agent's
+``versioning`` names (``workflow_type``). A conversation of the other type says so in the worker's log
+(``check``); the behavior is not a command, so histories replay the same either way.
 
 Each run learns its way from one marker, its release's (``begin``): a new run records that marker and
 asks nothing else for any branch an earlier release added (``since``); a worker that meets a history
@@ -21,9 +16,14 @@ from dataclasses import dataclass
 
 from temporalio import workflow
 
-from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.config import AgentSpec, Versioning
 
-BEHAVIOR_EXTERN = "durable_agents.versioning_behavior"
+WORKFLOW_TYPES: dict[Versioning, str] = {
+    "pinned": "AgentWorkflow",
+    "auto_upgrade": "AgentWorkflowAutoUpgrade",
+}
+"""The workflow type of a conversation whose agent says each ``versioning`` (workflows/behaviors.py):
+``AgentWorkflow`` names no behavior, so a versioned worker's default (PINNED) holds."""
 RELEASE = 3
 """This code's release, bumped with every release that changes what the workflow commands
 (docs/production.md, "Releasing"; tests/deploys/test_releases.py fails when it was not): 1 is the
@@ -97,11 +97,28 @@ def retired(branch: Patch) -> None:
         workflow.patched(branch.id)
 
 
-def declare(spec: AgentSpec) -> None:
-    """The conversation's workflow tasks carry ``spec.versioning`` from now on, if the worker is versioned."""
-    declare_behavior = workflow.extern_functions().get(BEHAVIOR_EXTERN)
-    if declare_behavior is not None:
-        declare_behavior(spec.versioning)
+def workflow_type(versioning: Versioning) -> str:
+    """The workflow type to start a conversation of an agent that says ``versioning`` as."""
+    return WORKFLOW_TYPES[versioning]
+
+
+def check(spec: AgentSpec) -> None:
+    """Warn, on a versioned worker, when the conversation's workflow type is not the one its agent's
+    ``versioning`` names (it was started by name, as ``AgentWorkflow``, by a caller that did not know
+    the agent's): its type's behavior holds. Once, in its first run; a sub-agent's does not matter:
+    it answers one task."""
+    info = workflow.info()
+    if info.parent or info.continued_run_id or info.get_current_deployment_version() is None:
+        return
+    if (wanted := workflow_type(spec.versioning)) != info.workflow_type:
+        workflow.logger.warning(
+            "agent %s says versioning = %r, but this conversation was started as %s, which keeps its"
+            " own behavior; start its conversations as %s",
+            spec.name,
+            spec.versioning,
+            info.workflow_type,
+            wanted,
+        )
 
 
 def next_run() -> workflow.ContinueAsNewVersioningBehavior | None:

@@ -105,7 +105,11 @@ def in_this_run(name: str) -> str:
 def serve_old_names(cls: C) -> C:
     """Class decorator, under ``@workflow.defn``: each signal, update (with its validator) and query
     of ``cls`` declared under a namespaced name that had an old one is served under that one too,
-    by the same method."""
+    by the same method.
+
+    The SDK has no public way to read a handler's name from its method (no SDK issue asks for one
+    yet): its definition attributes are read here and nowhere else
+    (tests/project/test_supported_routes.py)."""
     for attr, member in list(vars(cls).items()):
         signal = getattr(member, "__temporal_signal_definition", None)
         query = getattr(member, "__temporal_query_definition", None)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, get_args
 
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
@@ -86,6 +86,7 @@ from durable_agents.serve.identities import Tokens, new_token, token_hash
 from durable_agents.settings import Settings
 from durable_agents.stores.conversations import PayloadMissingError
 from durable_agents.stores.errors import StoreDown
+from durable_agents.worker.fleet import releases_polling
 from durable_agents.worker.versioning import cannot_replay, releases_in
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import (
@@ -98,6 +99,7 @@ from durable_agents.workflows.api import (
     ConversationStatus,
     MessageInput,
 )
+from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
@@ -149,6 +151,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             id=workflow_id,
             task_queue=args.task_queue,
             priority=args.priority,
+            versioning=args.versioning,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
     except WorkflowAlreadyStartedError as e:
@@ -235,7 +238,12 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         await _refuse_another_agent(client.get_workflow_handle(args.workflow_id), args.agent)
         try:
             reply = await send_or_start(
-                client, args.workflow_id, _message(text).text, agent=args.agent, task_queue=args.task_queue
+                client,
+                args.workflow_id,
+                _message(text).text,
+                agent=args.agent,
+                task_queue=args.task_queue,
+                versioning=args.versioning,
             )
         except WorkflowUpdateFailedError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
@@ -385,6 +393,7 @@ async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener 
             ConversationInput(prompt=first.text, agent=args.agent, overrides=AgentOverrides(chat=True)),
             id=workflow_id,
             task_queue=args.task_queue,
+            versioning=args.versioning,
         )
         args.workflow_id = workflow_id  # what goes wrong from here names it (``run``)
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")
@@ -786,9 +795,9 @@ def _decision(args: argparse.Namespace) -> Decision:
 async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecord] | None:
     """The calls a running conversation waits for, as its worker says: none once it has closed (the
     update says so), None when the worker did not answer for another reason (the update will say
-    why). A conversation whose workflow task fails, or that its worker cannot replay (say, after a
-    rollback to a release older than the one that wrote it), is a ``CommandError`` naming the
-    release that wrote it: a decision sent would wait until a worker that can polls, and the person
+    why). A conversation whose workflow task fails, or whose query fails while a worker of a release
+    older than its history's polls its queue (say, after a rollback), is a ``CommandError`` naming
+    the release that wrote it: a decision sent would wait until a worker that can polls, and the person
     with it."""
     described = await handle.describe()
     if described.status != WorkflowExecutionStatus.RUNNING:
@@ -799,10 +808,12 @@ async def _pending(client: Client, handle: WorkflowHandle) -> list[ApprovalRecor
         try:
             return await ask(client, handle, AgentWorkflow.pending_approvals, described.task_queue)
         except WorkflowQueryFailedError as e:
-            if "nondeterminism" not in e.message.lower():
-                return None
-            why = e.message
+            why = e.message  # shown as the worker gave it; the history and the pollers tell why
     events = (await handle.fetch_history()).events
+    if why:  # a worker older than the history's release polls: it cannot load it (fleet.py)
+        written = max(releases_in(events), default=1)
+        if min((await releases_polling(client, described.task_queue)).values(), default=written) >= written:
+            return None
     failures = [
         e.workflow_task_failed_event_attributes.failure.message
         for e in events
@@ -1041,6 +1052,16 @@ def _positive(given: str) -> int:
     return int(given)
 
 
+def _versioning_option(command: argparse.ArgumentParser) -> None:
+    """A new conversation's versioning behavior on versioned workers: its workflow type
+    (workflows/behaviors.py), which the starter cannot read from the agent file on the workers."""
+    command.add_argument(
+        "--versioning",
+        choices=get_args(Versioning),
+        help="a new conversation's behavior on versioned workers, as its agent file says (default: pinned)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=program().removeprefix("python "), description="Durable agent conversations on Temporal."
@@ -1062,6 +1083,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tenant", help="the tenant the conversation belongs to (budgets, fairness)")
     s.add_argument("--user", help="the user within the tenant (budgets)")
     s.add_argument("--priority", type=int, choices=range(1, 6), help="1 (first) to 5 (last); default 3")
+    _versioning_option(s)
     s.set_defaults(func=start)
 
     f = sub.add_parser("fork", help="start a new conversation from the first N messages of another")
@@ -1086,12 +1108,14 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--agent", help="start the conversation with this agent if it does not exist (refused if another's)"
     )
+    _versioning_option(m)
     m.set_defaults(func=send)
 
     c = sub.add_parser("chat", help="chat interactively (a new conversation, or an open one by id)")
     c.add_argument("workflow_id", nargs="?")
     c.add_argument("--agent", help="the agent of a new chat")
     c.add_argument("--by", default=getpass.getuser(), help="who decides the approvals asked in the chat")
+    _versioning_option(c)
     c.set_defaults(func=chat)
 
     e = sub.add_parser("end", help="close a chat after its current turn")

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -46,11 +46,12 @@ from durable_agents.workflows.api import (
     MessageInput,
     start_search_attributes,
 )
-from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.config import AgentSpec, Versioning
 from durable_agents.workflows.fallback import models_used
 from durable_agents.workflows.messages import UserMessage
 from durable_agents.workflows.records import Reply
 from durable_agents.workflows.transcript import cut_error
+from durable_agents.workflows.versioning import WORKFLOW_TYPES, workflow_type
 
 T = TypeVar("T")
 
@@ -81,20 +82,33 @@ async def start_conversation(
     task_queue: str = DEFAULT_TASK_QUEUE,
     fork_of: str | None = None,
     priority: int | None = None,
+    versioning: Versioning | None = None,
     **options: Any,
 ) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
     """Start a conversation with its Web UI summary, and AgentName and AgentStatus (and for a fork
     AgentForkOf, with a tenant AgentTenant and AgentUser) set at the start (the workflow then writes
     no search attribute until its status changes), at ``priority`` (1 first, 5 last) with its tenant
-    as fairness key. ``options`` go to ``Client.start_workflow``."""
-    return await client.start_workflow(
-        AgentWorkflow.run,
+    as fairness key, as the workflow type of its versioning behavior (``conversation_type``).
+    ``options`` go to ``Client.start_workflow``."""
+    handle = await client.start_workflow(
+        conversation_type(conversation, versioning),
         conversation,
         id=id,
         task_queue=task_queue,
+        result_type=ConversationResult,
         **_start_options(conversation, conversation.prompt or "", fork_of=fork_of, priority=priority),
         **options,
     )
+    return cast(WorkflowHandle[AgentWorkflow, ConversationResult], handle)
+
+
+def conversation_type(conversation: ConversationInput, versioning: Versioning | None = None) -> str:
+    """The workflow type a conversation starts as, which fixes its versioning behavior on versioned
+    workers (workflows/behaviors.py): ``versioning`` if given, else an inline agent's own; an agent
+    named by a caller that does not say is pinned (``AgentWorkflow``)."""
+    if versioning is None:
+        versioning = conversation.agent_spec.versioning if conversation.agent_spec else "pinned"
+    return workflow_type(versioning)
 
 
 async def send_or_start(
@@ -108,19 +122,23 @@ async def send_or_start(
     attempts: int = 50,
     tenant: str | None = None,
     user: str | None = None,
+    versioning: Versioning | None = None,
     **options: Any,
 ) -> Reply:
     """Send ``text`` to conversation ``workflow_id`` and return the reply, starting the conversation
     with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
     stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
     prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
-    and belongs to ``tenant`` and ``user`` (docs/tenants.md).
+    and belongs to ``tenant`` and ``user`` (docs/tenants.md), as the workflow type of ``versioning``
+    (``conversation_type``).
     An id whose conversation has closed is refused (``WorkflowAlreadyStartedError``) unless
     ``options`` give another ``id_reuse_policy``; ``options`` go to ``WithStartWorkflowOperation``.
 
     A message refused while the conversation continues as new is sent again, up to ``attempts``
     times; any other refusal raises ``WorkflowUpdateFailedError``."""
-    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options, tenant, user)
+    send = _sender(
+        client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options, tenant, user, versioning
+    )
     return await (await resent_while_rolling_over(send, attempts)).result()
 
 
@@ -135,11 +153,14 @@ async def start_message(
     attempts: int = 50,
     tenant: str | None = None,
     user: str | None = None,
+    versioning: Versioning | None = None,
     **options: Any,
 ) -> WorkflowUpdateHandle[Reply]:
     """``send_or_start``, returning once the conversation accepted the message (the handle's
     ``result()`` is the reply): for a frontend that follows the turn on the event stream."""
-    send = _sender(client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options, tenant, user)
+    send = _sender(
+        client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options, tenant, user, versioning
+    )
     return await resent_while_rolling_over(send, attempts)
 
 
@@ -154,9 +175,10 @@ def _sender(
     options: dict[str, Any],
     tenant: str | None = None,
     user: str | None = None,
+    versioning: Versioning | None = None,
 ) -> Callable[[], Awaitable[WorkflowUpdateHandle[Reply]]]:
     """One update-with-start of ``send_message``, waiting for ``stage``; a new conversation belongs to
-    ``tenant`` and ``user``."""
+    ``tenant`` and ``user``, and starts as the workflow type of ``versioning``."""
     overrides = overrides or AgentOverrides()
     conversation = ConversationInput(
         await_first_message=True,
@@ -171,10 +193,11 @@ def _sender(
 
     async def send() -> WorkflowUpdateHandle[Reply]:
         start = WithStartWorkflowOperation(
-            AgentWorkflow.run,
+            conversation_type(conversation, versioning),
             conversation,
             id=workflow_id,
             task_queue=task_queue,
+            result_type=ConversationResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             **_start_options(conversation, text),
             **options,
@@ -349,9 +372,9 @@ async def fork_conversation(
     **options: Any,
 ) -> WorkflowHandle[AgentWorkflow, ConversationResult]:
     """Start a new conversation from the first ``at`` messages of ``origin_id``: same agent and
-    overrides (and task queue, unless given), a fresh budget, AgentForkOf naming the origin. Without
-    ``prompt`` message ``at`` must be a user message, which the fork asks again; with one, the fork
-    asks it after message ``at``.
+    overrides (and task queue, unless given) and workflow type (its versioning behavior), a fresh
+    budget, AgentForkOf naming the origin. Without ``prompt`` message ``at`` must be a user message,
+    which the fork asks again; with one, the fork asks it after message ``at``.
 
     Raises ``ValueError`` (one line) for a cut the fork cannot start from.
     """
@@ -385,12 +408,14 @@ async def fork_conversation(
         tenant=started.tenant,
         user=started.user,
     )
+    described = await origin.describe()
     return await start_conversation(
         client,
         conversation,
         id=id or f"{origin_id}-fork-{uuid.uuid4().hex[:6]}",
-        task_queue=task_queue or (await origin.describe()).task_queue,
+        task_queue=task_queue or described.task_queue,
         fork_of=origin_id,
+        versioning=next((v for v, t in WORKFLOW_TYPES.items() if t == described.workflow_type), None),
         **options,
     )
 
@@ -426,7 +451,8 @@ async def newest_conversations(
     close time: so count back over a doubling span of start times until it holds ``limit`` of them
     (or all there are), and sort what it holds.
     """
-    query = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+    types = " OR ".join(f"WorkflowType = {quoted(name)}" for name in WORKFLOW_TYPES.values())
+    query = f"({types}) AND ExecutionStatus != 'ContinuedAsNew'"
     if before is not None:
         query += f" AND StartTime < '{before.isoformat()}'"
     if tenant is not None:

@@ -18,12 +18,11 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.delta_channel import DeltaListener, channel_scope, delta_listener
@@ -32,8 +31,9 @@ from durable_agents.workflows.events import EVENTS_TOPIC, Ended, Event
 log = logging.getLogger(__name__)
 
 POLL_QUERY = "__temporal_workflow_stream_poll"
-"""The stream's read of retained events (a query: it waits for nothing and records nothing)."""
-OFFSET_QUERY = "__temporal_workflow_stream_offset"
+"""The stream's read of retained events (a query: it waits for nothing and records nothing). Its
+name is the contrib's documented wire name (temporalio/contrib/workflow_streams/README.md), which
+it does not export; its client reads by update, or by this query only once the run has closed."""
 
 QUERY_RETRY = (timedelta(milliseconds=100), timedelta(seconds=5))
 """First and longest wait before a failed read is tried again (doubling between them)."""
@@ -217,5 +217,4 @@ async def _query(handle: WorkflowHandle, poll: PollInput) -> PollResult:
 
 async def next_offset(client: Client, workflow_id: str) -> int:
     """The offset the next event will have: follow from here to see only what happens from now."""
-    result: Any = await client.get_workflow_handle(workflow_id).query(OFFSET_QUERY, result_type=int)
-    return int(result)
+    return await WorkflowStreamClient.create(client, workflow_id).get_offset()

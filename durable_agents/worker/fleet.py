@@ -29,7 +29,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import PatchActivationInput
 
-from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, release_of
+from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, WORKFLOW_TYPES, release_of
 
 logger = logging.getLogger(__name__)
 
@@ -73,23 +73,11 @@ class Fleet:
     async def refresh(self) -> None:
         """Read the queue's pollers; keep what was known when Temporal does not answer."""
         try:
-            described = await self._client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=self._client.namespace,
-                    task_queue=TaskQueue(name=self._task_queue),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                ),
-                timeout=timedelta(seconds=5),
-            )
+            polling = await releases_polling(self._client, self._task_queue)
         except RPCError as e:
             logger.warning("cannot list the pollers of task queue %s: %s", self._task_queue, e.message)
             return
-        since = datetime.now(UTC) - RECENT
-        others = [
-            release_in(poller.identity)
-            for poller in described.pollers
-            if poller.identity != self._identity and poller.last_access_time.ToDatetime(tzinfo=UTC) > since
-        ]
+        others = [release for identity, release in polling.items() if identity != self._identity]
         oldest = min(others, default=RELEASE)
         if oldest != self.oldest and oldest < RELEASE:
             logger.info(
@@ -107,6 +95,25 @@ class Fleet:
             await self.refresh()
 
 
+async def releases_polling(client: Client, task_queue: str) -> dict[str, int]:
+    """The release of each worker seen polling ``task_queue``'s workflow tasks in the last ``RECENT``,
+    by identity (``release_in``). Raises ``RPCError`` when Temporal does not answer."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ),
+        timeout=timedelta(seconds=5),
+    )
+    since = datetime.now(UTC) - RECENT
+    return {
+        poller.identity: release_in(poller.identity)
+        for poller in described.pollers
+        if poller.last_access_time.ToDatetime(tzinfo=UTC) > since
+    }
+
+
 class Activation:
     """A worker's patch activation callback (``Fleet.callback``), which knows its fleet."""
 
@@ -114,6 +121,6 @@ class Activation:
         self.fleet, self._theirs = fleet, theirs
 
     def __call__(self, input: PatchActivationInput) -> bool:
-        if input.workflow_info.workflow_type == "AgentWorkflow":
+        if input.workflow_info.workflow_type in WORKFLOW_TYPES.values():
             return self.fleet.activates(input.patch_id)
         return self._theirs(input) if self._theirs is not None else True

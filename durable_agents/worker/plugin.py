@@ -86,8 +86,8 @@ class AgentPlugin(SimplePlugin):
     runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
     sticky timeout, heartbeat throttling, a graceful shutdown, two workflow threads). Conversations'
     activities are never executed eagerly, whatever the worker says (``NoEagerActivities``). On a
-    versioned worker (``deployment_config``) conversations are pinned unless their agent says
-    ``auto_upgrade`` (durable_agents/worker/versioning.py). Raises ``AgentFileError`` naming the file and
+    versioned worker (``deployment_config``) conversations are pinned unless they were started as
+    ``AgentWorkflowAutoUpgrade`` (workflows/behaviors.py). Raises ``AgentFileError`` naming the file and
     field when an agent file is bad.
     """
 
@@ -233,6 +233,9 @@ class AgentPlugin(SimplePlugin):
 
 
 def _activity_name(fn: Callable) -> str | None:
+    # The SDK has no public way to read the name ``@activity.defn`` gave a function (a worker's own
+    # activity may name itself anything); no SDK issue asks for one yet. Its private definition is
+    # read here and nowhere else (tests/project/test_supported_routes.py).
     return activity._Definition.must_from_callable(fn).name
 
 

@@ -1,7 +1,8 @@
 """Workflow runners that watch each conversation's activations: the one delegation to the SDK's
 runner and instance that the lease (cached conversations), the release markers, the declared
-versioning behaviours and eager execution each need, written once. Only ``AgentWorkflow`` is
-watched: any other workflow of the worker gets the runner it wraps, untouched."""
+and eager execution each need, written once. Only ``AgentWorkflow`` (and its types per versioning
+behavior, workflows/behaviors.py) is watched: any other workflow of the worker gets the runner it
+wraps, untouched."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class WatchingRunner(WorkflowRunner):
         self._runner.set_worker_level_failure_exception_types(types)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        if det.defn.cls is not AgentWorkflow:
+        if not issubclass(det.defn.cls, AgentWorkflow):
             return self._runner.create_instance(det)
         det, around = self.watch(det)
         return _Watched(self._runner.create_instance(det), around)

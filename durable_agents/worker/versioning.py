@@ -1,5 +1,5 @@
-"""Worker Deployment Versioning for our workers: the build a worker runs as, and each conversation's
-own versioning behavior (its agent's ``versioning``) reported on its workflow tasks.
+"""Worker Deployment Versioning for our workers: the build a worker runs as, and the conversation
+workflow's types, one per versioning behavior (workflows/behaviors.py).
 
 A worker with ``AGENT_DEPLOYMENT_NAME`` and ``AGENT_BUILD_ID`` joins that Worker Deployment as that
 build; Temporal then sends a conversation's workflow tasks to the build its behavior says (docs/production.md,
@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 from collections.abc import Sequence
 
 from temporalio import workflow
@@ -31,20 +30,19 @@ from temporalio.worker import (
 
 from durable_agents.settings import Settings
 from durable_agents.worker.runners import Activate, Around, WatchingRunner
-from durable_agents.workflows.config import Versioning
-from durable_agents.workflows.versioning import BEHAVIOR_EXTERN, RELEASE, release_of
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.behaviors import (
+    AutoUpgradingAgentWorkflow,
+    UnversionedAutoUpgradingAgentWorkflow,
+)
+from durable_agents.workflows.versioning import RELEASE, release_of
 
 logger = logging.getLogger(__name__)
-
-BEHAVIORS: dict[Versioning, VersioningBehavior] = {
-    "pinned": VersioningBehavior.PINNED,
-    "auto_upgrade": VersioningBehavior.AUTO_UPGRADE,
-}
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The worker's deployment and build from the settings, ``None`` when it is not versioned.
-    Conversations are pinned unless their agent says ``auto_upgrade``."""
+    Conversations are pinned unless they were started as ``AgentWorkflowAutoUpgrade``."""
     if settings.build_id is None or settings.deployment_name is None:
         return None
     return WorkerDeploymentConfig(
@@ -55,20 +53,21 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
 
 
 def version_config(config: WorkerConfig) -> WorkerConfig:
-    """A versioned worker (``deployment_config`` with ``use_worker_versioning``) gets PINNED as its
-    default behavior if it names none (``AgentWorkflow``'s ``defn`` names none: it must also run on
-    unversioned workers), and runners through which conversations declare their agent's behavior.
-    An unversioned worker's config is returned as it is."""
+    """A worker that runs ``AgentWorkflow`` also runs ``AgentWorkflowAutoUpgrade``, declaring
+    AUTO_UPGRADE only if the worker is versioned (the server refuses a behavior from another,
+    workflows/behaviors.py). A versioned worker (``deployment_config`` with ``use_worker_versioning``)
+    gets PINNED as its default behavior if it names none: ``AgentWorkflow``'s ``defn`` names none,
+    for it must also run on unversioned workers."""
     deployment = config.get("deployment_config")
-    if deployment is None or not deployment.use_worker_versioning:
-        return config
-    if deployment.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:
+    versioned = deployment is not None and deployment.use_worker_versioning
+    workflows = list(config.get("workflows") or [])
+    if AgentWorkflow in workflows:
+        auto_upgrading = AutoUpgradingAgentWorkflow if versioned else UnversionedAutoUpgradingAgentWorkflow
+        config["workflows"] = [*workflows, auto_upgrading]
+    if deployment and versioned and deployment.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:
         config["deployment_config"] = dataclasses.replace(
             deployment, default_versioning_behavior=VersioningBehavior.PINNED
         )
-    for option in ("workflow_runner", "unsandboxed_workflow_runner"):
-        if (runner := config.get(option)) is not None:
-            config[option] = DeclaredBehaviors(runner)  # type: ignore[literal-required]
     return config
 
 
@@ -125,24 +124,19 @@ class NamedReleases(WatchingRunner):
 def unreplayable(
     workflow_id: str, run_id: str, task_queue: str, written: set[int], build: str | None, message: str
 ) -> str:
-    """The one line a worker logs for a run whose history it cannot replay."""
+    """The one line a worker logs for a run whose history it cannot replay, ending with the SDK's
+    ``message`` as it gave it (its text is not ours to read)."""
     this = f"release {RELEASE}" + (f", build {build}" if build else "")
     if max(written, default=1) > RELEASE:
         can = f"workers of release {max(written)} or later can"
     else:
         can = f"release {RELEASE} should replay it: a change to the workflow without workflow.patched?"
-    why = _core_message(message)
     return (
         f"conversation {workflow_id} (run {run_id}) cannot be replayed by this worker ({this}): its"
         f" history was {written_by(written)}; {can}. Its workflow tasks fail and are retried, nothing"
-        f" lost, until a worker that can replay it polls task queue {task_queue}. Temporal: {why}"
+        f" lost, until a worker that can replay it polls task queue {task_queue}. Temporal:"
+        f" {' '.join(message.split()) or 'no reason given'}"
     )
-
-
-def _core_message(message: str) -> str:
-    """The message inside the SDK core's ``Failure { failure: Some(Failure { message: "..." ...``."""
-    inner = re.search(r'message: "((?:[^"\\]|\\.)*)"', message)
-    return " ".join((inner.group(1) if inner else message).split()) or "no reason given"
 
 
 def cannot_replay(written: set[int], task_queue: str) -> str:
@@ -181,24 +175,3 @@ def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
             if isinstance(patch, dict) and (release := release_of(str(patch.get("id", "")))):
                 found.add(release)
     return found
-
-
-class DeclaredBehaviors(WatchingRunner):
-    """Wraps a runner: each conversation gets ``BEHAVIOR_EXTERN`` (workflows/versioning.py), and from
-    the activation in which it calls it, every completion carries the behavior it declared."""
-
-    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
-        declared: list[VersioningBehavior] = []
-
-        def declare(versioning: Versioning) -> None:
-            declared[:] = [BEHAVIORS[versioning]]
-
-        def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
-            completion = activate(act)
-            if declared and completion.HasField("successful"):
-                completion.successful.versioning_behavior = declared[0].value  # type: ignore[assignment]
-            return completion
-
-        return dataclasses.replace(
-            det, extern_functions={**det.extern_functions, BEHAVIOR_EXTERN: declare}
-        ), around

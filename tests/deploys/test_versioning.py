@@ -24,13 +24,21 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
 
+from durable_agents.client.conversations import conversation_type, start_conversation
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.settings import Settings
-from durable_agents.worker.versioning import BEHAVIORS, DeclaredBehaviors, deployment_config, version_config
+from durable_agents.testing import scripted_agent, step
+from durable_agents.worker.versioning import deployment_config, version_config
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput, MessageInput
+from durable_agents.workflows.behaviors import (
+    AutoUpgradingAgentWorkflow,
+    UnversionedAutoUpgradingAgentWorkflow,
+)
 from durable_agents.workflows.config import Versioning
+from durable_agents.workflows.versioning import WORKFLOW_TYPES
 from tests.support.paths import ROOT
+from tests.support.workers import Env
 
 CHAT = """
 name = "{name}"
@@ -94,6 +102,9 @@ def test_a_worker_without_a_build_is_unversioned_as_before() -> None:
     runner = UnsandboxedWorkflowRunner()
     config = {"unsandboxed_workflow_runner": runner}
     assert version_config(config) == {"unsandboxed_workflow_runner": runner}  # type: ignore[arg-type]
+    # The auto-upgrading type names no behavior here: the server refuses one from an unversioned worker.
+    config = version_config({"workflows": [AgentWorkflow]})  # type: ignore[typeddict-item]
+    assert config["workflows"] == [AgentWorkflow, UnversionedAutoUpgradingAgentWorkflow]
 
 
 def test_a_versioned_worker_pins_conversations_unless_their_agent_says_otherwise() -> None:
@@ -105,16 +116,12 @@ def test_a_versioned_worker_pins_conversations_unless_their_agent_says_otherwise
     )
     # A worker of one's own that names no default behavior: AgentWorkflow's defn names none either.
     own = WorkerDeploymentConfig(version=WorkerDeploymentVersion("agents", "v2"), use_worker_versioning=True)
-    config = version_config(
-        {"deployment_config": own, "unsandboxed_workflow_runner": UnsandboxedWorkflowRunner()}
-    )  # type: ignore[arg-type]
+    config = version_config({"deployment_config": own, "workflows": [AgentWorkflow]})  # type: ignore[arg-type]
     assert config["deployment_config"].default_versioning_behavior == VersioningBehavior.PINNED
-    assert isinstance(config["unsandboxed_workflow_runner"], DeclaredBehaviors)
-    assert {name: behavior.name for name, behavior in BEHAVIORS.items()} == {
-        "pinned": "PINNED",
-        "auto_upgrade": "AUTO_UPGRADE",
-    }
-    assert set(BEHAVIORS) == set(get_args(Versioning))
+    assert config["workflows"] == [AgentWorkflow, AutoUpgradingAgentWorkflow]
+    # One workflow type per behavior: the agent's ``versioning`` names the type its conversations start as.
+    assert WORKFLOW_TYPES == {"pinned": "AgentWorkflow", "auto_upgrade": "AgentWorkflowAutoUpgrade"}
+    assert set(WORKFLOW_TYPES) == set(get_args(Versioning))
 
 
 # -- the deploy and the rollback, on the dev server --------------------------------------------------
@@ -226,11 +233,13 @@ async def test_a_new_build_takes_new_conversations_while_pinned_ones_stay_and_a_
     deployment, queue = f"agents-{uuid.uuid4().hex[:8]}", f"versions-{uuid.uuid4().hex[:8]}"
 
     async def start(agent: str) -> WorkflowHandle:
-        return await client.start_workflow(
-            AgentWorkflow.run,
+        versioning: Versioning = "auto_upgrade" if agent == "upgrading-chat" else "pinned"
+        return await start_conversation(
+            client,
             ConversationInput(agent=agent, prompt="hello"),
             id=f"{agent}-{uuid.uuid4().hex[:8]}",
             task_queue=queue,
+            versioning=versioning,
         )
 
     # 1. The running build, made current.
@@ -308,3 +317,22 @@ async def test_a_new_build_takes_new_conversations_while_pinned_ones_stay_and_a_
     current = temporal(server, "delete-version", "--deployment-name", deployment, "--build-id", "v1")
     assert current.returncode == 1
     assert "cannot be deleted since it is current or ramping" in current.stderr + current.stdout
+
+
+async def test_an_auto_upgrading_agent_runs_as_its_own_type_on_an_unversioned_worker_too(
+    client: Client, env: Env
+) -> None:
+    """The caller picks the type from the inline agent's ``versioning``; an unversioned worker runs it
+    declaring no behavior (the server would refuse one, and the conversation would never finish)."""
+    agent = scripted_agent(step("done"), versioning="auto_upgrade")
+    conversation = ConversationInput(prompt="go", agent_spec=agent)
+    assert conversation_type(conversation) == "AgentWorkflowAutoUpgrade"
+    assert (
+        conversation_type(conversation.model_copy(update={"agent_spec": None}, deep=True)) == "AgentWorkflow"
+    )
+    assert conversation_type(conversation, "pinned") == "AgentWorkflow"
+    handle = await start_conversation(
+        client, conversation, id=f"upgrading-{uuid.uuid4().hex[:8]}", task_queue=env.task_queue
+    )
+    assert (await asyncio.wait_for(handle.result(), 30)).final_text == "done"
+    assert (await handle.describe()).workflow_type == "AgentWorkflowAutoUpgrade"

@@ -77,7 +77,11 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
         1000,
         timedelta(seconds=10),
     )
-    assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == [
+        "Greeting",
+        "AgentWorkflow",
+        "UnversionedAutoUpgradingAgentWorkflow",
+    ]
 
 
 async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_workflows_unwrapped(
@@ -201,7 +205,11 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
         "durable_agents.call_model",
     ]
     active = worker.config(active_config=True)
-    assert [w.__name__ for w in active["workflows"]] == ["Reviewed", "AgentWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == [
+        "Reviewed",
+        "AgentWorkflow",
+        "UnversionedAutoUpgradingAgentWorkflow",
+    ]
     registered = active["activities"]
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
     # The user's call_model; ours, namespaced; and our other old names, for conversations from before.

@@ -286,14 +286,9 @@ class RecordResult(PersonKind):
 
 
 @dataclass(frozen=True)
-class FailCall(PersonKind):
-    """Fail the call: the model reads that its outcome is unknown and who failed it."""
-
-    NAME: ClassVar[str] = "reject"
-    STATE: ClassVar[Literal["approved", "rejected"]] = "rejected"
-
-    by: str
-    reason: str = ""
+class FailCall(Reject):
+    """Fail the call: the model reads that its outcome is unknown and who failed it (recorded as a
+    rejection, as ``Reject`` is)."""
 
     def then(self, call: ToolCall) -> Refuse:
         why = f": {self.reason}" if self.reason else "."

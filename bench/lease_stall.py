@@ -46,10 +46,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from bench.harness import bounded, run_benchmark
 from bench.measure import Load
-from bench.processes import STARTED, Procs, Worker, dev_server_pids, output_to, postgres_server
+from bench.processes import STARTED, Procs, Worker, bench_dev_server, dev_server_pids, postgres_server
 from bench.workload import bench_agent, check_result, conversation, text_agent
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.settings import Settings
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
 from durable_agents.worker.lost_calls import LOST_ERROR
@@ -278,8 +277,7 @@ async def measure(burst: int, delay_ms: int, tmp: Path, code: Path) -> dict[str,
         for statement in LOG_REFRESHES:
             await connection.execute(statement)
         await connection.close()
-        with output_to(tmp / "server.log"):
-            server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+        server = await bench_dev_server(tmp)
         STARTED.update(dev_server_pids())
         try:
             procs = Procs(tmp, server.address, code)

@@ -21,8 +21,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 
 from bench.measure import cpu_seconds, vm_kib
-from bench.processes import ROOT, Procs, die_with_parent, output_to
-from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from bench.processes import ROOT, Procs, bench_dev_server, die_with_parent
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec
@@ -66,8 +66,7 @@ async def live_setup(*, same_host_channel: bool = True) -> AsyncIterator[Live]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-live-"))
     os.environ["AGENT_PAYLOAD_STORE"] = str(tmp / "payloads.db")  # read by data_converter()
     os.environ["AGENT_DELTA_DIR"] = str(tmp / "deltas")  # the worker's (spawned with this environment)
-    with output_to(tmp / "server.log"):
-        server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+    server = await bench_dev_server(tmp)
     procs = Procs(tmp, server.address, ROOT)
     serve: subprocess.Popen | None = None
     try:

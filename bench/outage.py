@@ -39,9 +39,8 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from bench.processes import postgres_server
+from bench.processes import bench_dev_server, postgres_server
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.testing.postgres import Postgres
@@ -232,7 +231,7 @@ async def measure_kill(tmp: Path, pg: Postgres, address: str) -> dict:
 
 async def measure(outage: float, count: int, budget: float, tmp: Path, only: str | None) -> dict:
     with postgres_server("bench.outage") as pg:
-        server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+        server = await bench_dev_server(tmp)
         figures: dict = {}
         try:
             if only in (None, "kill"):

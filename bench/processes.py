@@ -1,7 +1,7 @@
 """The processes a benchmark starts and their end: the fake model server and worker processes
 (``Procs``, ``Worker``), a throwaway PostgreSQL server (``postgres_server``), the embedded dev
-server's processes found and its log sent to a file; each child dies with the benchmark
-(``die_with_parent``), and any left is killed at exit."""
+server (``bench_dev_server``), its processes found and its log sent to a file; each child dies
+with the benchmark (``die_with_parent``), and any left is killed at exit."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.measure import cmdline, cpu_seconds, descendants
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server
 from durable_agents.testing.postgres import Postgres, find_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +87,22 @@ def postgres_server(benchmark: str, otherwise: str = "") -> Iterator[Postgres]:
     finally:
         pg.stop("immediate")
         shutil.rmtree(pg.root, ignore_errors=True)
+
+
+async def bench_dev_server(
+    folder: Path,
+    db: str = "temporal.db",
+    *,
+    fairness: bool = False,
+    dynamic_config: dict[str, str] | None = None,
+) -> EmbeddedServer:
+    """The library's embedded dev server as a benchmark runs it: on a free port, no Web UI, its
+    SQLite file ``db`` and its log (``server.log``) in ``folder``; ``fairness`` and
+    ``dynamic_config`` as ``start_embedded_server`` takes them."""
+    with output_to(folder / "server.log"):
+        return await start_embedded_server(
+            port=None, ui=False, db_file=folder / db, fairness=fairness, dynamic_config=dynamic_config
+        )
 
 
 def dev_server_pids() -> set[int]:

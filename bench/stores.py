@@ -28,8 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.processes import postgres_server
-from durable_agents.dev_server import start_embedded_server
+from bench.processes import bench_dev_server, postgres_server
 from durable_agents.settings import Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.postgres import database
@@ -105,7 +104,7 @@ async def _run(conversations: int, url: str, tmp: Path) -> None:
              *(f"{figures[k][0]:.2f} ms (p95 {figures[k][1]:.2f})" for k in kinds))
         )  # fmt: skip
 
-    server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+    server = await bench_dev_server(tmp)
     agent = scripted_agent(
         step("", ("write_file", {"path": "notes/a.txt", "content": "hello"})),
         step("", ("read_file", {"path": "notes/a.txt"})),

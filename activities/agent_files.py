@@ -10,6 +10,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -21,6 +22,8 @@ from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.subagents import tool_name
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class AgentFileError(ValueError):
@@ -36,23 +39,33 @@ def no_limits(model: str) -> int | None:
     return None
 
 
-def load_agent_file(
-    path: Path, registry: ToolRegistry, hooks: HookRegistry | None = None, max_output: MaxOutput = no_limits
-) -> AgentSpec:
+def read_toml(path: Path, what: str, parse: Callable[[dict[str, Any]], T]) -> T:
+    """``parse`` of the TOML file ``path`` (an agent file, the models table, the budgets):
+    ``AgentFileError`` in one line naming the file, and the field ``parse`` refused."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise AgentFileError(f"{path}: cannot read agent file: {e}") from e
-    data.setdefault("name", path.stem)
-    if isinstance(schema := data.get("output_schema"), str):
-        data["output_schema"] = _schema_file(path, path.parent / schema)
+        raise AgentFileError(f"{path}: cannot read {what}: {e}") from e
     try:
-        spec = AgentSpec.model_validate(data)
+        return parse(data)
     except ValidationError as e:
         raise AgentFileError(f"{path}: {field_errors(e)}") from e
+
+
+def load_agent_file(
+    path: Path, registry: ToolRegistry, hooks: HookRegistry | None = None, max_output: MaxOutput = no_limits
+) -> AgentSpec:
+    spec = read_toml(path, "agent file", functools.partial(_agent_spec, path))
     check_agent(spec, registry, hooks, where=str(path))
     check_max_tokens(spec, max_output, where=str(path))
     return spec
+
+
+def _agent_spec(path: Path, data: dict[str, Any]) -> AgentSpec:
+    data.setdefault("name", path.stem)
+    if isinstance(schema := data.get("output_schema"), str):
+        data["output_schema"] = _schema_file(path, path.parent / schema)
+    return AgentSpec.model_validate(data)
 
 
 def _schema_file(path: Path, schema: Path) -> object:

@@ -21,12 +21,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from durable_agents.activities.agent_files import AgentFileError, field_errors
+from durable_agents.activities.agent_files import AgentFileError, read_toml
 from durable_agents.stores.ledger import Limit
 
 logger = logging.getLogger(__name__)
@@ -97,14 +96,7 @@ class Budgets(BaseModel):
 
 def read_budgets(path: Path) -> Budgets:
     """The budgets in ``path``; ``AgentFileError`` in one line naming the file and the field."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise AgentFileError(f"{path}: cannot read the budgets: {e}") from e
-    try:
-        return Budgets.model_validate(data)
-    except ValidationError as e:
-        raise AgentFileError(f"{path}: {field_errors(e)}") from e
+    return read_toml(path, "the budgets", Budgets.model_validate)
 
 
 class BudgetsFile:

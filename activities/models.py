@@ -4,14 +4,13 @@ loaded at worker start: config/models.toml, or ``AGENT_MODELS``."""
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
-from durable_agents.activities.agent_files import AgentFileError, field_errors
+from durable_agents.activities.agent_files import read_toml
 from durable_agents.workflows.config import Price
 
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "config" / "models.toml"
@@ -96,14 +95,7 @@ class ModelTable:
 def read_models(path: Path) -> ModelTable:
     """The table in ``path``. A file that cannot be read or has a bad entry raises ``AgentFileError``
     with one line naming the file, and the model and field."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise AgentFileError(f"{path}: cannot read the models table: {e}") from e
-    try:
-        return ModelTable(_ENTRIES.validate_python(data))
-    except ValidationError as e:
-        raise AgentFileError(f"{path}: {field_errors(e)}") from e
+    return read_toml(path, "the models table", lambda data: ModelTable(_ENTRIES.validate_python(data)))
 
 
 def load_models(models_file: Path | None = None, prices_file: Path | None = None) -> ModelTable:

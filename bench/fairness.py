@@ -40,10 +40,9 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from bench.processes import ROOT, Procs, output_to
+from bench.processes import ROOT, Procs, bench_dev_server, output_to
 from durable_agents.client.conversations import start_conversation
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.messages import ModelSettings, ScriptStep
@@ -125,14 +124,9 @@ async def _setting(name: str, args: argparse.Namespace, folder: Path) -> dict[st
     fairness, one_partition, cached, sticky = SETTINGS[name]
     folder = folder / name
     folder.mkdir()
-    with output_to(folder / "server.log"):
-        server = await start_embedded_server(
-            port=None,
-            ui=False,
-            db_file=folder / "temporal.db",
-            fairness=fairness,
-            dynamic_config=ONE_PARTITION if one_partition else None,
-        )
+    server = await bench_dev_server(
+        folder, fairness=fairness, dynamic_config=ONE_PARTITION if one_partition else None
+    )
     procs = Procs(folder, server.address, ROOT)
     procs.fake_url = "http://127.0.0.1:9"  # the scripted model calls no server
     os.environ["FAIR_SLOTS"] = str(args.slots)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
+from bench.processes import bench_dev_server
 from durable_agents.activities.tools import default_registry, tool
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.plugin import build_worker
 from durable_agents.workflows.activity_refs import CALL_MODEL
@@ -41,7 +41,7 @@ def emit() -> str:
 async def measure(tool_calls: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("AGENT_PAYLOAD_STORE", str(Path(tmp) / "payloads.db"))
-        server = await start_embedded_server(port=None, ui=False, db_file=Path(tmp) / "t.db")
+        server = await bench_dev_server(Path(tmp), "t.db")
         try:
             agent = scripted_agent(
                 step("", ("emit", {})).model_copy(update={"repeat": tool_calls}),

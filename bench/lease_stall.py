@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
 import statistics
 import time
@@ -47,13 +46,11 @@ from temporalio.client import Client, WorkflowHandle
 
 from bench.harness import bounded, run_benchmark
 from bench.measure import Load
-from bench.processes import STARTED, Procs, Worker, dev_server_pids, output_to
+from bench.processes import STARTED, Procs, Worker, bench_dev_server, dev_server_pids, postgres_server
 from bench.workload import bench_agent, check_result, conversation, text_agent
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.settings import Settings
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
-from durable_agents.testing.postgres import Postgres, find_binaries
 from durable_agents.worker.lost_calls import LOST_ERROR
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec, CallPolicy
@@ -179,6 +176,18 @@ def load_now() -> str:
     return " ".join(f"{each:.2f}" for each in os.getloadavg())
 
 
+def burst_figures(results: list[Any], since: float, until: float, load: Load, before: str) -> dict[str, Any]:
+    """What both bursts report of themselves: right results, duration, and the machine's load
+    around them (``before``: ``load_now()`` as the burst started; ``load``: started then too)."""
+    return {
+        "right_results": sum(check_result(r) for r in results),
+        "seconds": round(until - since, 2),
+        "load_average_before": before,
+        "load_average_after": load_now(),
+        "other_processes": load.since(),
+    }
+
+
 async def stall(
     client: Client, url: str, hosts: dict[str, Worker], task_queue: str, n: int
 ) -> dict[str, Any]:
@@ -189,11 +198,7 @@ async def stall(
     until = time.time()
     return {
         "conversations": n,
-        "right_results": sum(check_result(r) for r in results),
-        "seconds": round(until - since, 2),
-        "load_average_before": before,
-        "load_average_after": load_now(),
-        "other_processes": load.since(),
+        **burst_figures(results, since, until, load, before),
         "activities_per_host": await activities_per_host(handles, hosts),
         "hosts": {name: await host_figures(url, w, since, until) for name, w in hosts.items()},
         "live_hosts_taken_for_dead": len(await takeovers(url)),
@@ -245,11 +250,7 @@ async def takeover(
     return {
         "conversations": n,
         "model_delay_ms": delay_ms,
-        "right_results": sum(check_result(r) for r in results),
-        "seconds": round(until - since, 2),
-        "load_average_before": before,
-        "load_average_after": load_now(),
-        "other_processes": load.since(),
+        **burst_figures(results, since, until, load, before),
         "stop_after_s": round(stopped - since, 2),
         "calls_host_a_ran_at_stop": running,
         "stop_to_takeover_s": round(taken_at - stopped, 3),
@@ -266,14 +267,8 @@ async def takeover(
 
 
 async def measure(burst: int, delay_ms: int, tmp: Path, code: Path) -> dict[str, Any]:
-    binaries = find_binaries()
-    if binaries is None:
-        raise SystemExit("bench.lease_stall: PostgreSQL server binaries missing (apt-get install postgresql)")
-    pg = Postgres(binaries)
-    pg.init()
-    pg.start()
     procs: Procs | None = None
-    try:
+    with postgres_server("bench.lease_stall") as pg:
         url = await pg.new_database()
         tables = database(url)
         await tables.open()  # agent_workers, before the trigger on it
@@ -282,8 +277,7 @@ async def measure(burst: int, delay_ms: int, tmp: Path, code: Path) -> dict[str,
         for statement in LOG_REFRESHES:
             await connection.execute(statement)
         await connection.close()
-        with output_to(tmp / "server.log"):
-            server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+        server = await bench_dev_server(tmp)
         STARTED.update(dev_server_pids())
         try:
             procs = Procs(tmp, server.address, code)
@@ -314,9 +308,6 @@ async def measure(burst: int, delay_ms: int, tmp: Path, code: Path) -> dict[str,
             if procs is not None:
                 procs.stop_all()
             await asyncio.wait_for(server.stop(), 30)
-    finally:
-        pg.stop("immediate")
-        shutil.rmtree(pg.root, ignore_errors=True)
 
 
 def report(figures: dict[str, Any]) -> int:

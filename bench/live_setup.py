@@ -21,8 +21,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 
 from bench.measure import cpu_seconds, vm_kib
-from bench.processes import ROOT, Procs, die_with_parent, output_to
-from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from bench.processes import ROOT, Procs, bench_dev_server, die_with_parent
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec
@@ -32,16 +31,13 @@ STAMP = re.compile(rb"\[(\d+)\]")
 
 @dataclass
 class Live:
-    server: EmbeddedServer
+    client: Client
+    """The embedded dev server's (``live_setup`` stops the server)."""
     procs: Procs
     serve: subprocess.Popen
     port: int
     task_queue: str
     tmp: Path
-
-    @property
-    def client(self) -> Client:
-        return self.server.client
 
     def serve_cpu(self) -> float:
         return cpu_seconds(self.serve.pid)
@@ -66,8 +62,7 @@ async def live_setup(*, same_host_channel: bool = True) -> AsyncIterator[Live]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-live-"))
     os.environ["AGENT_PAYLOAD_STORE"] = str(tmp / "payloads.db")  # read by data_converter()
     os.environ["AGENT_DELTA_DIR"] = str(tmp / "deltas")  # the worker's (spawned with this environment)
-    with output_to(tmp / "server.log"):
-        server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+    server = await bench_dev_server(tmp)
     procs = Procs(tmp, server.address, ROOT)
     serve: subprocess.Popen | None = None
     try:
@@ -97,7 +92,7 @@ async def live_setup(*, same_host_channel: bool = True) -> AsyncIterator[Live]:
                 writer.close()
                 break
             await asyncio.sleep(0.1)
-        yield Live(server, procs, serve, port, task_queue, tmp)
+        yield Live(server.client, procs, serve, port, task_queue, tmp)
     finally:
         if serve is not None:
             serve.kill()

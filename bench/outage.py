@@ -39,11 +39,11 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from bench.processes import bench_dev_server, postgres_server
 from durable_agents.converter import data_converter
-from durable_agents.dev_server import start_embedded_server
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.testing.postgres import Postgres, find_binaries
+from durable_agents.testing.postgres import Postgres
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import ApprovalPolicy, CallPolicy
 from durable_agents.workflows.messages import ScriptStep
@@ -230,24 +230,17 @@ async def measure_kill(tmp: Path, pg: Postgres, address: str) -> dict:
 
 
 async def measure(outage: float, count: int, budget: float, tmp: Path, only: str | None) -> dict:
-    binaries = find_binaries()
-    if binaries is None:
-        raise SystemExit("bench.outage: PostgreSQL server binaries are missing (apt-get install postgresql)")
-    pg = Postgres(binaries)
-    pg.init()
-    pg.start()
-    server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
-    figures: dict = {}
-    try:
-        if only in (None, "kill"):
-            figures["kill"] = await measure_kill(tmp, pg, server.address)
-        if only in (None, "outage"):
-            figures["outage"] = await measure_outage(outage, count, budget, tmp, pg, server.address)
-        return figures
-    finally:
-        await server.stop()
-        pg.stop("immediate")
-        shutil.rmtree(pg.root, ignore_errors=True)
+    with postgres_server("bench.outage") as pg:
+        server = await bench_dev_server(tmp)
+        figures: dict = {}
+        try:
+            if only in (None, "kill"):
+                figures["kill"] = await measure_kill(tmp, pg, server.address)
+            if only in (None, "outage"):
+                figures["outage"] = await measure_outage(outage, count, budget, tmp, pg, server.address)
+            return figures
+        finally:
+            await server.stop()
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The processes a benchmark starts and their end: the fake model server and worker processes
-(``Procs``, ``Worker``), the embedded dev server's processes found and its log sent to a file;
-each child dies with the benchmark (``die_with_parent``), and any left is killed at exit."""
+(``Procs``, ``Worker``), a throwaway PostgreSQL server (``postgres_server``), the embedded dev
+server (``bench_dev_server``), its processes found and its log sent to a file; each child dies
+with the benchmark (``die_with_parent``), and any left is killed at exit."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import ctypes
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.measure import cmdline, cpu_seconds, descendants
+from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from durable_agents.testing.postgres import Postgres, find_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project's folder (benchmarks that take no snapshot run their processes from it)."""
@@ -63,6 +67,42 @@ def output_to(path: Path) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for fd in (*saved, log):
             os.close(fd)
+
+
+@contextlib.contextmanager
+def postgres_server(benchmark: str, otherwise: str = "") -> Iterator[Postgres]:
+    """A throwaway PostgreSQL server (``durable_agents.testing.postgres``) while the block runs, then
+    stopped and its folder removed. Without the server binaries the benchmark exits saying how to
+    get them (``otherwise``: what else would do)."""
+    binaries = find_binaries()
+    if binaries is None:
+        raise SystemExit(
+            f"{benchmark}: PostgreSQL server binaries are missing (apt-get install postgresql{otherwise})"
+        )
+    pg = Postgres(binaries)
+    pg.init()
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.stop("immediate")
+        shutil.rmtree(pg.root, ignore_errors=True)
+
+
+async def bench_dev_server(
+    folder: Path,
+    db: str = "temporal.db",
+    *,
+    fairness: bool = False,
+    dynamic_config: dict[str, str] | None = None,
+) -> EmbeddedServer:
+    """The library's embedded dev server as a benchmark runs it: on a free port, no Web UI, its
+    SQLite file ``db`` and its log (``server.log``) in ``folder``; ``fairness`` and
+    ``dynamic_config`` as ``start_embedded_server`` takes them."""
+    with output_to(folder / "server.log"):
+        return await start_embedded_server(
+            port=None, ui=False, db_file=folder / db, fairness=fairness, dynamic_config=dynamic_config
+        )
 
 
 def dev_server_pids() -> set[int]:

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fake_model import FakeModelServer
-from bench.processes import output_to
-from durable_agents.dev_server import start_embedded_server
+from bench.processes import bench_dev_server
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec
@@ -74,8 +73,7 @@ async def measure(conversations: int, limit: float) -> dict[str, Any]:
     os.environ["AGENT_PAYLOAD_STORE"] = str(tmp / "payloads.db")  # read by data_converter()
     fake = _TimedFake()
     threading.Thread(target=fake.serve_forever, daemon=True).start()
-    with output_to(tmp / "server.log"):  # the dev server inherits stdout and stderr: its log goes there
-        server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+    server = await bench_dev_server(tmp)
     loop, models = f"rate-loop-{uuid.uuid4().hex[:8]}", f"rate-models-{uuid.uuid4().hex[:8]}"
     env = os.environ | {
         "TEMPORAL_ADDRESS": server.address,

@@ -74,11 +74,19 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from bench.harness import bounded, run_benchmark
 from bench.inprocess_loop import run_loop
 from bench.measure import Load, cpu_seconds, machine, vm_kib
-from bench.processes import STARTED, Procs, Worker, dev_server_pids, kill_leftovers, kill_pid, output_to
+from bench.processes import (
+    STARTED,
+    Procs,
+    Worker,
+    bench_dev_server,
+    dev_server_pids,
+    kill_leftovers,
+    kill_pid,
+)
 from bench.workload import PROMPT, approval_agent, bench_agent, check_result, conversation, text_agent
 from durable_agents.activities.providers.openai_chat import OpenAIChatModel
 from durable_agents.activities.tools import default_registry
-from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.workflows.activity_refs import CALL_MODEL, RUN_TOOL
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
@@ -547,10 +555,7 @@ async def measure(quick: bool, tmp: Path, code: Path, only: Sequence[str] = ()) 
     try:
         for i in range(1 if quick else 3):  # the last one serves the benchmarks
             t0 = time.perf_counter()
-            with output_to(tmp / "server.log"):
-                servers.append(
-                    await start_embedded_server(port=None, ui=False, db_file=tmp / f"temporal-{i}.db")
-                )
+            servers.append(await bench_dev_server(tmp, f"temporal-{i}.db"))
             ready.add(time.perf_counter() - t0)
             pids = dev_server_pids()
             STARTED.update(pids)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
@@ -27,13 +28,12 @@ import time
 import uuid
 from pathlib import Path
 
-from durable_agents.dev_server import start_embedded_server
+from bench.processes import bench_dev_server, postgres_server
 from durable_agents.settings import Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.postgres import database
 from durable_agents.stores.settings import StoreSettings
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.testing.postgres import Postgres, find_binaries
 from durable_agents.worker.plugin import build_worker
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import ApprovalPolicy
@@ -76,22 +76,15 @@ async def store_per_model_call(store: ConversationStore, transcript: int, repeat
 
 
 async def main(conversations: int, url: str | None) -> None:
-    server_pg = None
-    if url is None:
-        binaries = find_binaries()
-        if binaries is None:
-            raise SystemExit("no PostgreSQL binaries: apt-get install postgresql, or pass --database-url")
-        server_pg = Postgres(binaries)
-        server_pg.init()
-        server_pg.start()
-        url = await server_pg.new_database()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            await _run(conversations, url, Path(folder))
-    finally:
-        await database(url).close()
-        if server_pg is not None:
-            server_pg.stop("immediate")
+    with contextlib.ExitStack() as servers:
+        if url is None:
+            pg = servers.enter_context(postgres_server("bench.stores", ", or pass --database-url"))
+            url = await pg.new_database()
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                await _run(conversations, url, Path(folder))
+        finally:
+            await database(url).close()
 
 
 async def _run(conversations: int, url: str, tmp: Path) -> None:
@@ -111,7 +104,7 @@ async def _run(conversations: int, url: str, tmp: Path) -> None:
              *(f"{figures[k][0]:.2f} ms (p95 {figures[k][1]:.2f})" for k in kinds))
         )  # fmt: skip
 
-    server = await start_embedded_server(port=None, ui=False, db_file=tmp / "temporal.db")
+    server = await bench_dev_server(tmp)
     agent = scripted_agent(
         step("", ("write_file", {"path": "notes/a.txt", "content": "hello"})),
         step("", ("read_file", {"path": "notes/a.txt"})),

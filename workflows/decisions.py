@@ -114,6 +114,12 @@ class Kind(ABC):
 class PersonKind(Kind):
     """A person's decision: signed, bounded by the call's ``allowed_decisions`` and ``approvers``."""
 
+    STATE: ClassVar[Literal["approved", "rejected"]] = "approved"
+    """What it makes of the record's ``state``."""
+    by: str
+    """Who decided."""
+    reason: str
+
     @property
     def kinds(self) -> tuple[DecisionKind, ...]:
         """The names the call's ``allowed_decisions`` must all hold; joined by ``+``, what a
@@ -124,34 +130,20 @@ class PersonKind(Kind):
         """``ValueError`` when the decision cannot apply to a call of ``tool`` (beyond its
         allowed decisions and approvers, which ``Approvals.check`` tests for every kind)."""
 
-    @abstractmethod
     def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
         """The pending ``record`` as this decision leaves it."""
+        record.state = self.STATE
+        record.verdict = verdict
+        record.by = self.by
+        record.reason = self.reason
+        record.decided_at = now
+        record.via = via
+        record.edited_arguments = None
+        record.remember = False
 
     def allowance(self, record: ApprovalRecord, now: datetime) -> ToolAllowance | None:
         """The standing allowance it grants the record's tool, if any."""
         return None
-
-
-def _take(
-    record: ApprovalRecord,
-    *,
-    state: Literal["approved", "rejected"],
-    by: str,
-    reason: str,
-    now: datetime,
-    via: Channel,
-    verdict: Verdict | None,
-    edited: dict[str, Any] | None = None,
-) -> None:
-    record.state = state
-    record.verdict = verdict
-    record.by = by
-    record.reason = reason
-    record.decided_at = now
-    record.via = via
-    record.edited_arguments = edited
-    record.remember = False
 
 
 @dataclass(frozen=True)
@@ -165,9 +157,6 @@ class Approve(PersonKind):
 
     def then(self, call: ToolCall) -> RunTool:
         return RunTool(call.arguments)
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
 
 
 @dataclass(frozen=True)
@@ -192,16 +181,8 @@ class Edit(PersonKind):
             raise ValueError(f"edited arguments for {tool} do not fit its schema: {error}")
 
     def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(
-            record,
-            state="approved",
-            by=self.by,
-            reason=self.reason,
-            now=now,
-            via=via,
-            verdict=verdict,
-            edited=self.arguments,
-        )
+        super().take(record, now, via, verdict)
+        record.edited_arguments = self.arguments
 
 
 @dataclass(frozen=True)
@@ -209,15 +190,13 @@ class Reject(PersonKind):
     """Rejected: the call does not run; the model reads who refused it, and ``reason``."""
 
     NAME: ClassVar[str] = "reject"
+    STATE: ClassVar[Literal["approved", "rejected"]] = "rejected"
 
     by: str
     reason: str = ""
 
     def then(self, call: ToolCall) -> Refuse:
         return _refusal(call, self.by, self.reason)
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(record, state="rejected", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
 
 
 @dataclass(frozen=True)
@@ -227,6 +206,14 @@ class Remember(PersonKind):
     NAME: ClassVar[str] = "remember"
 
     approval: Approve | Edit
+
+    @property
+    def by(self) -> str:  # type: ignore[override]
+        return self.approval.by
+
+    @property
+    def reason(self) -> str:  # type: ignore[override]
+        return self.approval.reason
 
     @property
     def kinds(self) -> tuple[DecisionKind, ...]:
@@ -243,7 +230,7 @@ class Remember(PersonKind):
         record.remember = True
 
     def allowance(self, record: ApprovalRecord, now: datetime) -> ToolAllowance:
-        return ToolAllowance(tool=record.tool, by=self.approval.by, call_id=record.call_id, granted_at=now)
+        return ToolAllowance(tool=record.tool, by=self.by, call_id=record.call_id, granted_at=now)
 
 
 @dataclass(frozen=True)
@@ -294,18 +281,14 @@ class RecordResult(PersonKind):
         return Answer(f"[the outcome of this call was unknown; {self.by} recorded its result] {self.result}")
 
     def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(record, state="approved", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
+        super().take(record, now, via, verdict)
         record.result = self.result
 
 
 @dataclass(frozen=True)
-class FailCall(PersonKind):
-    """Fail the call: the model reads that its outcome is unknown and who failed it."""
-
-    NAME: ClassVar[str] = "reject"
-
-    by: str
-    reason: str = ""
+class FailCall(Reject):
+    """Fail the call: the model reads that its outcome is unknown and who failed it (recorded as a
+    rejection, as ``Reject`` is)."""
 
     def then(self, call: ToolCall) -> Refuse:
         why = f": {self.reason}" if self.reason else "."
@@ -313,9 +296,6 @@ class FailCall(PersonKind):
             f"Tool call '{call.name}' may or may not have taken effect (its outcome is unknown);"
             f" {self.by} failed it{why}"
         )
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        _take(record, state="rejected", by=self.by, reason=self.reason, now=now, via=via, verdict=verdict)
 
 
 OUTCOME_KINDS: tuple[type[PersonKind], ...] = (RunAgain, RecordResult, FailCall)

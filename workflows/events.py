@@ -34,6 +34,9 @@ EVENTS_TOPIC = "events"
 class _Event(Tagged):
     TAG: ClassVar[str] = "type"
 
+    type: str
+    """The event's kind: each event narrows it to its own name."""
+
 
 class MessageAdded(_Event):
     """The transcript took a system prompt or a user message (as hooks left it)."""
@@ -141,23 +144,26 @@ class ToolCallFinished(_Event):
     is_error: bool = False
 
 
-class ApprovalRequested(_Event):
-    type: Literal["approval_requested"] = "approval_requested"
+class _ApprovalEvent(_Event):
+    """A waiting call's approval record, as it is when the event is published."""
+
     record: ApprovalRecord
 
 
-class ApprovalDecided(_Event):
+class ApprovalRequested(_ApprovalEvent):
+    type: Literal["approval_requested"] = "approval_requested"
+
+
+class ApprovalDecided(_ApprovalEvent):
     """Approved, rejected, timed out or cancelled (``record.state``), by whom and how."""
 
     type: Literal["approval_decided"] = "approval_decided"
-    record: ApprovalRecord
 
 
-class ApprovalJudged(_Event):
+class ApprovalJudged(_ApprovalEvent):
     """A judge gave its opinion of a waiting call and left it to a person (``record.judgements``)."""
 
     type: Literal["approval_judged"] = "approval_judged"
-    record: ApprovalRecord
 
 
 class ClientToolRequested(_Event):

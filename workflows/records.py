@@ -117,16 +117,21 @@ class LateDecision(BaseModel):
     at: datetime
 
 
-class ApprovalRecord(BaseModel):
-    """A tool call that needed a person: the request and, once made, the decision (each kind of
-    decision writes itself here and reads back from here: workflows/decisions.py)."""
+class WaitingCall(BaseModel):
+    """A tool call the conversation put to someone outside it (a person, a client) and waits on."""
 
     call_id: str
     tool: str
     arguments: dict[str, Any]
     requested_at: datetime
     deadline: datetime | None = None
-    """None: no deadline, the call waits for a person."""
+    """None: no deadline, the call waits until it is answered (or the conversation ends)."""
+
+
+class ApprovalRecord(WaitingCall):
+    """A tool call that needed a person: the request and, once made, the decision (each kind of
+    decision writes itself here and reads back from here: workflows/decisions.py)."""
+
     state: ApprovalState = "pending"
     by: str | None = None
     reason: str | None = None
@@ -235,14 +240,9 @@ class Revocation(Payload):
     by: str = "unknown"
 
 
-class ClientCall(BaseModel):
+class ClientCall(WaitingCall):
     """A call of a client tool (workflows/client_tools.py): asked of the client, and its answer."""
 
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    requested_at: datetime
-    deadline: datetime | None = None
     state: Literal["pending", "delivered", "timed_out", "cancelled"] = "pending"
     result: Any = None
     is_error: bool = False

@@ -63,9 +63,9 @@ from temporalio.client import Client
 
 from bench.harness import bounded, run_benchmark
 from bench.measure import Load, cpu_seconds, descendants, machine, vm_kib
-from bench.processes import Procs, Worker, dev_server_pids, output_to
+from bench.processes import Procs, Worker, bench_dev_server, dev_server_pids
 from bench.workload import PROMPT
-from durable_agents.dev_server import EmbeddedServer, start_embedded_server
+from durable_agents.dev_server import EmbeddedServer
 
 SYSTEMS = {
     "ours": "ours",
@@ -201,10 +201,7 @@ class Run:
         """A fresh dev server (its own SQLite file) and the pid of its process."""
         before = dev_server_pids()
         self.servers_started += 1
-        with output_to(self.tmp / "server.log"):
-            server = await start_embedded_server(
-                port=None, ui=False, db_file=self.tmp / f"temporal-{self.servers_started}.db"
-            )
+        server = await bench_dev_server(self.tmp, f"temporal-{self.servers_started}.db")
         (pid,) = dev_server_pids() - before
         return server, pid
 

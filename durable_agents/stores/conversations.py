@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import TypeAdapter
@@ -105,6 +105,15 @@ class SQLiteFile:
             return self._db.execute(sql, params).fetchall()
 
 
+class SQLiteStore:
+    """A store in one ``SQLiteFile``, whose tables ``SCHEMA`` makes (one statement or several)."""
+
+    SCHEMA: ClassVar[str]
+
+    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
+        self._file = SQLiteFile(path, self.SCHEMA, outage_seconds)
+
+
 class ConversationStore(Protocol):
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
         """Store ``messages`` at positions ``start``, ``start + 1``, ... of conversation ``key``."""
@@ -117,17 +126,14 @@ class ConversationStore(Protocol):
         have the identity it started with (``durable_agents/stores/errors.py``, ``stores_differ``)."""
 
 
-class SQLiteConversationStore:
+class SQLiteConversationStore(SQLiteStore):
     """A SQLite file: the default for one machine (several worker processes may share it)."""
 
-    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
-        self._file = SQLiteFile(
-            path,
-            "CREATE TABLE IF NOT EXISTS messages ("
-            " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
-            " PRIMARY KEY (conversation, position))",
-            outage_seconds,
-        )
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS messages ("
+        " conversation TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (conversation, position))"
+    )
 
     async def save(self, key: str, start: int, messages: list[Message]) -> None:
         rows = [(key, start + i, MESSAGE.dump_json(m).decode()) for i, m in enumerate(messages)]
@@ -157,19 +163,14 @@ def stored_payloads(store: str, keys: Sequence[str], found: dict[str, bytes]) ->
     return [Payload.FromString(found[key]) for key in keys]
 
 
-class SQLitePayloadDriver(StorageDriver):
+class SQLitePayloadDriver(SQLiteStore, StorageDriver):
     """Keeps payloads too large for history (a long transcript carried to the next run, a big
     result) in a SQLite file; history holds a content-addressed reference.
 
     Workers on several hosts use ``PostgresPayloadDriver`` instead (``AGENT_DATABASE_URL``).
     """
 
-    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
-        self._file = SQLiteFile(
-            path,
-            "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)",
-            outage_seconds,
-        )
+    SCHEMA = "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)"
 
     def name(self) -> str:
         return "agent-sqlite"

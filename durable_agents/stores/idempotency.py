@@ -25,13 +25,12 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pydantic_core import to_jsonable_python
 
-from durable_agents.stores.conversations import SQLiteFile
-from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, UNSTORED
+from durable_agents.stores.conversations import SQLiteStore
+from durable_agents.stores.errors import UNSTORED
 
 T = TypeVar("T")
 
@@ -73,18 +72,15 @@ class IdempotencyStore(Protocol):
         """Give the claim up (fn raised): a retry may run the step at once."""
 
 
-class SQLiteIdempotencyStore:
+class SQLiteIdempotencyStore(SQLiteStore):
     """A SQLite file, persistent across worker restarts; shared by the worker processes of one
     machine (claims expire by this machine's clock)."""
 
-    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
-        self._file = SQLiteFile(
-            path,
-            "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            " CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, claimant TEXT NOT NULL,"
-            " expires_at REAL NOT NULL)",
-            outage_seconds,
-        )
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        " CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, claimant TEXT NOT NULL,"
+        " expires_at REAL NOT NULL)"
+    )
 
     async def get(self, key: str) -> str | None:
         rows = await self._file.read("SELECT value FROM results WHERE key = ?", (key,))

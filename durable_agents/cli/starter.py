@@ -59,6 +59,7 @@ from durable_agents.client.conversations import (
     conversation_result,
     edited_arguments,
     fork_conversation,
+    interrupt_turn,
     newest_conversations,
     one_line,
     refusal,
@@ -307,9 +308,11 @@ async def end(client: Client, args: argparse.Namespace) -> None:
 
 async def interrupt(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    await _require_running(handle, "nothing to interrupt")
-    await handle.signal(AgentWorkflow.interrupt)
-    print(f"{args.workflow_id}: its running turn ends now, answered 'interrupted' (a chat stays open).")
+    described = await _require_running(handle, "nothing to interrupt")
+    try:
+        print(f"{handle.id}: {await interrupt_turn(client, handle, described.task_queue)}")
+    except ValueError as e:
+        raise CommandError(f"{handle.id} {e}") from None
 
 
 async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
@@ -325,11 +328,12 @@ async def cancel(client: Client, args: argparse.Namespace) -> None:
     print(f"Cancellation requested for {args.workflow_id}.")
 
 
-async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
+async def _require_running(handle: WorkflowHandle, consequence: str) -> WorkflowExecutionDescription:
     """Refuse when the conversation has closed: Temporal would accept a cancel and do nothing."""
     described = await handle.describe()
     if described.status != WorkflowExecutionStatus.RUNNING:
         raise CommandError(f"{handle.id} is already closed ({agent_state(described)}); {consequence}")
+    return described
 
 
 async def chat(client: Client, args: argparse.Namespace) -> None:
@@ -960,11 +964,11 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
         period=args.period, now=time.time(), tenant=args.tenant, user=args.user
     )
     if not spent:
-        print(f"No model calls of a tenant or user recorded this {args.period}.")
+        print(f"No model calls recorded this {args.period}.")
         return
     rows = [
-        (s.tenant or "-", s.user or "-", str(s.calls), str(s.input_tokens), str(s.output_tokens),
-         str(s.tokens), f"{s.cost:.6f}")
+        (s.tenant or ("(no tenant)" if not s.user else "-"), s.user or "-", str(s.calls),
+         str(s.input_tokens), str(s.output_tokens), str(s.tokens), f"{s.cost:.6f}")
         for s in spent
     ]  # fmt: skip
     total = (

@@ -115,6 +115,7 @@ from durable_agents.workflows.records import (
     Reply,
     Revocation,
 )
+from durable_agents.workflows.waiting import waiting_line
 
 M = TypeVar("M")
 
@@ -196,35 +197,12 @@ async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
                 waiting.call_id not in told
             ):
                 told.add(waiting.call_id)
-                print(_waiting_line(handle.id, waiting), flush=True)
+                print(waiting_line(handle.id, waiting), flush=True)
             case ReplySent() if reply is None:
                 reply = event.reply
             case StateChanged(state="idle") if reply is not None:
                 return format_reply(reply, handle.id)
     return format_result(await conversation_result(client, handle))
-
-
-WAITING_ARGUMENTS = 80
-"""Characters of a waiting call's arguments that ``start --wait`` shows (``pending`` shows them all)."""
-
-
-def _waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall) -> str:
-    """A call that waits, in one line, and the command that decides or answers it."""
-    arguments = json.dumps(waiting.arguments)
-    if len(arguments) > WAITING_ARGUMENTS:
-        arguments = arguments[: WAITING_ARGUMENTS - 1] + "…"
-    call = f"{waiting.tool} call {waiting.call_id} {arguments}"
-    if isinstance(waiting, ClientCall):
-        return (
-            f"Waiting for the client: {call}; answer it with:"
-            f" python starter.py answer {workflow_id} {waiting.call_id} TEXT"
-        )
-    digest = waiting.arguments_digest
-    return (
-        f"Waiting for a person: {call} (digest {digest}); decide with:"
-        f" python starter.py approve {workflow_id} {waiting.call_id} --digest {digest}"
-        f" (or reject {workflow_id} {waiting.call_id})"
-    )
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:

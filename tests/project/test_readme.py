@@ -9,6 +9,7 @@ import contextlib
 import re
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from durable_agents import AgentWorkflow, ConversationInput, Decision, start_conversation
 from durable_agents.cli.starter import parser as starter_parser
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.workflows.config import AgentSpec
 from tests.support.conversations import wait_for_pending
 from tests.support.docs import DOCS, README, ROOT, block_after, code_blocks, commands, docs_page, pages, prose
 from tests.support.paths import TESTS
@@ -173,6 +175,16 @@ def test_the_temporal_cli_lines_name_signals_updates_and_queries_as_on_the_wire(
                     if not name.startswith(("durable_agents.", "__temporal_")):
                         old.append(f"{page}: {name}")
     assert old == []
+
+
+def test_the_readmes_agent_streams_and_the_agent_file_reference_lists_stream() -> None:
+    """Streaming is off unless an agent file asks (issue 44, finding 3): the README's agent asks, and
+    the reference shows the key under ``[model]`` and says what it does."""
+    readme_agent = tomllib.loads(block_after(README.read_text(), "## A first agent of your own", "toml"))
+    assert AgentSpec.model_validate(readme_agent).model.stream is True
+    reference = docs_page("agents-and-tools")
+    assert tomllib.loads(block_after(reference, "## Agents", "toml"))["model"]["stream"] is True
+    assert "**Streaming.** With `stream = true` under `[model]`" in reference
 
 
 async def test_the_readmes_first_agent_runs_as_written(server: EmbeddedServer, tmp_path: Path) -> None:

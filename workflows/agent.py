@@ -78,6 +78,7 @@ from durable_agents.workflows.messages import (
     UserMessage,
 )
 from durable_agents.workflows.model_calls import ModelCalls
+from durable_agents.workflows.notifications import Notifications
 from durable_agents.workflows.records import (
     ApprovalRecord,
     ApprovalSignal,
@@ -206,6 +207,7 @@ class AgentWorkflow:
             lambda: self._board.show(usage=self._s.usage),
         )
         self._client_calls = ClientCalls(self._s.client_calls, self._events)
+        self._notifications = Notifications()
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
@@ -981,7 +983,7 @@ class AgentWorkflow:
             waits = "waiting_for_client" if versioning.since(CLIENT_WAIT_PATCH) else "running_tools"
             self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")
             outcome = await self._client_calls.resolve(
-                tool, call, self._continue_as_new_due, self._board.refresh
+                tool, call, self._continue_as_new_due, self._client_waits
             )
             if outcome is not None and self._board.view.state == "waiting_for_client":
                 self._show_tools_running()
@@ -1098,6 +1100,7 @@ class AgentWorkflow:
         log = {"iteration": self._board.view.iteration, "call_id": record.call_id, "tool": record.tool}
         workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
+        self._tell(record)
         remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
         try:
             await workflow.wait_condition(
@@ -1127,6 +1130,17 @@ class AgentWorkflow:
         else:
             self._show_tools_running()
 
+    def _client_waits(self, call: ClientCall) -> None:
+        """A client tool's call was asked: the Web UI's details and the agent's webhook name it."""
+        self._board.refresh()
+        self._tell(call)
+
+    def _tell(self, call: ApprovalRecord | ClientCall) -> None:
+        """The agent's webhook is told that ``call`` waits (workflows/notifications.py)."""
+        assert self._s.agent is not None  # calls wait only once the agent is resolved
+        owner = self.tenancy
+        self._notifications.waiting(self._s.agent.spec, call, tenant=owner.tenant, user=owner.user)
+
     def _show_tools_running(self) -> None:
         """``running_tools``, or ``waiting_for_client`` while a client tool's call waits."""
         waiting = self._client_calls.pending
@@ -1142,7 +1156,7 @@ class AgentWorkflow:
         """Due when Temporal suggests it or the run made its share of model calls; only at a point
         where nothing is in flight and every update handler has answered (but the stream's polls,
         which the continue-as-new hands over)."""
-        if self._tools_in_flight or self._answering:
+        if self._tools_in_flight or self._answering or self._notifications.in_flight:
             return False
         return self._rollover_wanted()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from durable_agents.workflows.records import ApprovalRecord, ClientCall
 
@@ -19,9 +20,7 @@ def waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall, *, mark
     """The call, its tool, its arguments (cut to ``WAITING_ARGUMENTS``) and the command that ends its
     wait. ``markdown``: arguments and command as code spans, so that what a model wrote in the
     arguments is never rendered (a backtick in them is escaped as JSON allows: ``\\u0060``)."""
-    arguments = json.dumps(waiting.arguments)
-    if len(arguments) > WAITING_ARGUMENTS:
-        arguments = arguments[: WAITING_ARGUMENTS - 1] + "…"
+    arguments = cut_arguments(waiting.arguments)
 
     def code(text: str) -> str:
         return "`" + text.replace("`", "\\u0060") + "`" if markdown else text
@@ -36,6 +35,12 @@ def waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall, *, mark
         f"Waiting for a person: {call} (digest {digest}); decide with: {code(command)}"
         f" (or {code(f'python starter.py reject {workflow_id} {waiting.call_id}')})"
     )
+
+
+def cut_arguments(arguments: dict[str, Any]) -> str:
+    """A call's arguments as JSON, cut to ``WAITING_ARGUMENTS`` characters."""
+    text = json.dumps(arguments)
+    return text if len(text) <= WAITING_ARGUMENTS else text[: WAITING_ARGUMENTS - 1] + "…"
 
 
 def details(detail: str, workflow_id: str, waiting: Sequence[ApprovalRecord | ClientCall]) -> str:

@@ -51,6 +51,8 @@ RUN_TOOL = namespaced("run_tool")
 RUN_HOOK = namespaced("run_hook")
 VERIFY_DECISION = namespaced("verify_decision")
 JUDGE = namespaced("judge")
+NOTIFY = namespaced("notify")
+"""Tell a webhook that a call waits (workflows/notifications.py); new with the namespace: no old name."""
 # Signals
 POST_MESSAGE = namespaced("post_message")
 END = namespaced("end")

@@ -13,7 +13,9 @@ is dropped: nothing waits any more.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -47,45 +49,12 @@ class Notifications:
         """``call`` waits for a person (with a deadline, told again as it nears) or a client. Told once,
         in the workflow task that asked it (``requested_at`` is now); a call carried over from the
         previous run keeps only its deadline's notification, unless its time passed (then that run
-        sent it)."""
-        if call.requested_at == workflow.now():
-            event = "client_tool_waiting" if isinstance(call, ClientCall) else "approval_requested"
-            self._send(spec, event, call, tenant, user)
-        if isinstance(call, ApprovalRecord) and call.deadline is not None:
-            self._start(self._before_deadline(spec, call, tenant, user))
-
-    async def _before_deadline(
-        self, spec: AgentSpec, record: ApprovalRecord, tenant: str | None, user: str | None
-    ) -> None:
-        assert record.deadline is not None and spec.notify is not None
-        lead = min(
-            spec.notify.before_deadline_seconds, (record.deadline - record.requested_at).total_seconds() / 4
-        )
-        left = (record.deadline - workflow.now()).total_seconds() - lead
-        if left <= 0 or not _on(spec):
+        sent it). Asked of agents with a webhook only: the others' runs record nothing new."""
+        notify = spec.notify
+        if notify is None or notify.url is None or not versioning.since(NOTIFY_PATCH):
             return
-        try:
-            await workflow.wait_condition(
-                lambda: record.state != "pending",
-                timeout=left,
-                timeout_summary=f"notify before the deadline of {record.tool} ({record.call_id})",
-            )
-        except TimeoutError:
-            self._send(spec, "deadline_near", record, tenant, user)
-
-    def _send(
-        self,
-        spec: AgentSpec,
-        event: str,
-        call: ApprovalRecord | ClientCall,
-        tenant: str | None,
-        user: str | None,
-    ) -> None:
-        if not _on(spec):
-            return
-        assert spec.notify is not None and spec.notify.url is not None
-        notification = Notification(
-            event=event,  # type: ignore[arg-type]
+        told = Notification(
+            event="client_tool_waiting" if isinstance(call, ClientCall) else "approval_requested",
             conversation=workflow.info().workflow_id,
             agent=spec.name,
             tenant=tenant,
@@ -94,33 +63,51 @@ class Notifications:
             call_id=call.call_id,
             arguments=cut_arguments(call.arguments),
             deadline=call.deadline,
-            url=spec.notify.url,
-            format=spec.notify.format,
+            url=notify.url,
+            format=notify.format,
         )
-        self._start(self._deliver(notification))
+        if call.requested_at == workflow.now():
+            self._send(told)
+        if isinstance(call, ApprovalRecord) and call.deadline is not None:
+            lead = min(
+                notify.before_deadline_seconds, (call.deadline - call.requested_at).total_seconds() / 4
+            )
+            left = (call.deadline - workflow.now()).total_seconds() - lead
+            if left > 0:
+                self._start(
+                    self._before_deadline(call, left, told.model_copy(update={"event": "deadline_near"}))
+                )
 
-    async def _deliver(self, notification: Notification) -> None:
-        self.in_flight += 1
+    async def _before_deadline(self, record: ApprovalRecord, left: float, told: Notification) -> None:
+        try:
+            await workflow.wait_condition(
+                lambda: record.state != "pending",
+                timeout=left,
+                timeout_summary=f"notify before the deadline of {record.tool} ({record.call_id})",
+            )
+        except TimeoutError:
+            self._send(told)
+
+    def _send(self, told: Notification) -> None:
+        self.in_flight += 1  # at once: a continue-as-new is held from here on
+        self._start(self._deliver(told))
+
+    async def _deliver(self, told: Notification) -> None:
         try:
             await NOTIFY.execute(
-                notification,
+                told,
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=GIVE_UP,
                 retry_policy=RETRIES,
-                summary=f"notify: {notification.event} {notification.tool} ({notification.call_id})",
+                summary=f"notify: {told.event} {told.tool} ({told.call_id})",
             )
         except ActivityError as err:
-            workflow.logger.warning("notification of %s dropped: %s", notification.call_id, failure_text(err))
+            workflow.logger.warning("notification of %s dropped: %s", told.call_id, failure_text(err))
         finally:
             self.in_flight -= 1
 
-    def _start(self, work: object) -> None:
-        task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """``work`` as a task of its own, kept until it ends (the loop holds tasks weakly)."""
+        task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _on(spec: AgentSpec) -> bool:
-    """Does this conversation tell anybody? Asked only once a call waits: runs of agents without a
-    webhook record nothing new."""
-    return spec.notify is not None and spec.notify.url is not None and versioning.since(NOTIFY_PATCH)

@@ -9,13 +9,18 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from durable_agents.activities.notify import signature
+from durable_agents.activities.agent_files import AgentFileError, load_agent_file
+from durable_agents.activities.notify import Notifier, signature
+from durable_agents.activities.tools import default_registry
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.activity_io import Notification
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import ApprovalPolicy, ClientToolConfig
@@ -147,3 +152,29 @@ async def test_a_deadline_that_nears_and_a_client_tool_that_waits_are_told(
         _told("client_tool_waiting", handle.id, client_call, agent="test-agent", tenant=None, user=None),
         _told("deadline_near", handle.id, waiting, agent="test-agent", tenant=None, user=None),
     ]
+
+
+def test_slacks_shape_is_one_line_with_the_link() -> None:
+    told = Notification(
+        event="deadline_near",
+        conversation="team/refunds-42",
+        agent="refunds",
+        tool="refund",
+        call_id="call_1_0",
+        arguments='{"amount": 20}',
+        deadline=datetime(2026, 11, 29, 10, tzinfo=UTC),
+        url="https://hooks.slack.com/services/T/B/X",
+        format="slack",
+    )
+    assert Notifier(None, CONSOLE).body(told) == {
+        "text": "refunds: refund (call_1_0) still waits for a person, its deadline near, deadline"
+        ' 2026-11-29T10:00:00+00:00: {"amount": 20} <http://console.example/console/c/team%2Frefunds-42|team/refunds-42>'
+    }
+
+
+def test_an_agent_files_webhook_must_be_an_http_address(tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    path.write_text('[model]\nprovider = "scripted"\nmodel = "s"\n\n[notify]\nurl = "hooks.example.com"\n')
+    with pytest.raises(AgentFileError) as refused:
+        load_agent_file(path, default_registry())
+    assert str(refused.value) == (f"{path}: field 'notify.url': String should match pattern '^https?://'")

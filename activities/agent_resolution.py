@@ -16,7 +16,7 @@ from durable_agents.activities.tools import ToolRegistry
 from durable_agents.stores.errors import StoreIdentity
 from durable_agents.workflows.activity_io import AgentRef, ResolvedAgent, ToolSpec
 from durable_agents.workflows.activity_refs import RESOLVE_AGENT
-from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.config import AgentSpec, NotifyConfig
 from durable_agents.workflows.subagents import subagent_tool
 
 
@@ -34,6 +34,8 @@ class AgentResolver:
     """An inline agent may name only the MCP servers the worker allows."""
     stores: StoreIdentity
     """Recorded with the agent: the conversation's calls run only where the stores are the same."""
+    notify_url: str | None = None
+    """``AGENT_NOTIFY_URL``: the webhook of agents whose ``[notify]`` names none."""
 
     @RESOLVE_AGENT.defn
     async def resolve_agent(self, ref: AgentRef) -> ResolvedAgent:
@@ -83,6 +85,9 @@ class AgentResolver:
                 update["at_most_once"] = True
             return self.registry[name].spec.model_copy(update=update)
 
+        if self.notify_url is not None and (spec.notify is None or spec.notify.url is None):
+            webhook = (spec.notify or NotifyConfig()).model_copy(update={"url": self.notify_url})
+            spec = spec.model_copy(update={"notify": webhook})
         return ResolvedAgent(
             spec=spec,
             tools=[tool(name) for name in spec.tools]

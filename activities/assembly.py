@@ -23,6 +23,7 @@ from durable_agents.activities.mcp_activity import LazyMCPPool, MCPActivities
 from durable_agents.activities.metering import Meter
 from durable_agents.activities.model_activity import ModelActivities
 from durable_agents.activities.models import ModelTable, load_models
+from durable_agents.activities.notify import DEFAULT_CONSOLE_URL, Notifier
 from durable_agents.activities.providers import ModelProvider
 from durable_agents.activities.tool_activity import ToolActivities
 from durable_agents.activities.tools import ToolRegistry
@@ -36,6 +37,7 @@ from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
     LIST_MCP_TOOLS,
+    NOTIFY,
     RESOLVE_AGENT,
     RUN_HOOK,
     RUN_TOOL,
@@ -70,12 +72,16 @@ class AgentActivities:
         approver_keys: Mapping[str, bytes] | None = None,
         deltas: DeltaSender | None = None,
         budgets: BudgetsFile | None = None,
+        notifier: Notifier | None = None,
+        notify_url: str | None = None,
     ) -> None:
         """Stores not given are built from ``stores``; a ``workspace_root`` means local folders there.
         ``approver_keys``: by name, the keys decisions must be signed with (none: self-declared).
         ``deltas``: the fast channel streamed model calls send their deltas on (None: batches).
         ``models``: the models table, prices and context windows (default: config/models.toml).
-        ``budgets``: the budgets file model calls are metered by, in the stores' ledger (None: none)."""
+        ``budgets``: the budgets file model calls are metered by, in the stores' ledger (None: none).
+        ``notifier``: what tells webhooks that calls wait (default: unsigned bodies, the console on
+        this machine); ``notify_url``: the webhook of agents that name none (None: nobody is told)."""
         hooks = hooks or default_hooks()
         workspaces = workspaces or (
             LocalWorkspaces(workspace_root) if workspace_root else stores.workspaces()
@@ -93,7 +99,13 @@ class AgentActivities:
         meter = Meter(stores.ledger, budgets)
         self._models = ModelActivities(store, providers, registry, identity, deltas, meter)
         resolver = AgentResolver(
-            agents, models if models is not None else load_models(), registry, hooks, self._mcp, identity
+            agents,
+            models if models is not None else load_models(),
+            registry,
+            hooks,
+            self._mcp,
+            identity,
+            notify_url,
         )
         tools = ToolActivities(
             registry,
@@ -111,6 +123,7 @@ class AgentActivities:
         self.list_mcp_tools = MCPActivities(self._mcp).list_mcp_tools
         self.verify_decision = ApproverKeys(approver_keys or {}).verify_decision
         self.judge = JudgeActivities(self._models.provider, meter).judge
+        self.notify = (notifier or Notifier(None, DEFAULT_CONSOLE_URL)).notify
 
     @property
     def mcp(self) -> MCPPool:
@@ -134,12 +147,13 @@ class AgentActivities:
             LIST_MCP_TOOLS: self.list_mcp_tools,
             VERIFY_DECISION: self.verify_decision,
             JUDGE: self.judge,
+            NOTIFY: self.notify,
         }
         match role:
             case "all":
                 refs = list(activities)
-            case "workflows":  # run_tool for local tools, verify_decision: both run beside their workflow
-                refs = [RESOLVE_AGENT, RUN_HOOK, RUN_TOOL, VERIFY_DECISION]
+            case "workflows":  # run_tool for local tools, verify_decision, notify: beside their workflow
+                refs = [RESOLVE_AGENT, RUN_HOOK, RUN_TOOL, VERIFY_DECISION, NOTIFY]
             case "models":  # a model judge is a model call too
                 refs = [CALL_MODEL, JUDGE]
             case "tools":  # MCP servers run beside the other tools

@@ -3,7 +3,7 @@ tenant's and
 user's budgets reserved before it runs and settled after, the provider's limits waited for, and a
 provider's 429 slowing every worker. The model activity's calls and the model judges' go through
 ``Meter.call`` alike. Calls of conversations without a tenant or user, to models without provider
-limits, pass straight through (no ledger I/O)."""
+limits, reserve nothing: they are recorded once they answered, for ``starter.py usage``."""
 
 from __future__ import annotations
 
@@ -72,12 +72,23 @@ class Meter:
         model = f"{request.settings.provider}/{request.settings.model}"
         limit = budgets.limits.get(model)
         owned = input.tenant is not None or input.user is not None
-        if not owned and limit is None:
-            return await complete()
         ledger = self._the_ledger()
         info = activity.info()
         call = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/"
         id = f"{call}{info.attempt}"
+        if not owned and limit is None:
+            response = await complete()
+            used = response.usage
+            await ledger.record(
+                id,
+                conversation=input.conversation_key,
+                model=model,
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost=input.price.cost(used) if input.price else 0.0,
+                now=time.time(),
+            )
+            return response
         timeout = (info.start_to_close_timeout or timedelta(seconds=120)).total_seconds()
         prompt = estimate_tokens(request.messages)
         worst = prompt + request.settings.max_tokens

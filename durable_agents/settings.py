@@ -16,6 +16,7 @@ from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from durable_agents.activities.delta_channel import default_folder
+from durable_agents.activities.notify import DEFAULT_CONSOLE_URL
 from durable_agents.stores.conversations import masked
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS
 from durable_agents.stores.layouts import EarlierWorkspaces
@@ -102,6 +103,12 @@ class Settings:
     """``AGENT_TASK_QUEUE``: the task queue of worker, starter and demo."""
     ui_url: str = DEFAULT_UI_URL
     """``AGENT_UI_URL``: where people open the Web UI, for the links the starter prints."""
+    notify_url: str | None = None
+    """``AGENT_NOTIFY_URL``: the webhook told when a call waits, for agents without ``[notify] url``."""
+    notify_secret: str = field(default="", repr=False)
+    """``AGENT_NOTIFY_SECRET``: the key the notifications' bodies are signed with (HMAC-SHA256)."""
+    console_url: str = DEFAULT_CONSOLE_URL
+    """``AGENT_CONSOLE_URL``: where people open the console, for the links notifications carry."""
     models_file: Path | None = None
     """``AGENT_MODELS``: the models table, a TOML file of each model's context window and prices
     (default: ``config/models.toml``)."""
@@ -156,9 +163,16 @@ class Settings:
         url = environ.get("AGENT_DATABASE_URL", "").strip() or None
         if url is not None and urlsplit(url).scheme not in ("postgresql", "postgres"):
             raise ValueError(f"AGENT_DATABASE_URL must be a postgresql:// URL, not {masked(url)!r}")
-        ui_url = environ.get("AGENT_UI_URL", "").strip().rstrip("/") or DEFAULT_UI_URL
-        if urlsplit(ui_url).scheme not in ("http", "https") or not urlsplit(ui_url).netloc:
-            raise ValueError(f"AGENT_UI_URL must be an http:// or https:// address, not {ui_url!r}")
+
+        def address(name: str, default: str | None) -> str | None:
+            value = environ.get(name, "").strip().rstrip("/") or default
+            if value is not None and (
+                urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc
+            ):
+                raise ValueError(f"{name} must be an http:// or https:// address, not {value!r}")
+            return value
+
+        ui_url = address("AGENT_UI_URL", DEFAULT_UI_URL)
         origins = environ.get("AGENT_CODEC_ORIGINS", "")
         serve_origins = environ.get("AGENT_SERVE_ORIGINS", "")
         max_body = number("AGENT_SERVE_MAX_BODY", environ.get("AGENT_SERVE_MAX_BODY"), int)
@@ -201,7 +215,10 @@ class Settings:
             approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
-            ui_url=ui_url,
+            ui_url=ui_url,  # type: ignore[arg-type]
+            notify_url=address("AGENT_NOTIFY_URL", None),
+            notify_secret=environ.get("AGENT_NOTIFY_SECRET", "").strip(),
+            console_url=address("AGENT_CONSOLE_URL", DEFAULT_CONSOLE_URL),  # type: ignore[arg-type]
             models_file=path(environ.get("AGENT_MODELS")),
             prices_file=path(environ.get("AGENT_PRICES")),
             budgets_file=path(environ.get("AGENT_BUDGETS")),

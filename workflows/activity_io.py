@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -251,3 +252,20 @@ class JudgeAnswer(BaseModel):
     reason: str = ""
     model: str = ""
     usage: Usage = Field(default_factory=Usage)
+
+
+class Notification(BaseModel):
+    """A call that waits, as the ``notify`` activity tells the agent's webhook (activities/notify.py)."""
+
+    event: Literal["approval_requested", "deadline_near", "client_tool_waiting"]
+    conversation: str
+    agent: str
+    tenant: str | None = None
+    user: str | None = None
+    tool: str
+    call_id: str
+    arguments: str
+    """The call's arguments as JSON, cut (workflows/waiting.py)."""
+    deadline: datetime | None = None
+    url: str
+    format: Literal["json", "slack"] = "json"

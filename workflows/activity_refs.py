@@ -22,6 +22,7 @@ from durable_agents.workflows.activity_io import (
     JudgeAnswer,
     JudgeInput,
     ModelCallInput,
+    Notification,
     ResolvedAgent,
     ToolInvocation,
     ToolOutcome,
@@ -95,6 +96,8 @@ RUN_HOOK = ActivityRef(wire.RUN_HOOK, HookInvocation, HookDecision)
 VERIFY_DECISION = ActivityRef(wire.VERIFY_DECISION, SignedDecision, Verdict)
 JUDGE = ActivityRef(wire.JUDGE, JudgeInput, JudgeAnswer)
 """A model judge's opinion of a waiting call (workflows/judges.py); new with the namespace: no old name."""
+NOTIFY = ActivityRef(wire.NOTIFY, Notification, type(None))
+"""Tell the agent's webhook that a call waits (workflows/notifications.py); no old name."""
 
 
 def conversation_key() -> str:

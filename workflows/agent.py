@@ -78,6 +78,7 @@ from durable_agents.workflows.messages import (
     UserMessage,
 )
 from durable_agents.workflows.model_calls import ModelCalls
+from durable_agents.workflows.notifications import Notifications
 from durable_agents.workflows.records import (
     ApprovalRecord,
     ApprovalSignal,
@@ -184,7 +185,10 @@ class AgentWorkflow:
         self._events = ConversationEvents(self._s.stream)  # the stream's handlers are registered here
         self._s.stream = None  # the stream holds it now; the next run gets it back from the stream
         self._board = StatusBoard(
-            self._s, pending_approvals=len(self._approvals.pending), events=self._events
+            self._s,
+            pending_approvals=len(self._approvals.pending),
+            events=self._events,
+            waiting=lambda: [*self._approvals.pending, *self._subagents.pending, *self._client_calls.pending],
         )
         self._answering = 0
         """Updates (send_message, refresh_tools) still waiting: a continue-as-new waits for them."""
@@ -203,6 +207,7 @@ class AgentWorkflow:
             lambda: self._board.show(usage=self._s.usage),
         )
         self._client_calls = ClientCalls(self._s.client_calls, self._events)
+        self._notifications = Notifications()
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
@@ -264,7 +269,9 @@ class AgentWorkflow:
 
     # -- inspection ---------------------------------------------------------------
 
-    @workflow.query(name=wire.HISTORY)
+    @workflow.query(
+        name=wire.HISTORY, description="the transcript, tool calls, approvals, hooks and model attempts"
+    )
     def history(self) -> ConversationHistory:
         return ConversationHistory(
             messages=self._s.messages,
@@ -278,25 +285,35 @@ class AgentWorkflow:
             cost_by_model=cost_by_model(self._s.agent, self._s.usage_by_model) if self._s.agent else {},
         )
 
-    @workflow.query(name=wire.STATUS)
+    @workflow.query(
+        name=wire.STATUS, description="state, iteration, usage, cost and what waits (starter.py status)"
+    )
     def status(self) -> ConversationStatus:
         return self._board.view
 
-    @workflow.query(name=wire.PENDING_APPROVALS)
+    @workflow.query(
+        name=wire.PENDING_APPROVALS,
+        description="the calls that wait for a person, with their arguments (starter.py pending)",
+    )
     def pending_approvals(self) -> list[ApprovalRecord]:
         return self._approvals.pending + self._subagents.pending
 
-    @workflow.query(name=wire.REPLIES)
+    @workflow.query(name=wire.REPLIES, description="the reply to each message")
     def replies(self) -> list[Reply]:
         return self._s.replies
 
-    @workflow.query(name=wire.PENDING_CLIENT_CALLS)
+    @workflow.query(
+        name=wire.PENDING_CLIENT_CALLS, description="the calls of client tools that wait for their result"
+    )
     def pending_client_calls(self) -> list[ClientCall]:
         return self._client_calls.pending
 
     # -- client tools (workflows/client_tools.py) ---------------------------------------
 
-    @workflow.update(name=wire.DELIVER_CLIENT_RESULT)
+    @workflow.update(
+        name=wire.DELIVER_CLIENT_RESULT,
+        description="{call_id, result}: the result of a client tool (starter.py answer)",
+    )
     def deliver_client_result(self, *args: Any) -> ClientCall:
         """``{"call_id": "...", "result": ...}``: a client tool's result, checked against its schema
         and cut to ``max_tool_output_chars`` as any tool's output."""
@@ -318,7 +335,9 @@ class AgentWorkflow:
 
     # -- user messages ------------------------------------------------------------
 
-    @workflow.update(name=wire.SEND_MESSAGE)
+    @workflow.update(
+        name=wire.SEND_MESSAGE, description="{text}: a message, answered with its reply (starter.py send)"
+    )
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
         with self._waiting_update():
@@ -341,7 +360,7 @@ class AgentWorkflow:
             # A waiting update would hold the run open; the sender retries on the next run.
             raise ApplicationError("the conversation is continuing as new; send again", type=ROLLING_OVER)
 
-    @workflow.signal(name=wire.POST_MESSAGE)
+    @workflow.signal(name=wire.POST_MESSAGE, description="{text}: a message, its reply not waited for")
     def post_message(self, *args: Any) -> None:
         """Fire-and-forget version of ``send_message``."""
         try:
@@ -368,12 +387,14 @@ class AgentWorkflow:
         spec = self._s.agent.spec if self._s.agent else self._input.agent_spec  # named: not resolved yet
         return spec.max_message_bytes if spec else DEFAULT_MAX_MESSAGE_BYTES
 
-    @workflow.signal(name=wire.END)
+    @workflow.signal(
+        name=wire.END, description="close once the queued messages are answered (starter.py end)"
+    )
     def end(self, *args: Any) -> None:
         """Close the conversation once the queued messages are answered (any input is ignored)."""
         self._s.ended = True
 
-    @workflow.signal(name=wire.INTERRUPT)
+    @workflow.signal(name=wire.INTERRUPT, description="end the running turn (starter.py interrupt)")
     def interrupt(self, *args: Any) -> None:
         """End the running turn (any input is ignored): its model call is cancelled (or, between
         calls, no next one is made) and it is answered ``interrupted``; a chat stays open for the
@@ -399,14 +420,20 @@ class AgentWorkflow:
 
     # Signal handlers run as tasks, sync or async: one that awaits nothing (conversations from before
     # VERIFIED_DECISIONS_PATCH) acts at the same point as when these were plain functions.
-    @workflow.signal(name=wire.APPROVE)
+    @workflow.signal(
+        name=wire.APPROVE,
+        description="{call_id, by}: approve a waiting call (the decide update says whether it took)",
+    )
     async def approve(self, *args: Any) -> None:
         """``{"call_id": "...", "by": "...", "reason": "...", "arguments_digest": "..."}``, and optionally
         ``"arguments": {...}`` (run with these instead), ``"remember": true`` (allow the tool from now
         on), ``"signature": "..."`` (by the approver's key)."""
         await self._on_signal(args, approve=True)
 
-    @workflow.signal(name=wire.REJECT)
+    @workflow.signal(
+        name=wire.REJECT,
+        description="{call_id, by}: reject a waiting call (the decide update says whether it took)",
+    )
     async def reject(self, *args: Any) -> None:
         await self._on_signal(args, approve=False)
 
@@ -468,7 +495,10 @@ class AgentWorkflow:
             except ActivityError as err:
                 return Verdict(approver="refused", reason=f"cannot verify it: {failure_text(err)}")
 
-    @workflow.update(name=wire.DECIDE)
+    @workflow.update(
+        name=wire.DECIDE,
+        description="{call_id, approve, by}: decide a waiting call (starter.py approve, reject)",
+    )
     async def decide(self, *args: Any) -> ApprovalRecord:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
@@ -521,7 +551,9 @@ class AgentWorkflow:
         """A decision for a sub-agent's call goes on to its conversation."""
         return call_id not in self._approvals.records and self._subagents.routes(call_id)
 
-    @workflow.signal(name=wire.SUBAGENT_APPROVALS)
+    @workflow.signal(
+        name=wire.SUBAGENT_APPROVALS, description="the approvals of a sub-agent, as it reports them"
+    )
     def subagent_approvals(self, *args: Any) -> None:
         """A sub-agent's approvals, as it reports them (workflows/subagents.py)."""
         try:
@@ -532,7 +564,10 @@ class AgentWorkflow:
         if self._subagents.on_report(report):
             self._refresh_approval_state()
 
-    @workflow.update(name=wire.REVOKE)
+    @workflow.update(
+        name=wire.REVOKE,
+        description="{tool, by}: a tool allowed for the conversation waits for a person again",
+    )
     def revoke(self, *args: Any) -> ToolAllowance:
         """``{"tool": "write_file", "by": "alice"}``: the tool's later calls wait for a person again."""
         revocation = self._person(Revocation, args, "revoke", _REVOKE_EXAMPLE, strict=False)
@@ -637,7 +672,10 @@ class AgentWorkflow:
             )
         return tools
 
-    @workflow.update(name=wire.REFRESH_TOOLS)
+    @workflow.update(
+        name=wire.REFRESH_TOOLS,
+        description="list the tools of the MCP servers again (starter.py refresh-tools)",
+    )
     async def refresh_tools(self, *args: Any) -> list[str]:
         """List the MCP servers' tools again for the next model calls; returns every tool name."""
         agent = self._s.agent
@@ -944,7 +982,9 @@ class AgentWorkflow:
         if tool.client is not None:  # the client runs it (no approval, no activity): wait for its result
             waits = "waiting_for_client" if versioning.since(CLIENT_WAIT_PATCH) else "running_tools"
             self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")
-            outcome = await self._client_calls.resolve(tool, call, self._continue_as_new_due)
+            outcome = await self._client_calls.resolve(
+                tool, call, self._continue_as_new_due, self._client_waits
+            )
             if outcome is not None and self._board.view.state == "waiting_for_client":
                 self._show_tools_running()
             return outcome
@@ -1060,6 +1100,7 @@ class AgentWorkflow:
         log = {"iteration": self._board.view.iteration, "call_id": record.call_id, "tool": record.tool}
         workflow.logger.info("awaiting approval for %s", record.tool, extra=log)
         self._refresh_approval_state()
+        self._tell(record)
         remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())
         try:
             await workflow.wait_condition(
@@ -1089,6 +1130,17 @@ class AgentWorkflow:
         else:
             self._show_tools_running()
 
+    def _client_waits(self, call: ClientCall) -> None:
+        """A client tool's call was asked: the Web UI's details and the agent's webhook name it."""
+        self._board.refresh()
+        self._tell(call)
+
+    def _tell(self, call: ApprovalRecord | ClientCall) -> None:
+        """The agent's webhook is told that ``call`` waits (workflows/notifications.py)."""
+        assert self._s.agent is not None  # calls wait only once the agent is resolved
+        owner = self.tenancy
+        self._notifications.waiting(self._s.agent.spec, call, tenant=owner.tenant, user=owner.user)
+
     def _show_tools_running(self) -> None:
         """``running_tools``, or ``waiting_for_client`` while a client tool's call waits."""
         waiting = self._client_calls.pending
@@ -1104,7 +1156,7 @@ class AgentWorkflow:
         """Due when Temporal suggests it or the run made its share of model calls; only at a point
         where nothing is in flight and every update handler has answered (but the stream's polls,
         which the continue-as-new hands over)."""
-        if self._tools_in_flight or self._answering:
+        if self._tools_in_flight or self._answering or self._notifications.in_flight:
             return False
         return self._rollover_wanted()
 

@@ -89,10 +89,15 @@ class ClientCalls:
             call.state = "cancelled"
 
     async def resolve(
-        self, tool: ToolSpec, call: ToolCall, hand_over: Callable[[], bool]
+        self,
+        tool: ToolSpec,
+        call: ToolCall,
+        hand_over: Callable[[], bool],
+        asked: Callable[[ClientCall], None],
     ) -> ToolOutcome | None:
         """The call's outcome once the client delivered it or its deadline passed; None when the wait
-        is handed over to the next run (``hand_over``: a continue-as-new is due)."""
+        is handed over to the next run (``hand_over``: a continue-as-new is due). ``asked``: told
+        once the call waits (the Web UI's details name it)."""
         assert tool.client is not None
         waiting = next((c for c in self.calls if c.call_id == call.id), None)
         if waiting is None:
@@ -108,6 +113,7 @@ class ClientCalls:
             )
             self.calls.append(waiting)
             self._events.publish(ClientToolRequested(call=waiting))
+            asked(waiting)
         record = waiting
         if record.state == "pending":
             remaining = None if record.deadline is None else time_left(record.deadline, workflow.now())

@@ -359,6 +359,20 @@ class MCPServerConfig(BaseModel):
         return (not self.allow or tool in self.allow) and tool not in self.deny
 
 
+class NotifyConfig(BaseModel):
+    """``[notify]``: a webhook told when a call of the agent waits for a person (and again as its
+    deadline nears) or for a client (docs/console.md, "Notifications")."""
+
+    model_config = {"extra": "forbid"}
+
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    """The webhook; default: the worker's ``AGENT_NOTIFY_URL`` (neither: nobody is told)."""
+    format: Literal["json", "slack"] = "json"
+    """``json``: our body; ``slack``: Slack's incoming-webhook body (``{"text": ...}``); signed alike."""
+    before_deadline_seconds: float = Field(default=3600.0, gt=0)
+    """How long before a waiting call's deadline it is said again (a quarter of its wait at most)."""
+
+
 class AgentSpec(BaseModel):
     """An agent: which model, what it is told, which tools it may use, and its limits."""
 
@@ -456,6 +470,8 @@ class AgentSpec(BaseModel):
     priority: int | None = Field(default=None, ge=1, le=5)
     """Temporal's task priority of the conversation's model and tool calls, 1 (first) to 5 (last);
     a start's ``--priority`` wins. None: the server's default (3)."""
+    notify: NotifyConfig | None = None
+    """Who is told when a call waits (None: the worker's ``AGENT_NOTIFY_URL``, if any)."""
     versioning: Versioning = "pinned"
     """On a versioned worker (``AGENT_BUILD_ID``): ``pinned`` keeps each run of a conversation on the
     build that started it; ``auto_upgrade`` moves it to the deployment's current build at its next

@@ -4,6 +4,7 @@ writer, so they never disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -20,7 +21,9 @@ from durable_agents.workflows.api import (
 )
 from durable_agents.workflows.events import ConversationEvents, StateChanged
 from durable_agents.workflows.outages import StoreOutage
+from durable_agents.workflows.records import ApprovalRecord, ClientCall
 from durable_agents.workflows.state import ConversationState
+from durable_agents.workflows.waiting import details
 
 COST_PATCH = versioning.patch("agent-cost-search-attribute", added=2)
 """Runs that started after it write AgentCost with each AgentStatus upsert; older ones replay the
@@ -31,8 +34,14 @@ _RUNNING = ("starting", "calling_model", "running_tools")
 
 class StatusBoard:
     def __init__(
-        self, carried: ConversationState, *, pending_approvals: int, events: ConversationEvents
+        self,
+        carried: ConversationState,
+        *,
+        pending_approvals: int,
+        events: ConversationEvents,
+        waiting: Callable[[], Sequence[ApprovalRecord | ClientCall]] = tuple,
     ) -> None:
+        """``waiting``: the calls that wait for a person or a client, which the Web UI's details name."""
         # what a continued run carries shows at once
         self.view = ConversationStatus(
             state="starting",
@@ -46,6 +55,7 @@ class StatusBoard:
         self._known = TypedSearchAttributes.empty
         self._writes_cost = False
         self._events = events
+        self._waiting = waiting
         self._published = ("", "")
         self._outage_since: float | None = None
         self._before_outage: tuple[str, str] | None = None
@@ -76,8 +86,14 @@ class StatusBoard:
     def say(self, detail: str) -> None:
         """The one line the status query and the Web UI show: always both, never one without the other."""
         self.view.detail = detail
-        workflow.set_current_details(detail)
+        self.refresh()
         self._publish()
+
+    def refresh(self) -> None:
+        """The Web UI's current details (markdown, read through ``describe``): the line, then each call
+        that waits, with the command that ends its wait (workflows/waiting.py). Not in history: a
+        query answers them, so a change is no command and replays need not meet it."""
+        workflow.set_current_details(details(self.view.detail, workflow.info().workflow_id, self._waiting()))
 
     def set(self, state: str, detail: str | None = None) -> None:
         """A new state for the status query and, as running / awaiting_approval / waiting_for_client /

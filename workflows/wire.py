@@ -20,12 +20,12 @@ durable_agents/wire.py. The workflow's type stays ``AgentWorkflow``.
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 from durable_agents.workflows import versioning
 
@@ -35,6 +35,7 @@ PATCH = versioning.patch("durable-agents-wire-names", added=2)
 without it (started before it) keep the old ones for their whole run."""
 
 C = TypeVar("C", bound=type)
+T = TypeVar("T")
 
 
 def namespaced(name: str) -> str:
@@ -50,6 +51,8 @@ RUN_TOOL = namespaced("run_tool")
 RUN_HOOK = namespaced("run_hook")
 VERIFY_DECISION = namespaced("verify_decision")
 JUDGE = namespaced("judge")
+NOTIFY = namespaced("notify")
+"""Tell a webhook that a call waits (workflows/notifications.py); new with the namespace: no old name."""
 # Signals
 POST_MESSAGE = namespaced("post_message")
 END = namespaced("end")
@@ -104,43 +107,73 @@ def in_this_run(name: str) -> str:
 
 def serve_old_names(cls: C) -> C:
     """Class decorator, under ``@workflow.defn``: each signal, update (with its validator) and query
-    of ``cls`` declared under a namespaced name that had an old one is served under that one too,
-    by the same method.
+    of ``cls`` declared under a namespaced name that had an old one is served under that one too, by
+    the same method, through one dynamic handler of each kind: Temporal's Web UI lists each name
+    once, and the old ones as one unnamed entry saying what it serves. A name neither knows is
+    refused (an update, a query) or dropped with a warning (a signal).
 
     The SDK has no public way to read a handler's name from its method (no SDK issue asks for one
     yet): its definition attributes are read here and nowhere else
     (tests/project/test_supported_routes.py)."""
-    for attr, member in list(vars(cls).items()):
+    signals: dict[str, Callable[..., Any]] = {}
+    queries: dict[str, Callable[..., Any]] = {}
+    updates: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+    for member in vars(cls).values():
         signal = getattr(member, "__temporal_signal_definition", None)
         query = getattr(member, "__temporal_query_definition", None)
         update = getattr(member, "_defn", None) if hasattr(member, "validator") else None
         if signal is not None and (old := old_name(signal.name)):
-            alias = workflow.signal(name=old, unfinished_policy=signal.unfinished_policy)(_again(member))
+            signals[old] = member
         elif query is not None and (old := old_name(query.name)):
-            alias = workflow.query(name=old)(_again(member))
+            queries[old] = member
         elif update is not None and (old := old_name(update.name)):
-            alias = workflow.update(name=old, unfinished_policy=update.unfinished_policy)(_again(member))
-            if update.validator is not None:
-                alias.validator(update.validator)
-        else:
-            continue
-        setattr(cls, f"_{attr}_under_old_name", alias)
+            updates[old] = (update.fn, update.validator)
+    served = "; ".join(
+        f"{kind}: {', '.join(sorted(names))}" for kind, names in (("signals", signals), ("queries", queries),
+                                                                  ("updates", updates))
+    )  # fmt: skip
+    why = f"Names from before durable_agents.*, for clients and commands written for them ({served})"
+
+    @workflow.signal(dynamic=True, description=why)
+    async def signal_under_old_name(self, name: str, args: Sequence[RawValue]) -> None:
+        if (method := signals.get(name)) is None:
+            workflow.logger.warning("signal %r dropped: no signal of that name", name)
+            return
+        await _call(method, self, args)
+
+    @workflow.query(dynamic=True, description=why)
+    def query_under_old_name(self, name: str, args: Sequence[RawValue]) -> Any:
+        return _known(queries, name, "query")(self, *_values(args))
+
+    @workflow.update(dynamic=True, description=why)
+    async def update_under_old_name(self, name: str, args: Sequence[RawValue]) -> Any:
+        return await _call(updates[name][0], self, args)
+
+    @update_under_old_name.validator
+    def _check_under_old_name(self, name: str, args: Sequence[RawValue]) -> None:
+        validator = _known(updates, name, "update")[1]
+        if validator is not None:
+            validator(self, *_values(args))
+
+    cls.signal_under_old_name = signal_under_old_name  # type: ignore[attr-defined]
+    cls.query_under_old_name = query_under_old_name  # type: ignore[attr-defined]
+    cls.update_under_old_name = update_under_old_name  # type: ignore[attr-defined]
     return cls
 
 
-def _again(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A function of its own that calls ``method`` (a handler holds one definition); sync or async
-    as it is, with its signature and type hints."""
-    if inspect.iscoroutinefunction(method):
+def _known(handlers: dict[str, T], name: str, kind: str) -> T:
+    if name not in handlers:
+        raise ValueError(f"no {kind} named {name!r}: this conversation serves durable_agents.* names")
+    return handlers[name]
 
-        @functools.wraps(method, updated=())
-        async def again_async(self: Any, *args: Any) -> Any:
-            return await method(self, *args)
 
-        return again_async
+def _values(args: Sequence[RawValue]) -> list[Any]:
+    """The arguments as a named handler of ours takes them (``*args: Any``: plain JSON values)."""
+    converter = workflow.payload_converter()
+    return [converter.from_payload(arg.payload) for arg in args]
 
-    @functools.wraps(method, updated=())
-    def again(self: Any, *args: Any) -> Any:
-        return method(self, *args)
 
-    return again
+async def _call(method: Callable[..., Any], self: Any, args: Sequence[RawValue]) -> Any:
+    """``method``'s answer, sync or async as it is."""
+    answer = method(self, *_values(args))
+    return await answer if inspect.isawaitable(answer) else answer

@@ -61,6 +61,7 @@ from durable_agents.client.conversations import (
     conversation_result,
     edited_arguments,
     fork_conversation,
+    interrupt_turn,
     newest_conversations,
     one_line,
     refusal,
@@ -118,6 +119,7 @@ from durable_agents.workflows.records import (
     Reply,
     Revocation,
 )
+from durable_agents.workflows.waiting import waiting_line
 
 M = TypeVar("M")
 
@@ -200,35 +202,12 @@ async def _first_answer(client: Client, handle: WorkflowHandle) -> str:
                 waiting.call_id not in told
             ):
                 told.add(waiting.call_id)
-                print(_waiting_line(handle.id, waiting), flush=True)
+                print(waiting_line(handle.id, waiting, program=program()), flush=True)
             case ReplySent() if reply is None:
                 reply = event.reply
             case StateChanged(state="idle") if reply is not None:
                 return format_reply(reply, handle.id)
     return format_result(await conversation_result(client, handle))
-
-
-WAITING_ARGUMENTS = 80
-"""Characters of a waiting call's arguments that ``start --wait`` shows (``pending`` shows them all)."""
-
-
-def _waiting_line(workflow_id: str, waiting: ApprovalRecord | ClientCall) -> str:
-    """A call that waits, in one line, and the command that decides or answers it."""
-    arguments = json.dumps(waiting.arguments)
-    if len(arguments) > WAITING_ARGUMENTS:
-        arguments = arguments[: WAITING_ARGUMENTS - 1] + "…"
-    call = f"{waiting.tool} call {waiting.call_id} {arguments}"
-    if isinstance(waiting, ClientCall):
-        return (
-            f"Waiting for the client: {call}; answer it with:"
-            f" {program()} answer {workflow_id} {waiting.call_id} TEXT"
-        )
-    digest = waiting.arguments_digest
-    return (
-        f"Waiting for a person: {call} (digest {digest}); decide with:"
-        f" {program()} approve {workflow_id} {waiting.call_id} --digest {digest}"
-        f" (or reject {workflow_id} {waiting.call_id})"
-    )
 
 
 async def send(client: Client, args: argparse.Namespace) -> None:
@@ -317,9 +296,11 @@ async def end(client: Client, args: argparse.Namespace) -> None:
 
 async def interrupt(client: Client, args: argparse.Namespace) -> None:
     handle = client.get_workflow_handle(args.workflow_id)
-    await _require_running(handle, "nothing to interrupt")
-    await handle.signal(AgentWorkflow.interrupt)
-    print(f"{args.workflow_id}: its running turn ends now, answered 'interrupted' (a chat stays open).")
+    described = await _require_running(handle, "nothing to interrupt")
+    try:
+        print(f"{handle.id}: {await interrupt_turn(client, handle, described.task_queue)}")
+    except ValueError as e:
+        raise CommandError(f"{handle.id} {e}") from None
 
 
 async def refresh_tools(client: Client, args: argparse.Namespace) -> None:
@@ -335,11 +316,12 @@ async def cancel(client: Client, args: argparse.Namespace) -> None:
     print(f"Cancellation requested for {args.workflow_id}.")
 
 
-async def _require_running(handle: WorkflowHandle, consequence: str) -> None:
+async def _require_running(handle: WorkflowHandle, consequence: str) -> WorkflowExecutionDescription:
     """Refuse when the conversation has closed: Temporal would accept a cancel and do nothing."""
     described = await handle.describe()
     if described.status != WorkflowExecutionStatus.RUNNING:
         raise CommandError(f"{handle.id} is already closed ({agent_state(described)}); {consequence}")
+    return described
 
 
 async def chat(client: Client, args: argparse.Namespace) -> None:
@@ -981,11 +963,11 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
         period=args.period, now=time.time(), tenant=args.tenant, user=args.user
     )
     if not spent:
-        print(f"No model calls of a tenant or user recorded this {args.period}.")
+        print(f"No model calls recorded this {args.period}.")
         return
     rows = [
-        (s.tenant or "-", s.user or "-", str(s.calls), str(s.input_tokens), str(s.output_tokens),
-         str(s.tokens), f"{s.cost:.6f}")
+        (s.tenant or ("(no tenant)" if not s.user else "-"), s.user or "-", str(s.calls),
+         str(s.input_tokens), str(s.output_tokens), str(s.tokens), f"{s.cost:.6f}")
         for s in spent
     ]  # fmt: skip
     total = (

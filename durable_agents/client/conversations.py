@@ -298,6 +298,21 @@ async def ask(
         raise NoWorkerError(f"no worker polling task queue {task_queue} answered within {seconds} s") from e
 
 
+async def interrupt_turn(client: Client, handle: WorkflowHandle, task_queue: str) -> str:
+    """The ``interrupt`` signal to the conversation's running turn, and what it does to that turn, in
+    one line. ``ValueError`` when the conversation runs no turn: its worker would drop the signal."""
+    state = (await ask(client, handle, AgentWorkflow.status, task_queue)).state
+    if state == "idle":
+        raise ValueError("runs no turn (it waits for the next message); nothing to interrupt")
+    await handle.signal(AgentWorkflow.interrupt)
+    if state == "calling_model":
+        return "its model call is cancelled and the turn answered 'interrupted' (a chat stays open)."
+    return (
+        f"its turn ({state.replace('_', ' ')}) makes no next model call; it is answered 'interrupted'"
+        " once its tool calls end (a chat stays open)."
+    )
+
+
 async def ask_or_why(
     client: Client, wf: WorkflowExecution, query: Any, timeout: timedelta = QUERY_TIMEOUT
 ) -> Any:
@@ -330,12 +345,16 @@ async def conversation_history(client: Client, handle: WorkflowHandle) -> Conver
 async def conversation_result(client: Client, handle: WorkflowHandle) -> ConversationResult:
     """The conversation's result once it closes (waiting for it). A cancelled one ends Canceled,
     which keeps no result: its worker answers the ``history``, ``replies`` and ``status`` queries of
-    the closed run instead (``NoWorkerError`` without one). Any other end raises as ``result()``."""
+    the closed run instead (``NoWorkerError`` without one). Any other end raises as ``result()``.
+    Either way a cancelled conversation's stop reason is ``cancelled``: one cancelled the older way
+    (it completed, before ``CANCELED_PATCH``) had its last reply's, ``completed`` when it was idle."""
     try:
-        return ConversationResult.model_validate(await handle.result(), from_attributes=True)
+        done = ConversationResult.model_validate(await handle.result(), from_attributes=True)
     except WorkflowFailureError as e:
         if not isinstance(e.cause, CancelledError):
             raise
+    else:
+        return done.model_copy(update={"stop_reason": "cancelled"}) if done.closed_by == "cancelled" else done
     queue = (await handle.describe()).task_queue
     history, replies, status = await asyncio.gather(
         ask(client, handle, AgentWorkflow.history, queue),

@@ -189,6 +189,36 @@ class Ledger:
             )
         )
 
+    async def record(
+        self,
+        id: str,
+        *,
+        conversation: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        now: float,
+    ) -> None:
+        """A call of no tenant or user, settled at once (nothing to reserve against): ``usage`` shows
+        these calls as a row of their own."""
+        await self._transact(
+            lambda tx: tx.execute(
+                "INSERT INTO agent_ledger VALUES (?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+                " ON CONFLICT (id) DO NOTHING",
+                id,
+                conversation,
+                model,
+                period_key("day", now),
+                period_key("month", now),
+                now,
+                input_tokens,
+                output_tokens,
+                input_tokens + output_tokens,
+                cost,
+            )
+        )
+
     async def release(self, id: str) -> None:
         """The call did not reach the provider's answer: its reservation goes (a settled one stays)."""
         await self._transact(

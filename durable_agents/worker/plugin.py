@@ -38,6 +38,7 @@ from durable_agents.activities.budgets import BudgetsFile
 from durable_agents.activities.delta_channel import delta_sender
 from durable_agents.activities.hooks import HookRegistry, default_hooks
 from durable_agents.activities.models import load_models
+from durable_agents.activities.notify import Notifier
 from durable_agents.activities.providers import ModelProvider, import_providers
 from durable_agents.activities.tools import ToolRegistry, default_registry
 from durable_agents.converter import PayloadConverter, data_converter
@@ -143,6 +144,8 @@ class AgentPlugin(SimplePlugin):
             if role in ("all", "models")
             else None,
             budgets=BudgetsFile(settings.budgets_file) if role in ("all", "models") else None,
+            notifier=Notifier(settings.notify_secret.encode() or None, settings.console_url),
+            notify_url=settings.notify_url,
         )
         workflows = [AgentWorkflow] if role in ("all", "workflows") else []
         # The SDKs of the providers the agents name import while the worker starts polling

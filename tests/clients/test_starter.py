@@ -94,7 +94,8 @@ async def test_wait_says_once_which_call_waits_and_the_command_that_ends_the_wai
         "demo": (
             f"Waiting for a person: write_file call call_3_0 {json.dumps(write)}"
             f" (digest {arguments_digest(write)}); decide with: python starter.py approve {workflow_id}"
-            f" call_3_0 --digest {arguments_digest(write)} (or reject {workflow_id} call_3_0)",
+            f" call_3_0 --digest {arguments_digest(write)}"
+            f" (or python starter.py reject {workflow_id} call_3_0)",
             ["approve", workflow_id, "call_3_0", "--by", "alice"],
             [
                 f"write_file call call_3_0 of {workflow_id}: approved by alice",

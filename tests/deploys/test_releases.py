@@ -133,6 +133,7 @@ def test_every_compatibility_branch_lives_within_its_window() -> None:
         "subagent-report-key": 4,
         "durable-agents-wire-names": 4,
         "cancelled-ends-canceled": 5,
+        "notify-when-a-call-waits": 5,
     }
     assert all(retires > versioning.RELEASE for retires in live.values())
     assert retired == {

@@ -208,7 +208,7 @@ async def test_the_readmes_first_agent_runs_installed_beside_the_users_own_packa
         f'Waiting for a person: refund call {pending.call_id} {{"order_id": "1234", "amount": 20}}'
         f" (digest {digest}); decide with:"
         f" durable-agents approve {workflow_id} {pending.call_id} --digest {digest}"
-        f" (or reject {workflow_id} {pending.call_id})"
+        f" (or durable-agents reject {workflow_id} {pending.call_id})"
     ) in lines
     assert lines[-2:] == [
         "refunded 20.00 EUR on order 1234",

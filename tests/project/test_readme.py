@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from durable_agents.cli.starter import parser as starter_parser
-from tests.support.docs import DOCS, README, ROOT, code_blocks, commands, docs_page, pages, prose
+from durable_agents.workflows.config import AgentSpec
+from tests.support.docs import DOCS, README, ROOT, block_after, code_blocks, commands, docs_page, pages, prose
 from tests.support.paths import TESTS
 
 
@@ -166,3 +168,13 @@ def test_the_temporal_cli_lines_name_signals_updates_and_queries_as_on_the_wire(
                     if not name.startswith(("durable_agents.", "__temporal_")):
                         old.append(f"{page}: {name}")
     assert old == []
+
+
+def test_the_readmes_agent_streams_and_the_agent_file_reference_lists_stream() -> None:
+    """Streaming is off unless an agent file asks (issue 44, finding 3): the README's agent asks, and
+    the reference shows the key under ``[model]`` and says what it does."""
+    readme_agent = tomllib.loads(block_after(README.read_text(), "## A first agent of your own", "toml"))
+    assert AgentSpec.model_validate(readme_agent).model.stream is True
+    reference = docs_page("agents-and-tools")
+    assert tomllib.loads(block_after(reference, "## Agents", "toml"))["model"]["stream"] is True
+    assert "**Streaming.** With `stream = true` under `[model]`" in reference

@@ -475,7 +475,9 @@ async def test_the_interrupt_signal_ends_the_running_turn_and_the_chat_takes_the
     while not fake.received:
         await asyncio.sleep(0.05)
     code, out, _ = await starter_cli(env, capsys, "interrupt", handle.id)
-    said = f"{handle.id}: its running turn ends now, answered 'interrupted' (a chat stays open).\n"
+    said = (
+        f"{handle.id}: its model call is cancelled and the turn answered 'interrupted' (a chat stays open).\n"
+    )
     assert (code, out) == (0, said)
     await until_state(handle, "idle")
     [first] = fake.received

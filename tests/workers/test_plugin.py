@@ -24,6 +24,7 @@ from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
     LIST_MCP_TOOLS,
+    NOTIFY,
     RESOLVE_AGENT,
     RUN_HOOK,
     RUN_TOOL,
@@ -167,7 +168,8 @@ def test_activity_names_are_namespaced_and_the_worker_registers_each_under_it_an
     assert [r.old_name for r in refs] == old
     registered = AgentPlugin(workspace_root=tmp_path).activities  # what SimplePlugin hands to workers
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
-    assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name])  # judge: no old name
+    # judge and notify came with the namespace: no old name
+    assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name, NOTIFY.name])
 
 
 async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plugin(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows import wire
@@ -28,19 +28,36 @@ def test_every_name_follows_the_rule_and_has_its_old_one() -> None:
     assert wire.old_name("approve") is None
 
 
-def test_the_workflow_serves_each_signal_update_and_query_under_both_names() -> None:
+def test_the_workflow_offers_each_signal_update_and_query_under_one_name() -> None:
+    """The Web UI lists what a conversation offers: each name once, and one unnamed handler of each
+    kind that serves the old names (and says so)."""
     defn = workflow._Definition.must_from_class(AgentWorkflow)
     handlers = {**defn.signals, **defn.updates, **defn.queries}
     ours = {name for name in handlers if name and not name.startswith("__")}
     handled = {name for name in wire.OLD_NAMES if not name.endswith(_ACTIVITIES)}
     # came after the rule: no old name
     new_only = {wire.DELIVER_CLIENT_RESULT, wire.PENDING_CLIENT_CALLS, wire.INTERRUPT}
-    assert ours == handled | {wire.OLD_NAMES[name] for name in handled} | new_only
-    for name in handled:  # the same method behind both, and for an update the same validator
-        new, old = handlers[name], handlers[wire.OLD_NAMES[name]]
-        assert old.fn.__wrapped__ is new.fn  # type: ignore[attr-defined]
-        assert getattr(old, "validator", None) is getattr(new, "validator", None)
-    assert all(defn.updates[name].validator is not None for name in defn.updates if name)
+    assert ours == handled | new_only
+    assert all(handlers[name].description for name in ours)
+    old = [defn.signals[None], defn.queries[None], defn.updates[None]]
+    assert [each.description for each in old] == [
+        "Names from before durable_agents.*, for clients and commands written for them (signals: approve,"
+        " end, post_message, reject, subagent_approvals; queries: history, pending_approvals, replies,"
+        " status; updates: decide, refresh_tools, revoke, send_message)"
+    ] * 3
+    assert all(defn.updates[name].validator is not None for name in defn.updates)
+
+
+async def test_a_name_the_conversation_never_served_is_refused(env: Env) -> None:
+    handle = await env.start(_two_writes())
+    await wait_for_pending(handle, 2)
+    with pytest.raises(WorkflowQueryFailedError, match="no query named 'pending'"):
+        await handle.query("pending")
+    with pytest.raises(WorkflowUpdateFailedError):
+        await handle.execute_update("approve", Decision(call_id="call_1_0", approve=True, by="old"))
+    await handle.signal("aprove", ApprovalSignal(call_id="call_1_0", by="typo"))  # dropped
+    assert len(await handle.query(AgentWorkflow.pending_approvals)) == 2
+    await handle.terminate()
 
 
 def _two_writes() -> Any:

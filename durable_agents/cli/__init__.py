@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import ValidationError
 
 from durable_agents.settings import Settings
+from durable_agents.workflows.inputs import first_error
+
+M = TypeVar("M")
 
 PROGRAM = ["python starter.py"]
 """How the person runs the starter's commands, for the commands it prints: ``durable-agents`` when
@@ -14,6 +21,18 @@ the installed command runs them (``main``)."""
 
 def program() -> str:
     return PROGRAM[0]
+
+
+class CommandError(Exception):
+    """Printed as one line, exit code 1."""
+
+
+def valid(what: str, make: Callable[[], M]) -> M:
+    """``make()``, or the first thing pydantic found wrong as one line: ``invalid <what>: ...``."""
+    try:
+        return make()
+    except ValidationError as e:
+        raise CommandError(f"invalid {what}: {first_error(e)}") from e
 
 
 def exit_now(code: int) -> None:

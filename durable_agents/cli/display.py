@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TextIO
 
 from temporalio.client import Client
@@ -284,3 +285,8 @@ class TypingLine:
         rows = sum(max(1, -(-len(part) // columns)) for part in self._open.split("\n"))
         self._write("\r" + (f"\x1b[{rows - 1}A" if rows > 1 else "") + "\x1b[J")
         self._open = None
+
+
+def deadline_text(at: datetime | None) -> str:
+    """A deadline as the command line shows it (UTC), or ``none``."""
+    return f"{at:%Y-%m-%d %H:%M:%S}Z" if at else "none"

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from durable_agents.activities.tools import default_registry
-from durable_agents.cli.starter import send_message
+from durable_agents.cli.chat import send_message
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.plugin import build_worker
 from durable_agents.workflows.activity_io import ToolInvocation

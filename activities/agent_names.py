@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from durable_agents.workflows.config import Versioning
 
 DEFAULT_AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -26,28 +28,30 @@ def signature(directory: Path) -> Signature | None:
 
 
 class AgentNames:
-    """The names of a folder's agents, read again when its files change: for a server that starts
-    conversations and refuses an unknown agent before one starts (``starter.py serve``). It reads
-    only each file's ``name`` (default: the file's stem), so a file naming tools of the worker's
-    own registry is read as well; a file that is not TOML is left out (the worker says why)."""
+    """A folder's agents by name, each with its ``versioning``, read again when its files change:
+    for a client that starts conversations (the starter, ``serve``): it refuses an unknown agent
+    before one starts and starts an ``auto_upgrade`` agent as its workflow type. It reads only each
+    file's ``name`` (default: the file's stem) and ``versioning``, so a file naming tools of the
+    worker's own registry is read as well; a file that is not TOML is left out (the worker says why)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._seen: Signature | None = None
-        self._names: frozenset[str] = frozenset()
+        self._agents: dict[str, Versioning] = {}
 
-    def current(self) -> frozenset[str]:
+    def current(self) -> Mapping[str, Versioning]:
         seen = signature(self.directory)
         if seen is not None and seen != self._seen:
-            self._seen, self._names = seen, frozenset(_names_in(self.directory))
-        return self._names
+            self._seen, self._agents = seen, dict(_agents_in(self.directory))
+        return self._agents
 
 
-def _names_in(directory: Path) -> Iterator[str]:
+def _agents_in(directory: Path) -> Iterator[tuple[str, Versioning]]:
     for path in directory.glob("*.toml"):
         try:
-            name = tomllib.loads(path.read_text()).get("name", path.stem)
+            data = tomllib.loads(path.read_text())
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             continue
+        name, versioning = data.get("name", path.stem), data.get("versioning", "pinned")
         if isinstance(name, str):
-            yield name
+            yield name, "auto_upgrade" if versioning == "auto_upgrade" else "pinned"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.delta_channel import default_folder
 from durable_agents.activities.notify import DEFAULT_CONSOLE_URL
 from durable_agents.stores.conversations import masked
@@ -101,6 +102,10 @@ class Settings:
     """``AGENT_APPROVER_KEY``: the starter's base64 secret, signing its decisions as ``--by``."""
     task_queue: str = DEFAULT_TASK_QUEUE
     """``AGENT_TASK_QUEUE``: the task queue of worker, starter and demo."""
+    agents_dir: Path = DEFAULT_AGENTS_DIR
+    """``AGENT_AGENTS_DIR``: the folder of agent files. The worker loads them; the starter and
+    ``serve`` read each agent's name and ``versioning`` from them (a run for an agent without a file
+    is refused at serve's door; an ``auto_upgrade`` agent starts as its workflow type)."""
     ui_url: str = DEFAULT_UI_URL
     """``AGENT_UI_URL``: where people open the Web UI, for the links the starter prints."""
     notify_url: str | None = None
@@ -215,6 +220,7 @@ class Settings:
             approver_keys=path(environ.get("AGENT_APPROVER_KEYS")),
             approver_key=environ.get("AGENT_APPROVER_KEY", "").strip(),
             task_queue=environ.get("AGENT_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+            agents_dir=path(environ.get("AGENT_AGENTS_DIR")) or DEFAULT_AGENTS_DIR,
             ui_url=ui_url,  # type: ignore[arg-type]
             notify_url=address("AGENT_NOTIFY_URL", None),
             notify_secret=environ.get("AGENT_NOTIFY_SECRET", "").strip(),

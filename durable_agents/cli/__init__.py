@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -9,7 +10,9 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from durable_agents.activities.agent_names import AgentNames
 from durable_agents.settings import Settings
+from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.inputs import first_error
 
 M = TypeVar("M")
@@ -33,6 +36,12 @@ def valid(what: str, make: Callable[[], M]) -> M:
         return make()
     except ValidationError as e:
         raise CommandError(f"invalid {what}: {first_error(e)}") from e
+
+
+def versioning_of(args: argparse.Namespace) -> Versioning | None:
+    """A new conversation's versioning behavior: ``--versioning``, else its agent file's
+    (``AGENT_AGENTS_DIR``), else None (pinned)."""
+    return args.versioning or AgentNames(args.settings.agents_dir).current().get(args.agent)
 
 
 def exit_now(code: int) -> None:

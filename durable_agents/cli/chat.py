@@ -19,7 +19,7 @@ from temporalio.client import (
 )
 
 from durable_agents.activities.delta_channel import DeltaListener
-from durable_agents.cli import CommandError, program, valid
+from durable_agents.cli import CommandError, program, valid, versioning_of
 from durable_agents.cli.display import (
     TypingLine,
     deadline_text,
@@ -109,7 +109,7 @@ async def _chat(client: Client, args: argparse.Namespace, deltas: DeltaListener 
             ConversationInput(prompt=first.text, agent=args.agent, overrides=AgentOverrides(chat=True)),
             id=workflow_id,
             task_queue=args.task_queue,
-            versioning=args.versioning,
+            versioning=versioning_of(args),
         )
         args.workflow_id = workflow_id  # what goes wrong from here names it (``run``)
         print(f"(conversation {workflow_id}; /quit ends it, /leave leaves it open)")

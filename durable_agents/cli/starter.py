@@ -38,8 +38,8 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR, AgentNames
-from durable_agents.cli import CommandError, program, valid
+from durable_agents.activities.agent_names import AgentNames
+from durable_agents.cli import CommandError, program, valid, versioning_of
 from durable_agents.cli.chat import chat, message_input, send_message, signer_of
 from durable_agents.cli.display import (
     deadline_text,
@@ -138,7 +138,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
             id=workflow_id,
             task_queue=args.task_queue,
             priority=args.priority,
-            versioning=args.versioning,
+            versioning=versioning_of(args),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
     except WorkflowAlreadyStartedError as e:
@@ -207,7 +207,7 @@ async def send(client: Client, args: argparse.Namespace) -> None:
                 message_input(text).text,
                 agent=args.agent,
                 task_queue=args.task_queue,
-                versioning=args.versioning,
+                versioning=versioning_of(args),
             )
         except WorkflowUpdateFailedError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
@@ -604,7 +604,7 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     print(f"The operator console: http://{args.host}:{args.port}/console/", flush=True)
     console = ConsoleOptions(settings.approver_key, settings.ui_url, settings.decide_timeout)
     async with listening(client, settings.database_url, settings.delta_dir) as deltas:
-        agents = AgentNames(args.agents_dir).current
+        agents = AgentNames(args.agents_dir or settings.agents_dir).current
         await serve(client, args.host, args.port, args.task_queue, access, deltas, console, agents)
 
 
@@ -894,8 +894,8 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--agents-dir",
         type=_folder,
-        default=DEFAULT_AGENTS_DIR,
-        help="the workers' agent files: a run for another agent is refused (404) before it starts",
+        help="the workers' agent files (default: AGENT_AGENTS_DIR, or agents/): a run for another"
+        " agent is refused (404) before it starts",
     )
     sv.set_defaults(func=serve_events)
 

@@ -26,7 +26,6 @@ from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
 
 from durable_agents.activities.agent_files import AgentFileError, load_agents
-from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.approver_keys import load_approver_keys
 from durable_agents.activities.hooks import default_hooks
 from durable_agents.activities.models import load_models
@@ -212,6 +211,7 @@ def _check_writable(folder: Path) -> None:
 
 _FROM_SETTINGS: dict[str, dict[str, Any]] = {
     "task_queue": {},
+    "agents_dir": {"type": Path, "help": "the folder of agent files (read again when they change)"},
     "role": {
         "choices": ROLES,
         "help": "run everything, or one pool: the loop itself, model calls, or tool calls",
@@ -243,7 +243,6 @@ def main(argv: Sequence[str] | None = None, registry: ToolRegistry | None = None
     settings = settings_or_exit("worker")
     for name, options in _FROM_SETTINGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", default=getattr(settings, name), **options)
-    parser.add_argument("--agents-dir", type=Path, default=DEFAULT_AGENTS_DIR)
     parser.add_argument(
         "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
     )

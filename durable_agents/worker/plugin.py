@@ -31,7 +31,6 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.activities.agent_files import AgentFiles, check_subagents
-from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.approver_keys import load_approver_keys
 from durable_agents.activities.assembly import AgentActivities, WorkerRole
 from durable_agents.activities.budgets import BudgetsFile
@@ -100,7 +99,7 @@ class AgentPlugin(SimplePlugin):
         registry: ToolRegistry | None = None,
         hooks: HookRegistry | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
-        agents_dir: Path = DEFAULT_AGENTS_DIR,
+        agents_dir: Path | None = None,
         models_file: Path | None = None,
         prices_file: Path | None = None,
         providers: dict[str, ModelProvider] | None = None,
@@ -121,7 +120,7 @@ class AgentPlugin(SimplePlugin):
             source = dict(agents)
             check_subagents(source)
         else:  # read again as they change: a new agent needs no restart
-            source = AgentFiles(agents_dir, registry, hooks, models.max_output_tokens)
+            source = AgentFiles(agents_dir or settings.agents_dir, registry, hooks, models.max_output_tokens)
         agents = source.current() if isinstance(source, AgentFiles) else source
         self._leases = settings.data_dir / "workers"
         self._lease_dead_seconds = settings.lease_dead_seconds

@@ -7,6 +7,7 @@ read from its history: each completed workflow task records the build that compl
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -24,6 +25,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
 
+from durable_agents.activities.agent_names import AgentNames
+from durable_agents.cli import versioning_of
 from durable_agents.client.conversations import conversation_type, start_conversation
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.settings import Settings
@@ -336,3 +339,24 @@ async def test_an_auto_upgrading_agent_runs_as_its_own_type_on_an_unversioned_wo
     )
     assert (await asyncio.wait_for(handle.result(), 30)).final_text == "done"
     assert (await handle.describe()).workflow_type == "AgentWorkflowAutoUpgrade"
+
+
+def test_the_starter_starts_an_agent_as_the_type_its_file_names(tmp_path: Path) -> None:
+    """Without ``--versioning`` the agent file says (``AGENT_AGENTS_DIR``): the client reads each
+    file's name and ``versioning`` only, a file naming the worker's own tools included."""
+    (tmp_path / "steady.toml").write_text('tools = ["my_own_tool"]\n')
+    (tmp_path / "moving.toml").write_text('name = "mover"\nversioning = "auto_upgrade"\n')
+    (tmp_path / "broken.toml").write_text("name = \n")
+    settings = Settings(agents_dir=tmp_path)
+
+    def chosen(agent: str, given: Versioning | None = None) -> str:
+        args = argparse.Namespace(agent=agent, versioning=given, settings=settings)
+        return conversation_type(ConversationInput(prompt="hi", agent=agent), versioning_of(args))
+
+    assert AgentNames(tmp_path).current() == {"steady": "pinned", "mover": "auto_upgrade"}
+    assert [chosen("steady"), chosen("mover"), chosen("elsewhere"), chosen("mover", "pinned")] == [
+        "AgentWorkflow",
+        "AgentWorkflowAutoUpgrade",
+        "AgentWorkflow",
+        "AgentWorkflow",
+    ]

@@ -30,7 +30,7 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs
 
@@ -51,6 +51,7 @@ from durable_agents.serve.fanout import Entry, Hub, Subscription
 from durable_agents.serve.identities import ANYONE, OPERATOR, SCOPE_KEY, Caller, Tokens, caller_of, tenant_of
 from durable_agents.serve.streaming import EventStreamResponse, QuietDrops
 from durable_agents.settings import DEFAULT_SERVE_MAX_BODY, DEFAULT_TASK_QUEUE, DEFAULT_UI_URL
+from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.events import Event, ModelCallFinished, StreamedText, TextDelta, TextReplaced
 
 DEFAULT_PORT = 8765
@@ -65,7 +66,7 @@ def app(
     task_queue: str = DEFAULT_TASK_QUEUE,
     access: Access | None = None,
     console: ConsoleOptions | None = None,
-    agents: Callable[[], Collection[str]] | None = None,
+    agents: Callable[[], Mapping[str, Versioning]] | None = None,
 ) -> ASGIApp:
     """The streams' and the runs' routes behind ``access`` (default: no token, no other origin), and
     the console at ``/console/`` behind its own login (the same token). ``agents``: the names a run
@@ -187,7 +188,7 @@ async def serve(
     access: Access | None = None,
     deltas: DeltaListener | None = None,
     console: ConsoleOptions | None = None,
-    agents: Callable[[], Collection[str]] | None = None,
+    agents: Callable[[], Mapping[str, Versioning]] | None = None,
 ) -> None:
     """Serve until interrupted; open streams are closed at once when it stops. Conversations that
     a run starts (``runs.py``) start on ``task_queue``; ``deltas`` is this process's reader of the

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,6 +46,7 @@ from durable_agents.serve.identities import Caller, caller_of, tenant_of
 from durable_agents.serve.protocols import AgUi, Chunk, UiMessages
 from durable_agents.serve.streaming import EventStreamResponse
 from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
@@ -72,7 +73,7 @@ class RunEnd:
 
 
 def routes(
-    client: Client, hub: Hub, task_queue: str, agents: Callable[[], Collection[str]] | None = None
+    client: Client, hub: Hub, task_queue: str, agents: Callable[[], Mapping[str, Versioning]] | None = None
 ) -> list[Route]:
     """The runs' routes; ``agents`` (the names a run may start, read when asked) refuses any other
     with a 404 before a conversation starts (None: any name goes to the workers)."""
@@ -108,7 +109,7 @@ def routes(
                     reply, error = None, await _deliver(client, thread_id, results)
                 else:
                     assert text is not None and agent is not None
-                    reply, error = await _send(client, thread_id, text, agent, task_queue, caller)
+                    reply, error = await _send(client, thread_id, text, agent, task_queue, caller, agents)
                 if error is not None:
                     yield (run.failed(error))
                     return
@@ -157,7 +158,7 @@ def routes(
                     reply, error = None, await _deliver(client, workflow_id, results)
                 else:
                     assert text is not None
-                    reply, error = await _send(client, workflow_id, text, agent, task_queue, caller)
+                    reply, error = await _send(client, workflow_id, text, agent, task_queue, caller, agents)
                 if error is not None:
                     yield (message.failed(error))
                     return
@@ -529,7 +530,7 @@ async def _refused(
     *,
     agent: str | None = None,
     deciding: bool = False,
-    agents: Callable[[], Collection[str]] | None = None,
+    agents: Callable[[], Mapping[str, Versioning]] | None = None,
 ) -> Response | None:
     """Why ``caller`` may not run ``agent`` in, or decide in, conversation ``workflow_id`` (403), or
     reach it at all (404: another tenant's is as one that does not exist, and an agent not among
@@ -551,10 +552,16 @@ async def _refused(
 
 
 async def _send(
-    client: Client, workflow_id: str, text: str, agent: str, task_queue: str, caller: Caller
+    client: Client,
+    workflow_id: str,
+    text: str,
+    agent: str,
+    task_queue: str,
+    caller: Caller,
+    agents: Callable[[], Mapping[str, Versioning]] | None = None,
 ) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
     """The accepted message's update, or why it was not sent; a conversation it starts belongs to
-    the caller's tenant and user."""
+    the caller's tenant and user, as the workflow type of its agent's ``versioning`` (``agents``)."""
     try:
         sent = await start_message(
             client,
@@ -564,6 +571,7 @@ async def _send(
             task_queue=task_queue,
             tenant=caller.tenant,
             user=caller.user,
+            versioning=agents().get(agent) if agents is not None else None,
         )
         return sent, None
     except WorkflowAlreadyStartedError:

@@ -425,5 +425,5 @@ def test_serve_refuses_an_agents_folder_that_does_not_exist() -> None:
     )  # fmt: skip
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
         2,
-        "starter.py serve: error: argument --agents-dir: no such folder: no-such-folder",
+        "error: serve: argument --agents-dir: no such folder: no-such-folder (see --help)",
     )

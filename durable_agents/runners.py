@@ -1,7 +1,8 @@
 """Workflow runners that watch each conversation's activations: the one delegation to the SDK's
-runner and instance that the lease (cached conversations), the release markers, the declared
-versioning behaviours and eager execution each need, written once. Only ``AgentWorkflow`` is
-watched: any other workflow of the worker gets the runner it wraps, untouched."""
+runner and instance that the lease (cached conversations), the release markers and the declared
+versioning behaviours each need, written once. Only ``AgentWorkflow`` is watched: any other workflow
+of the worker gets the runner it wraps, untouched. And ``EagerUnlessRefused``: which activity
+starts are not eager."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from temporalio import workflow
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+from temporalio.worker import (
+    Interceptor,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+    WorkflowRunner,
+)
 
 from workflows.agent import AgentWorkflow
+from workflows.outages import NOT_EAGER
 
 Activate = Callable[[WorkflowActivation], WorkflowActivationCompletion]
 Around = Callable[[WorkflowActivation, Activate], WorkflowActivationCompletion]
@@ -44,18 +56,31 @@ class WatchingRunner(WorkflowRunner):
         return _Watched(self._runner.create_instance(det), around)
 
 
-class NoEagerActivities(WatchingRunner):
-    """Wraps a runner: a conversation's activities are never executed eagerly. A call refused by one
-    worker (its stores are not the conversation's, stores/errors.py) must be able to go to another,
-    and an eager one goes back to the worker that scheduled it. Measured: eager execution saved
-    nothing (a waiting poller gets an activity task within 0.1 ms, docs/benchmarks.md)."""
+class EagerUnlessRefused(Interceptor):
+    """A conversation's activity on its own task queue starts eagerly (the server hands it to this
+    worker in the answer to the workflow task, as the SDK does by default), except when it is tried
+    again after a worker refused it for its stores (``StoresDiffer``, stores/errors.py): that try is
+    queued, for a worker whose stores are the conversation's (``workflows.outages.NOT_EAGER``).
+    An eager start spares the server a transfer task and a match per call: queued, a call waited
+    1-8 ms for a poller under load (docs/benchmarks.md, "Release 3"). A worker's own
+    ``disable_eager_activity_execution`` still turns it off for every workflow."""
 
-    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
-        return dataclasses.replace(det, disable_eager_activity_execution=True), _through
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        return _QueueRefused
 
 
-def _through(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
-    return activate(act)
+class _QueueRefused(WorkflowInboundInterceptor):
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        super().init(_Queued(outbound))
+
+
+class _Queued(WorkflowOutboundInterceptor):
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        if NOT_EAGER.get():
+            input = dataclasses.replace(input, disable_eager_execution=True)
+        return super().start_activity(input)
 
 
 class _Watched(WorkflowInstance):

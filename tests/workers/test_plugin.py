@@ -246,12 +246,13 @@ async def test_an_agent_file_added_to_a_running_worker_runs_and_a_broken_edit_ke
     ]
 
 
-async def test_a_call_refused_for_its_stores_is_queued_when_tried_again_never_handed_back_eagerly(
+async def test_a_call_is_queued_when_tried_again_after_a_refusal_for_its_stores_or_while_the_worker_is_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A conversation's activities start eagerly, on the worker that scheduled them; one refused there
     for its stores (``StoresDiffer``) goes to the queue when tried again, where a worker with the
-    conversation's stores can take it (an eager one would come back to the refusing worker)."""
+    conversation's stores can take it (an eager one would come back to the refusing worker); and so
+    does every call while the worker takes its attempts up late."""
     refusal = ActivityError(
         "refused", scheduled_event_id=5, started_event_id=6, identity="b", activity_type=RUN_TOOL.name,
         activity_id="2", retry_state=None,
@@ -266,8 +267,10 @@ async def test_a_call_refused_for_its_stores_is_queued_when_tried_again_never_ha
         def start_activity(self, input: StartActivityInput) -> Any:
             started.append(input)
 
+    gate = EagerUnlessRefused()
+
     async def call(kept: dict[str, str]) -> str:
-        _Queued(Scheduled()).start_activity(START)
+        _Queued(Scheduled(), gate).start_activity(START)
         if len(started) == 1:
             raise refusal
         return "ran"
@@ -279,6 +282,13 @@ async def test_a_call_refused_for_its_stores_is_queued_when_tried_again_never_ha
     assert await outages.wait_out_outages(call, None) == "ran"
     assert [each.disable_eager_execution for each in started] == [False, True]
     assert not outages.NOT_EAGER.get()  # only that call's tries
+
+    # A worker that takes its attempts up late queues them: they wait at the server, not in it.
+    started.clear()
+    for late in (0.01, EagerUnlessRefused.BEHIND + 0.01, 0.01):
+        gate.late = late
+        _Queued(Scheduled(), gate).start_activity(START)
+    assert [each.disable_eager_execution for each in started] == [False, True, False]
 
 
 START = StartActivityInput(

@@ -196,9 +196,7 @@ def test_shipped_agent_files_load() -> None:
     assert agents["calculator-openai"].tools == ["add", "subtract", "multiply", "divide", "sqrt"]
 
 
-def test_a_tool_calls_conversation_key_travels_only_where_its_idempotency_key_does_not_say_it() -> (
-    None
-):
+def test_a_tool_calls_conversation_key_travels_only_where_its_idempotency_key_does_not_say_it() -> None:
     call = ToolCall(id="call_1_0", name="add", arguments={"a": 1, "b": 2})
     invocation = ToolInvocation.of(call, "support-4711", "support-4711/run-a")
     assert (invocation.conversation_key, invocation.idempotency_key) == ("", "support-4711/run-a/call_1_0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,10 +26,17 @@ async def heartbeating() -> AsyncIterator[Callable[[Any], None]]:
         yield publish
         return
 
+    every = timeout.total_seconds() / 3
+    # The timeout counts from the attempt's start on the server (``started_time``), not from here: an
+    # attempt a busy worker took up late (seconds, under load, for one started eagerly) beats at once.
+    late = time.time() - activity.info().started_time.timestamp()
+
     async def beat() -> None:
-        while True:  # the first beat after a third of the timeout: a quick call sends none
-            await asyncio.sleep(timeout.total_seconds() / 3)
+        # The first beat a third of the timeout after the start: a quick call sends none.
+        await asyncio.sleep(min(max(every - late, 0.0), every))
+        while True:
             activity.heartbeat(*latest)
+            await asyncio.sleep(every)
 
     task = asyncio.create_task(beat())
     try:

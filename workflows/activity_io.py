@@ -157,7 +157,8 @@ class ToolInvocation(BaseModel):
     """Stable across retries and worker crashes: pass it to external systems."""
     conversation_key: str = ""
     """What the stores key this conversation by (``workflows.activity_refs.conversation_key``): its
-    workspace and its store identity. Empty in calls scheduled before 2026-11 (``conversation_key_of``)."""
+    workspace and its store identity. Set only where the idempotency key does not say it (``of``):
+    read it as ``stored_under``."""
     max_output_chars: int = 20_000
     post_hooks: list[str] = Field(default_factory=list)
     """post_tool_use hooks, run in the activity so a redaction happens before history."""
@@ -179,21 +180,27 @@ class ToolInvocation(BaseModel):
 
     @classmethod
     def of(cls, call: ToolCall, conversation_id: str, conversation_key: str, **more: Any) -> ToolInvocation:
-        """The invocation of the model's ``call``; its idempotency key is ``<conversation_key>/<call id>``."""
-        return cls(
+        """The invocation of the model's ``call``; its idempotency key is ``<conversation_key>/<call id>``.
+        The conversation key travels on its own only when that key does not say it (a tenant's
+        conversation whose call id holds '/'): the same bytes twice in every tool call's input
+        otherwise, which workers of every release read back from the idempotency key."""
+        invocation = cls(
             name=call.name,
             arguments=call.arguments,
             call_id=call.id,
             conversation_id=conversation_id,
             idempotency_key=f"{conversation_key}/{call.id}",
-            conversation_key=conversation_key,
             **more,
         )
+        if invocation.stored_under != conversation_key:
+            invocation.conversation_key = conversation_key
+        return invocation
 
     @property
     def stored_under(self) -> str:
-        """The conversation key; for a call scheduled before the key travelled on its own, taken
-        from the idempotency key (``<workflow id>/<first run id>/<call id>``; a run id holds no '/')."""
+        """The conversation key: ``conversation_key`` when it travelled, else taken from the
+        idempotency key (``[tenants/<tenant>/]<workflow id>/<first run id>/<call id>``; a run id
+        holds no '/')."""
         if self.conversation_key:
             return self.conversation_key
         prefix = self.conversation_id + "/"

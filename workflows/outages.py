@@ -11,6 +11,7 @@ outage budget says ``waiting_for_storage``. Nothing of it reaches the model.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -26,6 +27,11 @@ STORES_DIFFER = "StoresDiffer"
 """The error type of an activity refused by a worker whose stores are not the conversation's."""
 PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds between tries of an activity while its store is out (the last one repeats)."""
+NOT_EAGER: ContextVar[bool] = ContextVar("durable_agents_not_eager", default=False)
+"""Set while an activity that a worker refused for its stores (``wrong_worker``) is tried again: the
+plugin's interceptor (durable_agents/worker/runners.py, ``EagerUnlessRefused``) then has the server queue
+it rather than hand it eagerly back to this worker, whose stores may be the refusing ones. Not a
+decision of the workflow: a replay schedules the same commands either way."""
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,16 @@ async def wait_out_outages(
     ``kept`` holds the results earlier tries had that the store never took."""
     tries = 0
     kept: dict[str, str] = {}
+    refused = False
     while True:
+        queued = NOT_EAGER.set(True) if refused else None
         try:
             result = await call(kept)
         except ActivityError as err:
             outage = StoreOutage.of(err)
             if outage is None:
                 raise
+            refused = refused or outage.wrong_worker
             kept = {**kept, **outage.kept}
             if watcher is not None:
                 watcher(outage)
@@ -92,6 +101,9 @@ async def wait_out_outages(
             tries += 1
             await workflow.sleep(timedelta(seconds=pause), summary=f"waiting for {outage.store}")
             continue
+        finally:
+            if queued is not None:
+                NOT_EAGER.reset(queued)
         if tries and watcher is not None:
             watcher(None)
         return result

@@ -52,7 +52,7 @@ from durable_agents.worker.lost_calls import (
     lease_store,
     run_with_lease,
 )
-from durable_agents.worker.runners import NoEagerActivities
+from durable_agents.worker.runners import EagerUnlessRefused
 from durable_agents.worker.tuning import WorkerTuning
 from durable_agents.worker.versioning import deployment_config, name_releases, version_config
 from durable_agents.workflows.agent import AgentWorkflow
@@ -84,8 +84,9 @@ class AgentPlugin(SimplePlugin):
 
     The plugin owns what it registers: the worker's other workflows run under the worker's own
     runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
-    sticky timeout, heartbeat throttling, a graceful shutdown, two workflow threads). Conversations'
-    activities are never executed eagerly, whatever the worker says (``NoEagerActivities``). On a
+    sticky timeout, heartbeat throttling, a graceful shutdown, two workflow threads). A call refused
+    by a worker for its stores is queued when tried again, never handed eagerly back to the worker
+    that scheduled it (``EagerUnlessRefused``). On a
     versioned worker (``deployment_config``) conversations are pinned unless they were started as
     ``AgentWorkflowAutoUpgrade`` (workflows/behaviors.py). Raises ``AgentFileError`` naming the file and
     field when an agent file is bad.
@@ -179,13 +180,16 @@ class AgentPlugin(SimplePlugin):
         config["patch_activation_callback"] = fleet.callback(config.get("patch_activation_callback"))
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)
-        config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
+        config["interceptors"] = [
+            *config.get("interceptors", []),
+            RecordRunningCalls(lease),
+            EagerUnlessRefused(),
+        ]
         config["workflow_runner"] = RecordCachedConversations(
-            NoEagerActivities(config.get("workflow_runner") or SandboxedWorkflowRunner()), lease
+            config.get("workflow_runner") or SandboxedWorkflowRunner(), lease
         )
         config["unsandboxed_workflow_runner"] = RecordCachedConversations(
-            NoEagerActivities(config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner()),
-            lease,
+            config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner(), lease
         )
         config = version_config(name_releases(config))
         if self._tuning is not None and (executor := self._tuning.apply(config)) is not None:

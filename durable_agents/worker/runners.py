@@ -1,20 +1,34 @@
 """Workflow runners that watch each conversation's activations: the one delegation to the SDK's
-runner and instance that the lease (cached conversations), the release markers, the declared
-and eager execution each need, written once. Only ``AgentWorkflow`` (and its types per versioning
-behavior, workflows/behaviors.py) is watched: any other workflow of the worker gets the runner it
-wraps, untouched."""
+runner and instance that the lease (cached conversations) and the release markers each need,
+written once. Only ``AgentWorkflow`` (and its types per versioning behavior, workflows/behaviors.py)
+is watched: any other workflow of the worker gets the runner it wraps, untouched. And
+``EagerUnlessRefused``: which activity starts are not eager."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from temporalio import activity, workflow
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+    WorkflowRunner,
+)
 
 from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.outages import NOT_EAGER
 
 Activate = Callable[[WorkflowActivation], WorkflowActivationCompletion]
 Around = Callable[[WorkflowActivation, Activate], WorkflowActivationCompletion]
@@ -45,19 +59,73 @@ class WatchingRunner(WorkflowRunner):
         return _Watched(self._runner.create_instance(det), around)
 
 
-class NoEagerActivities(WatchingRunner):
-    """Wraps a runner: a conversation's activities are never executed eagerly. A call refused by one
-    worker (its stores are not the conversation's, durable_agents/stores/errors.py) must be able to go
-    to another,
-    and an eager one goes back to the worker that scheduled it. Measured: eager execution saved
-    nothing (a waiting poller gets an activity task within 0.1 ms, docs/benchmarks.md)."""
+class EagerUnlessRefused(Interceptor):
+    """A conversation's activity on its own task queue starts eagerly (the server hands it to this
+    worker in the answer to the workflow task, as the SDK does by default), except
 
-    def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
-        return dataclasses.replace(det, disable_eager_activity_execution=True), _through
+    - when it is tried again after a worker refused it for its stores (``StoresDiffer``,
+      durable_agents/stores/errors.py): that try is queued, for a worker whose stores are the conversation's
+      (``workflows.outages.NOT_EAGER``);
+    - while this worker takes its attempts up late (the latest one ran more than ``BEHIND`` after
+      the server started it): the worker's event loop is behind, and an attempt started eagerly
+      waits in it with its heartbeat timeout running, where a queued one would wait at the server.
+
+    An eager start spares the server a transfer task and a match per call: queued, a call waited
+    1-8 ms for a poller (docs/benchmarks.md, "Release 3"). A worker's own
+    ``disable_eager_activity_execution`` still turns it off for every workflow."""
+
+    BEHIND = 0.25
+    """Seconds: an attempt taken up later than this after its start turns eager starts off, one
+    taken up sooner turns them on again. Promptly, an attempt runs within milliseconds; in a burst
+    at load average 13 on 2 cores, eager attempts waited up to 6 s and their calls were retried at
+    the 3 s heartbeat timeout (``bench.peers``). Clocks apart by more than this between worker and
+    server leave eager starts off (the behaviour of the releases before)."""
+
+    def __init__(self) -> None:
+        self.late = 0.0
+        """How long the latest attempt this worker took up had been started (server's clock)."""
+        gate = self
+
+        class Inbound(WorkflowInboundInterceptor):
+            def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+                super().init(_Queued(outbound, gate))
+
+        self._inbound = Inbound
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        return self._inbound
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _TakenUp(next, self)
+
+    @property
+    def eager(self) -> bool:
+        return self.late <= self.BEHIND
 
 
-def _through(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
-    return activate(act)
+class _Queued(WorkflowOutboundInterceptor):
+    def __init__(self, next: WorkflowOutboundInterceptor, gate: EagerUnlessRefused) -> None:
+        super().__init__(next)
+        self._gate = gate
+
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        if NOT_EAGER.get() or not self._gate.eager:
+            input = dataclasses.replace(input, disable_eager_execution=True)
+        return super().start_activity(input)
+
+
+class _TakenUp(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, gate: EagerUnlessRefused) -> None:
+        super().__init__(next)
+        self._gate = gate
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        if not info.is_local:  # a local one runs in its workflow task: never started eagerly
+            self._gate.late = time.time() - info.started_time.timestamp()
+        return await super().execute_activity(input)
 
 
 class _Watched(WorkflowInstance):

@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.tools import ToolContext, default_registry, tool
 from durable_agents.converter import data_converter
@@ -104,11 +106,15 @@ async def pay_inside(amount: float, blocking: bool, ctx: ToolContext) -> str:
 
 @tool(call=CallPolicy(timeout_seconds=30, max_attempts=5, heartbeat_seconds=1))
 def note(text: str, ctx: ToolContext) -> str:
-    """Append a line to FAULT_EFFECTS: a plain effect, no ``ctx.once``.
+    """Append a line to FAULT_EFFECTS: a plain effect, no ``ctx.once``. Its first attempt fails before
+    the effect, so that the call's next attempt is queued for any worker's polls (a first attempt
+    starts eagerly, on the worker that scheduled it).
 
     Args:
         text: The line.
     """
+    if activity.info().attempt == 1:  # an activity's failure (a tool's own error goes to the model)
+        raise ApplicationError("the first attempt of note fails, before its effect")
     with Path(os.environ["FAULT_EFFECTS"]).open("a") as out:
         out.write(f"{ctx.idempotency_key} {text}\n")
     return f"noted {text}"

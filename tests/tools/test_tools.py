@@ -196,17 +196,20 @@ def test_shipped_agent_files_load() -> None:
     assert agents["calculator-openai"].tools == ["add", "subtract", "multiply", "divide", "sqrt"]
 
 
-def test_a_tool_call_carries_its_conversation_key_and_an_older_call_has_it_read_from_its_key() -> None:
+def test_a_tool_calls_conversation_key_travels_only_where_its_idempotency_key_does_not_say_it() -> None:
     call = ToolCall(id="call_1_0", name="add", arguments={"a": 1, "b": 2})
     invocation = ToolInvocation.of(call, "support-4711", "support-4711/run-a")
-    assert (invocation.conversation_key, invocation.idempotency_key) == (
-        "support-4711/run-a",
-        "support-4711/run-a/call_1_0",
-    )
+    assert (invocation.conversation_key, invocation.idempotency_key) == ("", "support-4711/run-a/call_1_0")
     assert invocation.stored_under == "support-4711/run-a"
-    # Scheduled before the key travelled on its own: the same key, from the idempotency key.
-    older = invocation.model_copy(update={"conversation_key": ""})
-    assert older.stored_under == "support-4711/run-a"
     # An id holding '/' too.
-    slashed = ToolInvocation.of(call, "team/a", "team/a/run-b").model_copy(update={"conversation_key": ""})
-    assert slashed.stored_under == "team/a/run-b"
+    slashed = ToolInvocation.of(call, "team/a", "team/a/run-b")
+    assert (slashed.conversation_key, slashed.stored_under) == ("", "team/a/run-b")
+    # A tenant's conversation: read from the idempotency key too, unless its call id holds '/'.
+    tenant = ToolInvocation.of(call, "support-4711", "tenants/acme/support-4711/run-a")
+    assert (tenant.conversation_key, tenant.stored_under) == ("", "tenants/acme/support-4711/run-a")
+    odd = call.model_copy(update={"id": "tool/7"})
+    tenant_odd = ToolInvocation.of(odd, "support-4711", "tenants/acme/support-4711/run-a")
+    assert (tenant_odd.conversation_key, tenant_odd.stored_under) == (
+        "tenants/acme/support-4711/run-a",
+        "tenants/acme/support-4711/run-a",
+    )

@@ -140,8 +140,9 @@ async def test_a_paused_host_inside_a_once_step_leaves_each_effect_once(
 async def test_a_resumed_host_starts_nothing_it_was_handed_before_its_lease_was_taken(
     shared: Client, hosts: tuple[Host, Host, str], tmp_path: Path, database_url: str
 ) -> None:
-    """A is stopped while idle; the burst that follows is handed partly to A's waiting polls, and B
-    runs every call once their attempts time out. A, continued, refuses what it was handed."""
+    """A is stopped while idle; the burst that follows is handed partly to A's waiting polls (each
+    call's first attempt starts on B, eagerly, and fails; its retry is queued), and B runs every call
+    once their attempts time out. A, continued, refuses what it was handed."""
     a, b, task_queue = hosts
     effects = tmp_path / "effects.txt"
     await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))

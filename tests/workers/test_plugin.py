@@ -8,18 +8,25 @@ import json
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.common import Priority
+from temporalio.exceptions import ActivityError
+from temporalio.worker import StartActivityInput, Worker, WorkflowOutboundInterceptor
+from temporalio.workflow import ActivityCancellationType
 
 from durable_agents.activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.stores.errors import stores_differ
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.lost_calls import RecordRunningCalls
 from durable_agents.worker.plugin import AgentPlugin
+from durable_agents.worker.runners import EagerUnlessRefused, _Queued
+from durable_agents.workflows import outages
 from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
     JUDGE,
@@ -120,6 +127,7 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
             await until_started(reviewed)
             active = worker.config(active_config=True)
             [lease] = [each.lease for each in active["interceptors"] if isinstance(each, RecordRunningCalls)]
+            eager = [each for each in active["interceptors"] if isinstance(each, EagerUnlessRefused)]
             cached = json.loads(lease.record())["workflows"]
             await reviewed.terminate()
             await conversation_handle.terminate()
@@ -128,6 +136,7 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
 
     assert {option: active[option] for option in asked} == asked  # type: ignore[literal-required]
     assert cached == [[conversation_handle.id, conversation_handle.result_run_id]]
+    assert len(eager) == 1  # which acts only on a call refused for its stores (the test below)
 
 
 async def until_started(handle: WorkflowHandle) -> None:
@@ -245,3 +254,69 @@ async def test_an_agent_file_added_to_a_running_worker_runs_and_a_broken_edit_ke
         f"{agents / 'chatty.toml'}: field 'tools': unknown tool(s) no_such_tool; the worker has:"
         f" {', '.join(default_registry().names)}; keeping the agents read before: chatty, first"
     ]
+
+
+async def test_a_call_is_queued_when_tried_again_after_a_refusal_for_its_stores_or_while_the_worker_is_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A conversation's activities start eagerly, on the worker that scheduled them; one refused there
+    for its stores (``StoresDiffer``) goes to the queue when tried again, where a worker with the
+    conversation's stores can take it (an eager one would come back to the refusing worker); and so
+    does every call while the worker takes its attempts up late."""
+    refusal = ActivityError(
+        "refused", scheduled_event_id=5, started_event_id=6, identity="b", activity_type=RUN_TOOL.name,
+        activity_id="2", retry_state=None,
+    )  # fmt: skip
+    refusal.__cause__ = stores_differ("sqlite-b", "sqlite-a")
+    started: list[StartActivityInput] = []
+
+    class Scheduled(WorkflowOutboundInterceptor):
+        def __init__(self) -> None:  # the end of the chain: records what it is asked to schedule
+            pass
+
+        def start_activity(self, input: StartActivityInput) -> Any:
+            started.append(input)
+
+    gate = EagerUnlessRefused()
+
+    async def call(kept: dict[str, str]) -> str:
+        _Queued(Scheduled(), gate).start_activity(START)
+        if len(started) == 1:
+            raise refusal
+        return "ran"
+
+    async def no_pause(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    monkeypatch.setattr(outages.workflow, "sleep", no_pause)
+    assert await outages.wait_out_outages(call, None) == "ran"
+    assert [each.disable_eager_execution for each in started] == [False, True]
+    assert not outages.NOT_EAGER.get()  # only that call's tries
+
+    # A worker that takes its attempts up late queues them: they wait at the server, not in it.
+    started.clear()
+    for late in (0.01, EagerUnlessRefused.BEHIND + 0.01, 0.01):
+        gate.late = late
+        _Queued(Scheduled(), gate).start_activity(START)
+    assert [each.disable_eager_execution for each in started] == [False, True, False]
+
+
+START = StartActivityInput(
+    activity=RUN_TOOL.name,
+    args=[],
+    activity_id=None,
+    task_queue=None,
+    schedule_to_close_timeout=None,
+    schedule_to_start_timeout=None,
+    start_to_close_timeout=timedelta(seconds=30),
+    heartbeat_timeout=None,
+    retry_policy=None,
+    cancellation_type=ActivityCancellationType.TRY_CANCEL,
+    headers={},
+    disable_eager_execution=False,
+    versioning_intent=None,
+    summary=None,
+    priority=Priority(),
+    arg_types=None,
+    ret_type=None,
+)

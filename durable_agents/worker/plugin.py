@@ -51,7 +51,9 @@ from durable_agents.worker.lost_calls import (
     lease_store,
     run_with_lease,
 )
+from durable_agents.worker.observer import Observer
 from durable_agents.worker.runners import NoEagerActivities
+from durable_agents.worker.telemetry import observer
 from durable_agents.worker.tuning import WorkerTuning
 from durable_agents.worker.versioning import deployment_config, name_releases, version_config
 from durable_agents.workflows.agent import AgentWorkflow
@@ -80,6 +82,8 @@ class AgentPlugin(SimplePlugin):
     host); ``stores``, ``store``, ``workspace_root``, ``models_file``, ``prices_file`` and
     ``allow_inline_mcp`` replace parts of them.
     ``tuning`` (default: none) sets options of the whole worker as measured for conversations.
+    ``observer`` (default: metrics only) makes the conversations' spans and metrics
+    (durable_agents/worker/observer.py).
 
     The plugin owns what it registers: the worker's other workflows run under the worker's own
     runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
@@ -108,8 +112,10 @@ class AgentPlugin(SimplePlugin):
         allow_inline_mcp: bool | None = None,
         interceptors: Sequence = (),
         tuning: WorkerTuning | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self._tuning = tuning
+        self._observer = observer or Observer()
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         settings = settings or Settings.from_env()
@@ -176,7 +182,7 @@ class AgentPlugin(SimplePlugin):
         config["patch_activation_callback"] = fleet.callback(config.get("patch_activation_callback"))
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)
-        config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease)]
+        config["interceptors"] = [*config.get("interceptors", []), RecordRunningCalls(lease), self._observer]
         config["workflow_runner"] = RecordCachedConversations(
             NoEagerActivities(config.get("workflow_runner") or SandboxedWorkflowRunner()), lease
         )
@@ -248,8 +254,10 @@ def build_worker(
     ``AgentPlugin(settings, **plugin)`` (see there), tuned as measured (``WorkerTuning()`` unless
     ``tuning`` says otherwise). ``activities_per_second`` is a task-queue-wide limit
     that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
-    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``. With the settings'
-    ``deployment_name`` and ``build_id`` the worker is that build of that Worker Deployment."""
+    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``; spans go where the
+    settings say (``AGENT_TRACE``, OpenTelemetry's environment: durable_agents/worker/telemetry.py).
+    With the settings' ``deployment_name`` and ``build_id`` the worker is that build of that Worker
+    Deployment."""
     settings = settings or Settings.from_env()
     if max_cached_workflows is None:  # 0 is a setting, not "unset"
         max_cached_workflows = settings.max_cached_workflows
@@ -258,6 +266,7 @@ def build_worker(
     plugin.setdefault(
         "tuning", WorkerTuning(graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds))
     )
+    plugin.setdefault("observer", observer(settings))
     return Worker(
         client,
         task_queue=task_queue,

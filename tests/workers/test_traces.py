@@ -4,8 +4,16 @@ checked in a real trace viewer, Arize Phoenix, as a user would run it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +23,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
+from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.observer import Observer, TurnIds
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import ApprovalPolicy
 from durable_agents.workflows.records import Decision
 from tests.support.conversations import delegating, send, wait_for_pending
+from tests.support.net import free_port
+from tests.support.paths import ROOT
 from tests.support.workers import running_worker
 
 PROMPT = "the secret prompt"
@@ -147,3 +158,166 @@ async def test_a_sub_agents_turn_is_a_child_of_the_parents_turn(
     assert childs_turn.parent is not None and childs_turn.parent.span_id == parents_turn.context.span_id
     assert {s.context.trace_id for s in finished} == {parents_turn.context.trace_id}
     assert childs_turn.attributes["gen_ai.conversation.id"] == child.id
+
+
+# -- in a real trace viewer: Arize Phoenix, as a user runs it ----------------------------
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``phoenix serve`` in its own process on free ports (its own venv: .ci/install-phoenix); its URL."""
+    binary = PHOENIX / "bin" / "phoenix"
+    if not binary.exists():
+        pytest.fail(
+            f"Arize Phoenix is missing: run .ci/install-phoenix (installs it into {PHOENIX})", pytrace=False
+        )
+    port, folder = free_port(), tmp_path_factory.mktemp("phoenix")
+    env = os.environ | {
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(free_port()),
+        "PHOENIX_WORKING_DIR": str(folder),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    with (folder / "phoenix.log").open("w") as log:
+        proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _until(lambda: proc.poll() is not None or _get(f"{url}/healthz") is not None, "Phoenix to start")
+        assert proc.poll() is None, (folder / "phoenix.log").read_text()[-3000:]
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _get(url: str) -> Any:
+    """The JSON (or text) at ``url``; None while it does not answer or has nothing there."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read().decode()
+    except (OSError, urllib.error.HTTPError):
+        return None
+    with contextlib.suppress(json.JSONDecodeError):
+        return json.loads(body)
+    return body
+
+
+def _until(condition: Any, what: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(0.5)
+
+
+def _phoenix_spans(phoenix: str, project: str, count: int) -> list[dict[str, Any]]:
+    """The project's spans, once Phoenix holds ``count`` of them."""
+    found: list[dict[str, Any]] = []
+
+    def enough() -> bool:
+        nonlocal found
+        found = (_get(f"{phoenix}/v1/projects/{project}/spans?limit=1000") or {}).get("data", [])
+        return len(found) >= count
+
+    _until(enough, f"{count} spans in Phoenix's project {project}", timeout=120)
+    return found
+
+
+@contextlib.contextmanager
+def _worker_processes(address: str, data: Path, phoenix: str, *pools: tuple[str, str, str]) -> Iterator[None]:
+    """``worker.py`` processes, one per (role, task queue, Phoenix project), their spans sent to
+    Phoenix by OpenTelemetry's standard environment alone; stopped (spans flushed) at the end."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "worker.py"],
+            cwd=ROOT,
+            env=os.environ
+            | {
+                "TEMPORAL_ADDRESS": address,
+                "AGENT_TASK_QUEUE": queue,
+                "AGENT_WORKER_ROLE": role,
+                "AGENT_DATA_DIR": str(data),
+                "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix,
+                "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+                "OTEL_BSP_SCHEDULE_DELAY": "100",
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=(data / f"{role}-{queue}.log").open("w"),  # read it when a test fails
+        )
+        for role, queue, project in pools
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=60)
+
+
+def _children(spans: list[dict[str, Any]], parent: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [s for s in spans if s["parent_id"] == parent["context"]["span_id"]]
+    return sorted(found, key=lambda s: s["start_time"])
+
+
+@pytest.mark.timeout(600)  # Phoenix's start-up on a loaded machine
+async def test_phoenix_shows_the_turn_as_model_call_tool_model_call_with_tokens(
+    server: EmbeddedServer, client: Client, tmp_path: Path, phoenix: str
+) -> None:
+    queue, project = f"phoenix-{uuid.uuid4().hex[:8]}", f"turn-{uuid.uuid4().hex[:8]}"
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
+    with _worker_processes(server.address, tmp_path, phoenix, ("all", queue, project)):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(agent, prompt=PROMPT),
+            id=f"traced-{uuid.uuid4().hex}",
+            task_queue=queue,
+        )
+        assert (await handle.result()).final_text == "5"
+        spans = _phoenix_spans(phoenix, project, 4)
+
+    [turn] = [s for s in spans if s["parent_id"] is None]
+    assert (turn["name"], turn["attributes"]["gen_ai.conversation.id"]) == (
+        "invoke_agent test-agent",
+        handle.id,
+    )
+    assert {s["context"]["trace_id"] for s in spans} == {turn["context"]["trace_id"]}
+    tree = _children(spans, turn)
+    assert [s["name"] for s in tree] == ["chat script", "execute_tool add", "chat script"]
+    first_call, tool, second_call = (s["attributes"] for s in tree)
+    assert [
+        (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) for a in (first_call, second_call)
+    ] == [
+        (10, 5),
+        (10, 5),
+    ]
+    assert (tool["gen_ai.tool.name"], tool["gen_ai.tool.call.id"]) == ("add", "call_1_0")
+    assert _no_text([s["attributes"] for s in spans], PROMPT)  # content capture is off by default
+
+
+@pytest.mark.timeout(600)
+async def test_spans_of_a_tools_worker_process_join_the_turn_of_the_model_workers_trace(
+    server: EmbeddedServer, client: Client, tmp_path: Path, phoenix: str
+) -> None:
+    loop, tools, project = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("loop", "tools", "split"))
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"), tool_task_queue=tools)
+    with _worker_processes(
+        server.address, tmp_path, phoenix, ("all", loop, project), ("tools", tools, project)
+    ):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, conversation(agent), id=f"split-{uuid.uuid4().hex}", task_queue=loop
+        )
+        assert (await handle.result()).final_text == "5"
+        spans = _phoenix_spans(phoenix, project, 4)
+    # the tool ran on the tools worker's queue, which no other process polls: its span is that process's
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    queues = {a.activity_type.name: a.task_queue.name for a in scheduled}
+    assert queues == {"durable_agents.call_model": loop, "durable_agents.run_tool": tools}
+    [turn] = [s for s in spans if s["parent_id"] is None]
+    assert [s["name"] for s in _children(spans, turn)] == ["chat script", "execute_tool add", "chat script"]
+    assert {s["context"]["trace_id"] for s in spans} == {turn["context"]["trace_id"]}

@@ -1,0 +1,134 @@
+"""Our metrics beside the SDK's on a worker's Prometheus endpoint, counted exactly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client
+
+from durable_agents.dev_server import EmbeddedServer
+from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.records import Decision
+from tests.support.conversations import wait_for_pending
+from tests.support.net import free_port
+from tests.support.paths import ROOT
+
+_SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus's text format: each sample's name, labels and value."""
+    found = []
+    for line in text.splitlines():
+        if (match := _SAMPLE.match(line)) is not None:
+            name, labels, value = match.groups()
+            found.append((name, dict(_LABEL.findall(labels or "")), float(value)))
+    return found
+
+
+def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples with ``labels`` (whatever the SDK's own labels say)."""
+    return sum(v for n, have, v in samples if n == name and labels.items() <= have.items())
+
+
+def _scrape(port: int) -> str:
+    with contextlib.suppress(OSError):
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return ""
+
+
+async def test_metrics_count_tokens_cost_tools_and_approvals_of_a_conversation(
+    server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    port, queue = free_port(), f"metrics-{uuid.uuid4().hex[:8]}"
+    models = tmp_path / "models.toml"
+    models.write_text('["script"]\ninput = 100_000\noutput = 200_000\n')  # $2 for each scripted call
+    env = os.environ | {
+        "TEMPORAL_ADDRESS": server.address,
+        "AGENT_TASK_QUEUE": queue,
+        "AGENT_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_MODELS": str(models),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "worker.py", "--metrics-port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "worker.log").open("w"),
+    )
+    try:
+        agent = scripted_agent(
+            step("", ("add", {"a": 2, "b": 3}), ("divide", {"a": 1, "b": 0})),
+            step("{last_result}"),
+            approval=ApprovalPolicy(require=["add"]),
+        )
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(agent, tenant="acme"),
+            id=f"metered-{uuid.uuid4().hex}",
+            task_queue=queue,
+        )
+        await wait_for_pending(handle)
+        await handle.execute_update(
+            AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
+        )
+        await handle.result()
+        samples: list[tuple[str, dict[str, str], float]] = []
+        deadline = time.monotonic() + 60
+        while not _value(samples, "durable_agents_turns_total") and time.monotonic() < deadline:
+            samples = _samples(_scrape(port))
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+    call = {"provider": "scripted", "model": "script", "agent": "test-agent", "tenant": "acme"}
+    assert {
+        "input tokens": _value(samples, "durable_agents_model_tokens_total", **call, token_type="input"),
+        "output tokens": _value(samples, "durable_agents_model_tokens_total", **call, token_type="output"),
+        "cost": _value(samples, "durable_agents_model_call_cost_usd_sum", **call),
+        "model calls": _value(
+            samples, "durable_agents_model_call_duration_seconds_count", **call, outcome="ok"
+        ),
+        "failed model calls": _value(
+            samples, "durable_agents_model_call_duration_seconds_count", outcome="error"
+        ),
+        "add ok": _value(
+            samples, "durable_agents_tool_calls_total", tool="add", outcome="ok", agent="test-agent"
+        ),
+        "divide error": _value(samples, "durable_agents_tool_calls_total", tool="divide", outcome="error"),
+        "approvals waiting": _value(samples, "durable_agents_approvals_waiting", agent="test-agent"),
+        "approvals decided": _value(
+            samples,
+            "durable_agents_approval_wait_seconds_count",
+            tool="add",
+            decision="approved",
+            tenant="acme",
+        ),
+        "turns": _value(samples, "durable_agents_turns_total", stop_reason="completed", agent="test-agent"),
+        "budget refusals": _value(samples, "durable_agents_budget_refusals_total"),
+    } == {
+        "input tokens": 20,
+        "output tokens": 10,
+        "cost": 4.0,
+        "model calls": 2,
+        "failed model calls": 0,
+        "add ok": 1,
+        "divide error": 1,
+        "approvals waiting": 0,
+        "approvals decided": 1,
+        "turns": 1,
+        "budget refusals": 0,
+    }
+    assert _value(samples, "temporal_workflow_completed", task_queue=queue) == 1  # the SDK's, beside ours

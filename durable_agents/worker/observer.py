@@ -71,6 +71,7 @@ from durable_agents.workflows.activity_io import (
     ToolInvocation,
     ToolOutcome,
 )
+from durable_agents.workflows.activity_refs import CALL_MODEL, JUDGE, RUN_TOOL
 from durable_agents.workflows.events import ApprovalDecided, ApprovalRequested, ReplySent
 from durable_agents.workflows.messages import ModelResponse
 from durable_agents.workflows.outages import StoreOutage
@@ -244,19 +245,19 @@ class Observer(Interceptor):
         token = opentelemetry.context.attach(_header_context(input.headers))
         try:
             info = activity.info()
-            kind = _KINDS.get(wire.OLD_NAMES.get(info.activity_type, info.activity_type))
+            kind = _KINDS.get(_NAMESPACED.get(info.activity_type, info.activity_type))
+            arg = input.args[0] if input.args else None
             try:
-                return await (next() if kind is None else self._traced(kind, next, input, info.attempt))
+                if kind is None or not isinstance(arg, kind.input):  # not ours (a user's own of an old name)
+                    return await next()
+                return await self._traced(kind, next, arg, info.attempt)
             except ApplicationError as err:
                 _count_outage(err)
                 raise
         finally:
             opentelemetry.context.detach(token)
 
-    async def _traced(
-        self, kind: _Kind, next: Callable[[], Awaitable[Any]], input: ExecuteActivityInput, attempt: int
-    ) -> Any:
-        arg = input.args[0] if input.args else None
+    async def _traced(self, kind: _Kind, next: Callable[[], Awaitable[Any]], arg: Any, attempt: int) -> Any:
         started = time.monotonic()
         with self._tracer.start_as_current_span(
             kind.span_name(arg),
@@ -297,6 +298,7 @@ class _Call:
 class _Kind:
     """How an activity shows: its span's name and attributes, and what it counts."""
 
+    input: type
     span_name: Callable[[Any], str]
     started: Callable[[Any, bool], dict[str, Any]]
     """Attributes known before it runs (``True``: contents are captured)."""
@@ -410,20 +412,26 @@ def _count_judge(call: _Call) -> None:
 
 
 _KINDS: dict[str, _Kind] = {
-    wire.OLD_NAMES.get(wire.CALL_MODEL, wire.CALL_MODEL): _Kind(
-        lambda input: f"chat {input.request.settings.model}", _chat_started, _chat_finished, _count_chat
+    CALL_MODEL.name: _Kind(
+        CALL_MODEL.input,
+        lambda input: f"chat {input.request.settings.model}",
+        _chat_started,
+        _chat_finished,
+        _count_chat,
     ),
-    wire.OLD_NAMES.get(wire.RUN_TOOL, wire.RUN_TOOL): _Kind(
-        lambda input: f"execute_tool {input.name}", _tool_started, _tool_finished, _count_tool
+    RUN_TOOL.name: _Kind(
+        RUN_TOOL.input, lambda input: f"execute_tool {input.name}", _tool_started, _tool_finished, _count_tool
     ),
-    wire.JUDGE: _Kind(
+    JUDGE.name: _Kind(
+        JUDGE.input,
         lambda input: f"chat {input.judge.model.model if input.judge.model else input.judge.name}",
         _judge_started,
         _judge_finished,
         _count_judge,
     ),
 }
-"""By the activity's old name where it has one (both names lead here)."""
+"""By the activity's name; ``_NAMESPACED`` leads its old name here too."""
+_NAMESPACED = {old: name for name, old in wire.OLD_NAMES.items()}
 
 
 def _usage(model: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -10,16 +11,18 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow
-from durable_agents.workflows.config import ApprovalPolicy
+from durable_agents.workflows.config import ApprovalPolicy, JudgeConfig
+from durable_agents.workflows.messages import ModelSettings
 from durable_agents.workflows.records import Decision
-from tests.support.conversations import wait_for_pending
+from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 
@@ -48,50 +51,77 @@ def _scrape(port: int) -> str:
     return ""
 
 
-async def test_metrics_count_tokens_cost_tools_and_approvals_of_a_conversation(
+async def _judged(handle: WorkflowHandle) -> None:
+    """Until the judge has given its opinion of the waiting call."""
+    for _ in range(600):
+        approvals = (await handle.query(AgentWorkflow.history)).approvals
+        if approvals and approvals[0].judgements:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the judge gave no opinion")
+
+
+@contextlib.contextmanager
+def _worker_process(args: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
+    """``worker.py ARGS`` with ``env`` (its own environment, not this process's), stopped at the end."""
+    proc = subprocess.Popen(
+        [sys.executable, "worker.py", *args],
+        cwd=ROOT,
+        env=os.environ | env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+async def test_metrics_count_tokens_cost_tools_approvals_and_judges_of_a_conversation(
     server: EmbeddedServer, client: Client, tmp_path: Path
 ) -> None:
     port, queue = free_port(), f"metrics-{uuid.uuid4().hex[:8]}"
     models = tmp_path / "models.toml"
     models.write_text('["script"]\ninput = 100_000\noutput = 200_000\n')  # $2 for each scripted call
-    env = os.environ | {
-        "TEMPORAL_ADDRESS": server.address,
-        "AGENT_TASK_QUEUE": queue,
-        "AGENT_DATA_DIR": str(tmp_path / "data"),
-        "AGENT_MODELS": str(models),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "worker.py", "--metrics-port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "worker.log").open("w"),
+    reviewer = JudgeConfig(
+        name="reviewer",
+        kind="model",
+        tools=["add"],
+        model=ModelSettings(provider="openai", model="judge-model"),
     )
-    try:
-        agent = scripted_agent(
-            step("", ("add", {"a": 2, "b": 3}), ("divide", {"a": 1, "b": 0})),
-            step("{last_result}"),
-            approval=ApprovalPolicy(require=["add"]),
-        )
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            conversation(agent, tenant="acme"),
-            id=f"metered-{uuid.uuid4().hex}",
-            task_queue=queue,
-        )
-        await wait_for_pending(handle)
-        await handle.execute_update(
-            AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
-        )
-        await handle.result()
-        samples: list[tuple[str, dict[str, str], float]] = []
-        deadline = time.monotonic() + 60
-        while not _value(samples, "durable_agents_turns_total") and time.monotonic() < deadline:
-            samples = _samples(_scrape(port))
-            time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    agent = scripted_agent(
+        step("", ("add", {"a": 2, "b": 3}), ("divide", {"a": 1, "b": 0})),
+        step("{last_result}"),
+        approval=ApprovalPolicy(require=["add"], judges=[reviewer]),
+    )
+    with FakeProvider() as judge:  # an OpenAI-compatible server for the model judge
+        judge.queue(Reply(answer={"verdict": "escalate", "reason": "a person should see this"}))
+        env = {
+            "TEMPORAL_ADDRESS": server.address,
+            "AGENT_TASK_QUEUE": queue,
+            "AGENT_DATA_DIR": str(tmp_path / "data"),
+            "AGENT_MODELS": str(models),
+            "OPENAI_BASE_URL": f"{judge.url}/v1",
+            "OPENAI_API_KEY": "sk-test",
+        }
+        with _worker_process(["--metrics-port", str(port)], env, tmp_path / "worker.log"):
+            handle = await client.start_workflow(
+                AgentWorkflow.run,
+                conversation(agent, tenant="acme"),
+                id=f"metered-{uuid.uuid4().hex}",
+                task_queue=queue,
+            )
+            await _judged(handle)  # it escalates: a person decides
+            await handle.execute_update(
+                AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
+            )
+            await handle.result()
+            samples: list[tuple[str, dict[str, str], float]] = []
+            deadline = time.monotonic() + 60
+            while not _value(samples, "durable_agents_turns_total") and time.monotonic() < deadline:
+                samples = _samples(_scrape(port))
+                time.sleep(0.2)
 
     call = {"provider": "scripted", "model": "script", "agent": "test-agent", "tenant": "acme"}
     assert {
@@ -118,6 +148,12 @@ async def test_metrics_count_tokens_cost_tools_and_approvals_of_a_conversation(
         ),
         "turns": _value(samples, "durable_agents_turns_total", stop_reason="completed", agent="test-agent"),
         "budget refusals": _value(samples, "durable_agents_budget_refusals_total"),
+        "judge verdicts": _value(
+            samples, "durable_agents_judge_verdicts_total", judge="reviewer", verdict="escalate"
+        ),
+        "judge tokens": _value(
+            samples, "durable_agents_model_tokens_total", provider="openai", model="judge-model"
+        ),
     } == {
         "input tokens": 20,
         "output tokens": 10,
@@ -130,5 +166,7 @@ async def test_metrics_count_tokens_cost_tools_and_approvals_of_a_conversation(
         "approvals decided": 1,
         "turns": 1,
         "budget refusals": 0,
+        "judge verdicts": 1,
+        "judge tokens": 110,  # the fake's usage: 100 in, 10 out
     }
     assert _value(samples, "temporal_workflow_completed", task_queue=queue) == 1  # the SDK's, beside ours

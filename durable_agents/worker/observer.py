@@ -72,12 +72,15 @@ from durable_agents.workflows.activity_io import (
     ToolOutcome,
 )
 from durable_agents.workflows.activity_refs import CALL_MODEL, JUDGE, RUN_TOOL
+from durable_agents.workflows.config import Price
 from durable_agents.workflows.events import ApprovalDecided, ApprovalRequested, ReplySent
-from durable_agents.workflows.messages import ModelResponse
+from durable_agents.workflows.messages import ModelResponse, Usage
 from durable_agents.workflows.outages import StoreOutage
 from durable_agents.workflows.telemetry import OBSERVER, Labels
 from durable_agents.workflows.tenancy import BUDGET_EXHAUSTED
 
+Prices = Callable[[str], Price | None]
+"""A model's price by its name (``ModelTable.price``), None for a model without one."""
 HEADER = "_tracer-data"
 """temporalio's tracing header (``temporalio.contrib.opentelemetry``): its spans join ours."""
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
@@ -124,10 +127,16 @@ class Observer(Interceptor):
 
     ``capture_content`` puts what the model and the tools were sent and answered into the spans
     (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.call.arguments``,
-    ``gen_ai.tool.call.result``); off, no span carries a message's text or a tool's arguments."""
+    ``gen_ai.tool.call.result``); off, no span carries a message's text or a tool's arguments.
+    ``prices`` is the worker's models table (``ModelTable.price``): the cost of a call whose
+    conversation did not send its price (only a tenant's or user's do, for the ledger)."""
 
     def __init__(
-        self, tracer_provider: TracerProvider | None = None, *, capture_content: bool = False
+        self,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        capture_content: bool = False,
+        prices: Prices = lambda model: None,
     ) -> None:
         if tracer_provider is not None and not isinstance(tracer_provider.id_generator, TurnIds):
             raise ValueError(
@@ -136,6 +145,7 @@ class Observer(Interceptor):
         self._ids = tracer_provider.id_generator if tracer_provider is not None else None
         self._tracer = (tracer_provider or trace.NoOpTracerProvider()).get_tracer("durable_agents")
         self._capture = capture_content
+        self._prices = prices
         self._waiting: dict[str, int] = {}
         """Approvals this process saw asked and not yet decided, by agent (a gauge per worker)."""
 
@@ -266,18 +276,20 @@ class Observer(Interceptor):
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            price = kind.price(arg, self._prices)
             try:
                 result = await next()
             except BaseException as err:
                 span.set_status(Status(StatusCode.ERROR, str(err)[:500]))
                 span.set_attribute("error.type", _error_type(err))
-                kind.count(_Call(arg, None, err, time.monotonic() - started))
+                kind.count(_Call(arg, None, err, time.monotonic() - started, price))
                 raise
-            attributes = kind.finished(arg, result, self._capture)
+            call = _Call(arg, result, None, time.monotonic() - started, price)
+            attributes = kind.finished(call, self._capture)
             span.set_attributes(attributes)
             if attributes.get("durable_agents.tool.outcome") == "error":
                 span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
-            kind.count(_Call(arg, result, None, time.monotonic() - started))
+            kind.count(call)
             return result
 
 
@@ -292,6 +304,8 @@ class _Call:
     result: Any
     error: BaseException | None
     seconds: float
+    price: Price | None
+    """The called model's price, if the call has a model with one."""
 
 
 @dataclass(frozen=True)
@@ -302,9 +316,10 @@ class _Kind:
     span_name: Callable[[Any], str]
     started: Callable[[Any, bool], dict[str, Any]]
     """Attributes known before it runs (``True``: contents are captured)."""
-    finished: Callable[[Any, Any, bool], dict[str, Any]]
+    finished: Callable[[_Call, bool], dict[str, Any]]
     """Attributes of its result."""
     count: Callable[[_Call], None]
+    price: Callable[[Any, Prices], Price | None] = lambda input, prices: None
 
 
 def _chat_started(input: ModelCallInput, capture: bool) -> dict[str, Any]:
@@ -319,15 +334,11 @@ def _chat_started(input: ModelCallInput, capture: bool) -> dict[str, Any]:
     }
 
 
-def _chat_finished(input: ModelCallInput, result: ModelResponse, capture: bool) -> dict[str, Any]:
+def _chat_finished(call: _Call, capture: bool) -> dict[str, Any]:
+    result: ModelResponse = call.result
     return {
-        **_usage(
-            result.model or input.request.settings.model,
-            result.usage.input_tokens,
-            result.usage.output_tokens,
-        ),
+        **_usage(result.model or call.input.request.settings.model, result.usage, call.price),
         "gen_ai.response.finish_reasons": [result.finish_reason],
-        **({"durable_agents.cost_usd": input.price.cost(result.usage)} if input.price else {}),
         **({"gen_ai.output.messages": _json([result.message])} if capture else {}),
     }
 
@@ -346,12 +357,7 @@ def _count_chat(call: _Call) -> None:
             1, labels
         )
     if call.result is not None:
-        response: ModelResponse = call.result
-        _count_tokens(meter, labels, response.usage.input_tokens, response.usage.output_tokens)
-        if input.price is not None:
-            _histogram(
-                meter, "durable_agents_model_call_cost_usd", "US dollars of each model call (_sum: spend)"
-            ).record(input.price.cost(response.usage), labels)
+        _count_spend(meter, labels, call.result.usage, call.price)
 
 
 def _tool_started(input: ToolInvocation, capture: bool) -> dict[str, Any]:
@@ -366,7 +372,8 @@ def _tool_started(input: ToolInvocation, capture: bool) -> dict[str, Any]:
     }
 
 
-def _tool_finished(input: ToolInvocation, result: ToolOutcome, capture: bool) -> dict[str, Any]:
+def _tool_finished(call: _Call, capture: bool) -> dict[str, Any]:
+    result: ToolOutcome = call.result
     return {
         "durable_agents.tool.outcome": "error" if result.is_error else "ok",
         **({"gen_ai.tool.call.result": result.content} if capture else {}),
@@ -391,9 +398,10 @@ def _judge_started(input: JudgeInput, capture: bool) -> dict[str, Any]:
     }
 
 
-def _judge_finished(input: JudgeInput, result: JudgeAnswer, capture: bool) -> dict[str, Any]:
+def _judge_finished(call: _Call, capture: bool) -> dict[str, Any]:
+    result: JudgeAnswer = call.result
     return {
-        **_usage(result.model, result.usage.input_tokens, result.usage.output_tokens),
+        **_usage(result.model, result.usage, call.price),
         "durable_agents.judge.verdict": result.verdict,
         **({"durable_agents.judge.reason": result.reason} if capture else {}),
     }
@@ -408,7 +416,7 @@ def _count_judge(call: _Call) -> None:
     )
     if call.result is not None and input.judge.model is not None:
         labels = {"provider": input.judge.model.provider, "model": input.judge.model.model, **_baggage()}
-        _count_tokens(meter, labels, call.result.usage.input_tokens, call.result.usage.output_tokens)
+        _count_spend(meter, labels, call.result.usage, call.price)
 
 
 _KINDS: dict[str, _Kind] = {
@@ -418,6 +426,7 @@ _KINDS: dict[str, _Kind] = {
         _chat_started,
         _chat_finished,
         _count_chat,
+        lambda input, prices: input.price or prices(input.request.settings.model),
     ),
     RUN_TOOL.name: _Kind(
         RUN_TOOL.input, lambda input: f"execute_tool {input.name}", _tool_started, _tool_finished, _count_tool
@@ -428,24 +437,31 @@ _KINDS: dict[str, _Kind] = {
         _judge_started,
         _judge_finished,
         _count_judge,
+        lambda input, prices: input.price or (prices(input.judge.model.model) if input.judge.model else None),
     ),
 }
 """By the activity's name; ``_NAMESPACED`` leads its old name here too."""
 _NAMESPACED = {old: name for name, old in wire.OLD_NAMES.items()}
 
 
-def _usage(model: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+def _usage(model: str, usage: Usage, price: Price | None) -> dict[str, Any]:
     return {
         **({"gen_ai.response.model": model} if model else {}),
-        "gen_ai.usage.input_tokens": input_tokens,
-        "gen_ai.usage.output_tokens": output_tokens,
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        **({"durable_agents.cost_usd": price.cost(usage)} if price else {}),
     }
 
 
-def _count_tokens(meter: MetricMeter, labels: dict[str, str], input_tokens: int, output_tokens: int) -> None:
+def _count_spend(meter: MetricMeter, labels: dict[str, str], usage: Usage, price: Price | None) -> None:
+    """A call's tokens, and its cost when its model has a price."""
     tokens = _counter(meter, "durable_agents_model_tokens_total", "Tokens of model calls, by token type")
-    tokens.add(input_tokens, {**labels, "token_type": "input"})
-    tokens.add(output_tokens, {**labels, "token_type": "output"})
+    tokens.add(usage.input_tokens, {**labels, "token_type": "input"})
+    tokens.add(usage.output_tokens, {**labels, "token_type": "output"})
+    if price is not None:
+        _histogram(
+            meter, "durable_agents_model_call_cost_usd", "US dollars of each model call (_sum: spend)"
+        ).record(price.cost(usage), labels)
 
 
 def _count_outage(err: ApplicationError) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
@@ -43,6 +44,7 @@ from durable_agents.converter import PayloadConverter, data_converter
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.settings import StoreSettings
+from durable_agents.worker import telemetry
 from durable_agents.worker.fleet import Activation, Fleet, tagged
 from durable_agents.worker.lost_calls import (
     Lease,
@@ -53,7 +55,6 @@ from durable_agents.worker.lost_calls import (
 )
 from durable_agents.worker.observer import Observer
 from durable_agents.worker.runners import NoEagerActivities
-from durable_agents.worker.telemetry import observer
 from durable_agents.worker.tuning import WorkerTuning
 from durable_agents.worker.versioning import deployment_config, name_releases, version_config
 from durable_agents.workflows.agent import AgentWorkflow
@@ -82,8 +83,9 @@ class AgentPlugin(SimplePlugin):
     host); ``stores``, ``store``, ``workspace_root``, ``models_file``, ``prices_file`` and
     ``allow_inline_mcp`` replace parts of them.
     ``tuning`` (default: none) sets options of the whole worker as measured for conversations.
-    ``observer`` (default: metrics only) makes the conversations' spans and metrics
-    (durable_agents/worker/observer.py).
+    The conversations' metrics go to the worker's runtime and their spans to ``tracer_provider``
+    (default: as the settings say, ``AGENT_TRACE`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``; made with
+    ``durable_agents.worker.telemetry.tracer_provider``): durable_agents/worker/observer.py.
 
     The plugin owns what it registers: the worker's other workflows run under the worker's own
     runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
@@ -112,14 +114,18 @@ class AgentPlugin(SimplePlugin):
         allow_inline_mcp: bool | None = None,
         interceptors: Sequence = (),
         tuning: WorkerTuning | None = None,
-        observer: Observer | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._tuning = tuning
-        self._observer = observer or Observer()
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         settings = settings or Settings.from_env()
         models = load_models(models_file or settings.models_file, prices_file or settings.prices_file)
+        self._observer = Observer(
+            tracer_provider or telemetry.tracer_provider(settings.trace),
+            capture_content=settings.capture_content,
+            prices=models.price,
+        )
         source: dict[str, AgentSpec] | AgentFiles
         if agents is not None:
             source = dict(agents)
@@ -254,10 +260,8 @@ def build_worker(
     ``AgentPlugin(settings, **plugin)`` (see there), tuned as measured (``WorkerTuning()`` unless
     ``tuning`` says otherwise). ``activities_per_second`` is a task-queue-wide limit
     that Temporal enforces across every worker of the queue; ``max_cached_workflows`` defaults to the
-    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``; spans go where the
-    settings say (``AGENT_TRACE``, OpenTelemetry's environment: durable_agents/worker/telemetry.py).
-    With the settings' ``deployment_name`` and ``build_id`` the worker is that build of that Worker
-    Deployment."""
+    settings' (``AGENT_MAX_CACHED_WORKFLOWS``), else ``MAX_CACHED_WORKFLOWS``. With the settings'
+    ``deployment_name`` and ``build_id`` the worker is that build of that Worker Deployment."""
     settings = settings or Settings.from_env()
     if max_cached_workflows is None:  # 0 is a setting, not "unset"
         max_cached_workflows = settings.max_cached_workflows
@@ -266,7 +270,6 @@ def build_worker(
     plugin.setdefault(
         "tuning", WorkerTuning(graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds))
     )
-    plugin.setdefault("observer", observer(settings))
     return Worker(
         client,
         task_queue=task_queue,

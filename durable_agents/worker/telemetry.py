@@ -19,8 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from durable_agents.settings import Settings
-from durable_agents.worker.observer import HISTOGRAM_BUCKETS, Observer, TurnIds
+from durable_agents.worker.observer import HISTOGRAM_BUCKETS, TurnIds
 
 _CONTEXT_FIELDS = ("iteration", "call_id", "message_id", "tool", "model")
 _WORKFLOW_FIELDS = {"workflow_id": "workflow_id", "run_id": "run_id", "workflow_type": "workflow_type"}
@@ -106,9 +105,3 @@ def tracer_provider(exporter: SpanExporter | str | None) -> TracerProvider | Non
     provider = TracerProvider(resource=resource, id_generator=TurnIds())
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
-
-
-def observer(settings: Settings) -> Observer:
-    """The worker's spans and metrics as the settings say: spans only with ``trace`` (``AGENT_TRACE``,
-    or OpenTelemetry's ``OTEL_EXPORTER_OTLP_ENDPOINT``), contents only with ``capture_content``."""
-    return Observer(tracer_provider(settings.trace), capture_content=settings.capture_content)

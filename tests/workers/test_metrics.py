@@ -41,8 +41,13 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 
 def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples with ``labels`` (whatever the SDK's own labels say)."""
-    return sum(v for n, have, v in samples if n == name and labels.items() <= have.items())
+    """The sum of ``name``'s samples with ``labels`` (whatever the SDK's own labels say; an empty
+    label is no label)."""
+    return sum(
+        v
+        for n, have, v in samples
+        if n == name and all(have.get(k, "") == want for k, want in labels.items())
+    )
 
 
 def _scrape(port: int) -> str:
@@ -108,7 +113,7 @@ async def test_metrics_count_tokens_cost_tools_approvals_and_judges_of_a_convers
         with _worker_process(["--metrics-port", str(port)], env, tmp_path / "worker.log"):
             handle = await client.start_workflow(
                 AgentWorkflow.run,
-                conversation(agent, tenant="acme"),
+                conversation(agent),  # its calls' price comes from the worker's models table
                 id=f"metered-{uuid.uuid4().hex}",
                 task_queue=queue,
             )
@@ -117,17 +122,27 @@ async def test_metrics_count_tokens_cost_tools_approvals_and_judges_of_a_convers
                 AgentWorkflow.decide, Decision(call_id="call_1_0", approve=True, by="alice")
             )
             await handle.result()
+            tenants = await client.start_workflow(  # a tenant's call carries its price, for the ledger
+                AgentWorkflow.run,
+                conversation(scripted_agent(step("hi")), tenant="acme"),
+                id=f"metered-{uuid.uuid4().hex}",
+                task_queue=queue,
+            )
+            await tenants.result()
             samples: list[tuple[str, dict[str, str], float]] = []
             deadline = time.monotonic() + 60
-            while not _value(samples, "durable_agents_turns_total") and time.monotonic() < deadline:
+            while _value(samples, "durable_agents_turns_total") < 2 and time.monotonic() < deadline:
                 samples = _samples(_scrape(port))
                 time.sleep(0.2)
 
-    call = {"provider": "scripted", "model": "script", "agent": "test-agent", "tenant": "acme"}
+    call = {"provider": "scripted", "model": "script", "agent": "test-agent", "tenant": ""}
+    acme = call | {"tenant": "acme"}
     assert {
         "input tokens": _value(samples, "durable_agents_model_tokens_total", **call, token_type="input"),
         "output tokens": _value(samples, "durable_agents_model_tokens_total", **call, token_type="output"),
         "cost": _value(samples, "durable_agents_model_call_cost_usd_sum", **call),
+        "acme's tokens": _value(samples, "durable_agents_model_tokens_total", **acme),
+        "acme's cost": _value(samples, "durable_agents_model_call_cost_usd_sum", **acme),
         "model calls": _value(
             samples, "durable_agents_model_call_duration_seconds_count", **call, outcome="ok"
         ),
@@ -144,7 +159,7 @@ async def test_metrics_count_tokens_cost_tools_approvals_and_judges_of_a_convers
             "durable_agents_approval_wait_seconds_count",
             tool="add",
             decision="approved",
-            tenant="acme",
+            tenant="",
         ),
         "turns": _value(samples, "durable_agents_turns_total", stop_reason="completed", agent="test-agent"),
         "budget refusals": _value(samples, "durable_agents_budget_refusals_total"),
@@ -158,15 +173,17 @@ async def test_metrics_count_tokens_cost_tools_approvals_and_judges_of_a_convers
         "input tokens": 20,
         "output tokens": 10,
         "cost": 4.0,
+        "acme's tokens": 15,
+        "acme's cost": 2.0,
         "model calls": 2,
         "failed model calls": 0,
         "add ok": 1,
         "divide error": 1,
         "approvals waiting": 0,
         "approvals decided": 1,
-        "turns": 1,
+        "turns": 2,
         "budget refusals": 0,
         "judge verdicts": 1,
         "judge tokens": 110,  # the fake's usage: 100 in, 10 out
     }
-    assert _value(samples, "temporal_workflow_completed", task_queue=queue) == 1  # the SDK's, beside ours
+    assert _value(samples, "temporal_workflow_completed", task_queue=queue) == 2  # the SDK's, beside ours

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.worker.observer import Observer, TurnIds
+from durable_agents.worker.observer import TurnIds
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import ApprovalPolicy
 from durable_agents.workflows.records import Decision
@@ -70,7 +72,7 @@ async def test_each_turn_is_one_trace_of_model_calls_approval_and_tool_across_co
         chat=True,
         continue_as_new_after=1,  # the first turn spans three runs
     )
-    async with running_worker(client, tmp_path, observer=Observer(provider)) as worker:
+    async with running_worker(client, tmp_path, tracer_provider=provider) as worker:
         handle = await worker.start(conversation(agent, prompt=PROMPT))
         await wait_for_pending(handle)
         await handle.execute_update(
@@ -125,7 +127,9 @@ async def test_contents_go_into_spans_only_when_capture_is_on(
 ) -> None:
     provider, exporter = spans
     agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
-    async with running_worker(client, tmp_path, observer=Observer(provider, capture_content=True)) as worker:
+    async with running_worker(
+        client, tmp_path, tracer_provider=provider, settings=replace(Settings.from_env(), trace_content=True)
+    ) as worker:
         await (await worker.start(conversation(agent, prompt=PROMPT))).result()
     finished = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
     turn, first_call, tool, second_call = (dict(s.attributes or {}) for s in finished)
@@ -144,7 +148,7 @@ async def test_a_sub_agents_turn_is_a_child_of_the_parents_turn(
     client: Client, tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     provider, exporter = spans
-    async with running_worker(client, tmp_path, observer=Observer(provider)) as worker:
+    async with running_worker(client, tmp_path, tracer_provider=provider) as worker:
         parent, child = await delegating(worker)
         [pending] = await wait_for_pending(child)
         await child.execute_update(

@@ -59,7 +59,7 @@ from temporalio.worker import (
 
 from durable_agents.settings import LEASE_DEAD_SECONDS, REFRESH_SECONDS
 from durable_agents.stores.idempotency import EPOCH, StaleEpoch
-from durable_agents.worker.observer import count_takeover
+from durable_agents.worker.metrics import count_takeover
 from durable_agents.worker.runners import Activate, Around, WatchingRunner
 
 logger = logging.getLogger(__name__)

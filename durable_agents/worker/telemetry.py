@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from durable_agents.worker.observer import HISTOGRAM_BUCKETS, TurnIds
+from durable_agents.worker.metrics import HISTOGRAM_BUCKETS
+from durable_agents.worker.trace_context import TurnIds
 
 _CONTEXT_FIELDS = ("iteration", "call_id", "message_id", "tool", "model")
 _WORKFLOW_FIELDS = {"workflow_id": "workflow_id", "run_id": "run_id", "workflow_type": "workflow_type"}

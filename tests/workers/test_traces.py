@@ -27,7 +27,7 @@ from temporalio.client import Client
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.worker.observer import TurnIds
+from durable_agents.worker.trace_context import TurnIds
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import ApprovalPolicy
 from durable_agents.workflows.records import Decision

@@ -325,3 +325,29 @@ async def test_spans_of_a_tools_worker_process_join_the_turn_of_the_model_worker
     [turn] = [s for s in spans if s["parent_id"] is None]
     assert [s["name"] for s in _children(spans, turn)] == ["chat script", "execute_tool add", "chat script"]
     assert {s["context"]["trace_id"] for s in spans} == {turn["context"]["trace_id"]}
+
+
+def test_opentelemetrys_environment_turns_tracing_on_and_encrypted_contents_need_asking_twice() -> None:
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+    assert [
+        Settings.from_env(environ).trace
+        for environ in (
+            {},
+            endpoint,
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"},
+            endpoint | {"OTEL_SDK_DISABLED": "true"},
+            endpoint | {"OTEL_TRACES_EXPORTER": "none"},
+            endpoint | {"AGENT_TRACE": "console"},
+        )
+    ] == [None, "otlp", "otlp", None, None, "console"]
+    capture = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    encrypting = {"AGENT_ENCRYPTION_KEY": "k1:" + "00" * 32}
+    assert [
+        Settings.from_env(environ).capture_content
+        for environ in (
+            {},
+            capture,
+            capture | encrypting,
+            capture | encrypting | {"AGENT_TRACE_ENCRYPTED_CONTENT": "1"},
+        )
+    ] == [False, True, False, True]

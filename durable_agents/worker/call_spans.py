@@ -6,6 +6,7 @@ when asked (``capture``)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ExecuteActivityInput
 
-from durable_agents.worker.metrics import count_outage, count_spend, counter, histogram
+from durable_agents.worker.metrics import count_outage, count_spend, counter, histogram, quietly
 from durable_agents.worker.trace_context import call_labels, header_context
 from durable_agents.workflows import wire
 from durable_agents.workflows.activity_io import (
@@ -31,6 +32,8 @@ from durable_agents.workflows.activity_refs import CALL_MODEL, JUDGE, RUN_TOOL
 from durable_agents.workflows.config import Price
 from durable_agents.workflows.messages import ModelResponse, Usage
 from durable_agents.workflows.tenancy import BUDGET_EXHAUSTED
+
+logger = logging.getLogger(__name__)
 
 Prices = Callable[[str], Price | None]
 """A model's price by its name (``ModelTable.price``), None for a model without one."""
@@ -55,34 +58,42 @@ class CallSpans:
                     return await next()
                 return await self._traced(kind, next, arg, info.attempt)
             except ApplicationError as err:
-                count_outage(err)
+                with quietly("counting a store outage"):
+                    count_outage(err)
                 raise
         finally:
             opentelemetry.context.detach(token)
 
     async def _traced(self, kind: _Kind, next: Callable[[], Awaitable[Any]], arg: Any, attempt: int) -> Any:
-        started = time.monotonic()
-        with self._tracer.start_as_current_span(
-            kind.span_name(arg),
-            kind=SpanKind.CLIENT,
-            attributes={**kind.started(arg, self._capture), "durable_agents.attempt": attempt},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        try:
+            span = self._tracer.start_as_current_span(
+                kind.span_name(arg),
+                kind=SpanKind.CLIENT,
+                attributes={**kind.started(arg, self._capture), "durable_agents.attempt": attempt},
+                record_exception=False,
+                set_status_on_exception=False,
+            )
             price = kind.price(arg, self._prices)
+        except Exception:
+            logger.exception("telemetry: the span of a %s failed", kind.input.__name__)
+            return await next()
+        started = time.monotonic()
+        with span as span:
             try:
                 result = await next()
             except BaseException as err:
-                span.set_status(Status(StatusCode.ERROR, str(err)[:500]))
-                span.set_attribute("error.type", _error_type(err))
-                kind.count(_Call(arg, None, err, time.monotonic() - started, price))
+                with quietly("a failed call's span and metrics"):
+                    span.set_status(Status(StatusCode.ERROR, str(err)[:500]))
+                    span.set_attribute("error.type", _error_type(err))
+                    kind.count(_Call(arg, None, err, time.monotonic() - started, price))
                 raise
-            call = _Call(arg, result, None, time.monotonic() - started, price)
-            attributes = kind.finished(call, self._capture)
-            span.set_attributes(attributes)
-            if attributes.get("durable_agents.tool.outcome") == "error":
-                span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
-            kind.count(call)
+            with quietly("a call's span and metrics"):
+                call = _Call(arg, result, None, time.monotonic() - started, price)
+                attributes = kind.finished(call, self._capture)
+                span.set_attributes(attributes)
+                if attributes.get("durable_agents.tool.outcome") == "error":
+                    span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
+                kind.count(call)
             return result
 
 

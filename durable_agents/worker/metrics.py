@@ -6,7 +6,10 @@ Labels are bounded: provider, model, agent, tenant, tool, judge, outcome, never 
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from temporalio import activity
@@ -19,6 +22,8 @@ from durable_agents.workflows.config import Price
 from durable_agents.workflows.messages import Usage
 from durable_agents.workflows.outages import StoreOutage
 
+logger = logging.getLogger(__name__)
+
 SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400]
 """Buckets of the ``*_seconds`` histograms: a model call's fraction of a second to a person's day."""
 USD_BUCKETS = [0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5]
@@ -30,6 +35,15 @@ HISTOGRAM_BUCKETS = {
     "durable_agents_model_call_cost_usd": USD_BUCKETS,
 }
 """Our histograms' buckets, for the runtime's Prometheus exporter (durable_agents/worker/telemetry.py)."""
+
+
+@contextmanager
+def quietly(what: str) -> Iterator[None]:
+    """Telemetry never fails a call or a conversation: an error of its own is logged, and that is all."""
+    try:
+        yield
+    except Exception:
+        logger.exception("telemetry: %s failed", what)
 
 
 def counter(meter: MetricMeter, name: str, description: str) -> Any:

@@ -29,6 +29,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ContinueAsNewInput,
@@ -43,7 +44,7 @@ from temporalio.worker import (
 )
 
 from durable_agents.worker.call_spans import CallSpans, Prices, content
-from durable_agents.worker.metrics import counter, gauge, histogram
+from durable_agents.worker.metrics import counter, gauge, histogram, quietly
 from durable_agents.worker.trace_context import (
     HEADER,
     TurnIds,
@@ -98,7 +99,8 @@ class Observer(Interceptor):
         handler = self._handlers.get(type(event))
         labels = conversation_labels()
         if handler is not None and labels is not None:
-            handler(self, event, labels)
+            with quietly(f"the spans and metrics of {type(event).__name__}"):
+                handler(self, event, labels)
 
     def _turn_ended(self, event: ReplySent, labels: Labels) -> None:
         reply = event.reply
@@ -191,6 +193,13 @@ def _ns(when: datetime) -> int:
     return int(when.timestamp() * 1_000_000_000)
 
 
+def _with_turn(headers: Mapping[str, Payload]) -> Mapping[str, Payload]:
+    """``with_turn``, or the headers as they were if telemetry fails."""
+    with quietly("sending the turn's context"):
+        return with_turn(headers)
+    return headers
+
+
 class _WorkflowObserver(WorkflowInboundInterceptor):
     def init(self, outbound: WorkflowOutboundInterceptor) -> None:
         super().init(_WorkflowOutbound(outbound))
@@ -198,17 +207,17 @@ class _WorkflowObserver(WorkflowInboundInterceptor):
 
 class _WorkflowOutbound(WorkflowOutboundInterceptor):
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
-        input.headers = with_turn(input.headers)
+        input.headers = _with_turn(input.headers)
         return super().start_activity(input)
 
     def start_local_activity(self, input: StartLocalActivityInput) -> workflow.ActivityHandle[Any]:
-        input.headers = with_turn(input.headers)
+        input.headers = _with_turn(input.headers)
         return super().start_local_activity(input)
 
     async def start_child_workflow(
         self, input: StartChildWorkflowInput
     ) -> workflow.ChildWorkflowHandle[Any, Any]:
-        input.headers = with_turn(input.headers)
+        input.headers = _with_turn(input.headers)
         return await super().start_child_workflow(input)
 
     def continue_as_new(self, input: ContinueAsNewInput) -> Any:

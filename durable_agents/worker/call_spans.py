@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import opentelemetry.context
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -66,19 +67,17 @@ class CallSpans:
 
     async def _traced(self, kind: _Kind, next: Callable[[], Awaitable[Any]], arg: Any, attempt: int) -> Any:
         try:
-            span = self._tracer.start_as_current_span(
+            span = self._tracer.start_span(
                 kind.span_name(arg),
                 kind=SpanKind.CLIENT,
                 attributes={**kind.started(arg, self._capture), "durable_agents.attempt": attempt},
-                record_exception=False,
-                set_status_on_exception=False,
             )
             price = kind.price(arg, self._prices)
         except Exception:
             logger.exception("telemetry: the span of a %s failed", kind.input.__name__)
             return await next()
         started = time.monotonic()
-        with span as span:
+        with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             try:
                 result = await next()
             except BaseException as err:
@@ -87,14 +86,18 @@ class CallSpans:
                     span.set_attribute("error.type", _error_type(err))
                     kind.count(_Call(arg, None, err, time.monotonic() - started, price))
                 raise
-            with quietly("a call's span and metrics"):
-                call = _Call(arg, result, None, time.monotonic() - started, price)
-                attributes = kind.finished(call, self._capture)
-                span.set_attributes(attributes)
-                if attributes.get("durable_agents.tool.outcome") == "error":
-                    span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
-                kind.count(call)
-            return result
+            else:
+                with quietly("a call's span and metrics"):
+                    call = _Call(arg, result, None, time.monotonic() - started, price)
+                    attributes = kind.finished(call, self._capture)
+                    span.set_attributes(attributes)
+                    if attributes.get("durable_agents.tool.outcome") == "error":
+                        span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
+                    kind.count(call)
+            finally:
+                with quietly("ending a call's span"):
+                    span.end()
+        return result
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
@@ -162,6 +162,21 @@ async def test_a_sub_agents_turn_is_a_child_of_the_parents_turn(
     assert childs_turn.parent is not None and childs_turn.parent.span_id == parents_turn.context.span_id
     assert {s.context.trace_id for s in finished} == {parents_turn.context.trace_id}
     assert childs_turn.attributes["gen_ai.conversation.id"] == child.id
+
+
+class _Broken(SpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("a broken span processor")
+
+
+async def test_a_span_processor_that_raises_never_fails_a_conversation(
+    client: Client, tmp_path: Path
+) -> None:
+    provider = TracerProvider(id_generator=TurnIds())
+    provider.add_span_processor(_Broken())
+    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
+    async with running_worker(client, tmp_path, tracer_provider=provider) as worker:
+        assert (await worker.run(conversation(agent))).final_text == "5"
 
 
 # -- in a real trace viewer: Arize Phoenix, as a user runs it ----------------------------

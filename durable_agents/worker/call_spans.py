@@ -60,7 +60,7 @@ class CallSpans:
                 return await self._traced(kind, next, arg, info.attempt)
             except ApplicationError as err:
                 with quietly("counting a store outage"):
-                    count_outage(err)
+                    count_outage(activity.metric_meter(), err, time.time())
                 raise
         finally:
             opentelemetry.context.detach(token)

@@ -7,12 +7,10 @@ Labels are bounded: provider, model, agent, tenant, tool, judge, outcome, never 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import MetricMeter
 from temporalio.exceptions import ApplicationError
@@ -71,17 +69,17 @@ def count_spend(meter: MetricMeter, labels: dict[str, str], usage: Usage, price:
         ).record(price.cost(usage), labels)
 
 
-def count_outage(err: ApplicationError) -> None:
-    """An activity that gave up waiting for its store: one outage, and how long it had waited."""
+def count_outage(meter: MetricMeter, err: ApplicationError, now: float) -> None:
+    """An activity that gave up waiting for its store (``err``): one outage, and how long it had
+    waited by ``now`` (seconds since the epoch)."""
     outage = StoreOutage.of(err)
     if outage is None or outage.wrong_worker:
         return
-    meter = activity.metric_meter()
     counter(meter, "durable_agents_store_outages_total", "Activities that gave up waiting for a store").add(1)
     if outage.since:
         histogram(
             meter, "durable_agents_store_outage_seconds", "Seconds an activity waited for its store"
-        ).record(max(0.0, time.time() - outage.since))
+        ).record(max(0.0, now - outage.since))
 
 
 def count_takeover(client: Client) -> None:

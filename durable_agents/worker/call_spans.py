@@ -253,6 +253,11 @@ def _usage(model: str, usage: Usage, price: Price | None) -> dict[str, Any]:
         **({"gen_ai.response.model": model} if model else {}),
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
+        **(
+            {"gen_ai.usage.cache_read.input_tokens": usage.cached_input_tokens}
+            if usage.cached_input_tokens
+            else {}
+        ),
         **({"durable_agents.cost_usd": price.cost(usage)} if price else {}),
     }
 

@@ -1,17 +1,23 @@
-"""The metrics of what happens beside conversations' calls: store outages and lease takeovers,
-recorded on a real SDK runtime's meter and read back from its buffer."""
+"""Metrics read back from a real SDK runtime's buffer: store outages, lease takeovers and budget
+refusals, each with exactly what it records."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
+from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.settings import Settings
+from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.metrics import count_outage, count_takeover
 from durable_agents.workflows.outages import STORE_UNAVAILABLE, STORES_DIFFER
+from tests.support.workers import running_worker
 
 
 def _recorded(buffer: MetricBuffer) -> list[tuple[str, Any]]:
@@ -40,3 +46,26 @@ async def test_a_lease_takeover_counts_on_the_clients_runtime(server: EmbeddedSe
     count_takeover(client)
     takeovers = [update for update in _recorded(buffer) if update[0].startswith("durable_agents_")]
     assert takeovers == [("durable_agents_lease_takeovers_total", 1)] * 2
+
+
+async def test_a_refused_model_call_counts_as_a_budget_refusal_of_its_tenant(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    buffer = MetricBuffer(1000)
+    client = await Client.connect(
+        server.address,
+        data_converter=data_converter(),
+        runtime=Runtime(telemetry=TelemetryConfig(metrics=buffer)),
+    )
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text("[tenants.acme]\ntokens_per_day = 1\n")  # less than any call may cost
+    settings = replace(Settings.from_env(), data_dir=tmp_path / "data", budgets_file=budgets)
+    async with running_worker(client, tmp_path, settings=settings) as worker:
+        reply = await worker.run(conversation(scripted_agent(step("hi"), tools=[]), tenant="acme"))
+    assert reply.stop_reason == "budget_exhausted"
+    refusals = [
+        (u.value, u.attributes["agent"], u.attributes["tenant"], u.attributes["model"])
+        for u in buffer.retrieve_updates()
+        if u.metric.name == "durable_agents_budget_refusals_total"
+    ]
+    assert refusals == [(1, "test-agent", "acme", "script")]

@@ -236,7 +236,8 @@ def _phoenix_spans(phoenix: str, project: str, count: int) -> list[dict[str, Any
 
     def enough() -> bool:
         nonlocal found
-        found = (_get(f"{phoenix}/v1/projects/{project}/spans?limit=1000") or {}).get("data", [])
+        answer = _get(f"{phoenix}/v1/projects/{project}/spans?limit=1000")
+        found = answer.get("data", []) if isinstance(answer, dict) else []
         return len(found) >= count
 
     _until(enough, f"{count} spans in Phoenix's project {project}", timeout=120)

@@ -130,7 +130,14 @@ class Settings:
     max_cached_workflows: int | None = None
     """``AGENT_MAX_CACHED_WORKFLOWS``: conversations a worker keeps in memory (``--max-cached-workflows``)."""
     trace: Trace | None = None
-    """``AGENT_TRACE``: OpenTelemetry tracing of the worker (``--trace``)."""
+    """``AGENT_TRACE``: OpenTelemetry tracing of the worker (``--trace``); default ``otlp`` when
+    OpenTelemetry's own ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) is set."""
+    trace_content: bool = False
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``: spans carry what the model and the
+    tools were sent and answered (durable_agents/worker/observer.py); off, they carry none of it."""
+    trace_encrypted_content: bool = False
+    """``AGENT_TRACE_ENCRYPTED_CONTENT=1``: with ``trace_content``, a worker that encrypts payloads
+    (``AGENT_ENCRYPTION_KEY``) puts contents in spans too, in clear; without it, none."""
     rate_limit: float | None = None
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
     role: str = "all"
@@ -234,12 +241,20 @@ class Settings:
             max_cached_workflows=number(  # type: ignore[arg-type]
                 "AGENT_MAX_CACHED_WORKFLOWS", environ.get("AGENT_MAX_CACHED_WORKFLOWS"), int
             ),
-            trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), get_args(Trace)),  # type: ignore[arg-type]
+            trace=choice("AGENT_TRACE", environ.get("AGENT_TRACE"), get_args(Trace)) or _otlp(environ),  # type: ignore[arg-type]
+            trace_content=environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").lower()
+            == "true",
+            trace_encrypted_content=environ.get("AGENT_TRACE_ENCRYPTED_CONTENT") == "1",
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
             decide_timeout=10.0 if decide_timeout is None else decide_timeout,
             **_deployment(environ),
         )
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether spans carry contents: asked for, and asked twice on a worker that encrypts."""
+        return self.trace_content and (not self.encryption_key or self.trace_encrypted_content)
 
     @property
     def stores(self) -> StoreSettings:
@@ -275,6 +290,16 @@ def _ipv6(name: str) -> bool:
         return ipaddress.ip_address(name).version == 6
     except ValueError:
         return False
+
+
+def _otlp(environ: Mapping[str, str]) -> Trace | None:
+    """``otlp`` when OpenTelemetry's environment names a collector and does not turn traces off."""
+    named = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    off = (
+        environ.get("OTEL_SDK_DISABLED", "").lower() == "true"
+        or environ.get("OTEL_TRACES_EXPORTER") == "none"
+    )
+    return "otlp" if named and not off else None
 
 
 def _deployment(environ: Mapping[str, str]) -> dict[str, str | None]:

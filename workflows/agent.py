@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from durable_agents.workflows import tenancy, versioning, wire
+from durable_agents.workflows import telemetry, tenancy, versioning, wire
 from durable_agents.workflows.activity_io import (
     AgentRef,
     HookContext,
@@ -266,6 +266,17 @@ class AgentWorkflow:
     def tenancy(self) -> tenancy.Tenancy:
         """Whose conversation this is (workflows/tenancy.py reads it)."""
         return tenancy.Tenancy(getattr(self._input, "tenant", None), getattr(self._input, "user", None))
+
+    @property
+    def telemetry(self) -> telemetry.Labels:
+        """What the worker's spans and metrics label this conversation with (workflows/telemetry.py)."""
+        turn = self._s.turn
+        return telemetry.Labels(
+            agent=self._s.agent.spec.name if self._s.agent else None,
+            tenant=self.tenancy.tenant,
+            turn=turn.message_id if turn else None,
+            turn_started=turn.started_at if turn else None,
+        )
 
     # -- inspection ---------------------------------------------------------------
 
@@ -721,7 +732,7 @@ class AgentWorkflow:
         """Take the next message; ``user_prompt_submit`` hooks fire here, once per user message."""
         message = self._s.queue.pop(0)
         self._board.show(queued_messages=len(self._s.queue))
-        self._s.turn = TurnState(message_id=message.id)
+        self._s.turn = TurnState(message_id=message.id, started_at=workflow.now())
         self._board.show(iteration=0)
         text = message.text
         for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):

@@ -26,6 +26,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 from durable_agents.workflows.messages import Tagged, ToolCall, Usage
 from durable_agents.workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
+from durable_agents.workflows.telemetry import observe
 
 EVENTS_TOPIC = "events"
 """The one topic of a conversation's stream."""
@@ -234,8 +235,10 @@ class ConversationEvents:
         self._topic = self._stream.topic(EVENTS_TOPIC)
 
     def publish(self, event: Event) -> None:
-        """Appended to the log as it is now (serialized at once: later changes to it do not show)."""
+        """Appended to the log as it is now (serialized at once: later changes to it do not show),
+        and told to the worker's telemetry."""
         self._topic.publish(event)
+        observe(event)
 
     def approvals_decided(self, were_pending: list[ApprovalRecord]) -> None:
         """An ``approval_decided`` for each of ``were_pending`` that is no longer pending."""

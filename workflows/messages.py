@@ -101,11 +101,15 @@ Message = Annotated[
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = Field(default=0, exclude_if=lambda tokens: tokens == 0)
+    """Input tokens the provider read from its prompt cache, as it reports them (OpenAI's are among
+    ``input_tokens``, Anthropic's are not); left out of payloads and answers while 0."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
 
     @property

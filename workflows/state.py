@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -19,6 +21,8 @@ class TurnState(BaseModel):
     """Progress of the answer to one user message; carried across continue-as-new."""
 
     message_id: str
+    started_at: datetime | None = None
+    """When the turn began (its span's start: workflows/telemetry.py); None in turns begun before."""
     iterations: int = 0
     calls: list[ToolCall] = Field(default_factory=list)
     """Tool calls of the latest model response that still need outcomes."""

@@ -222,4 +222,5 @@ def _usage(usage: dict[str, Any], before: Usage) -> Usage:
     return Usage(
         input_tokens=usage.get("input_tokens") or before.input_tokens,
         output_tokens=usage.get("output_tokens") or before.output_tokens,
+        cached_input_tokens=usage.get("cache_read_input_tokens") or before.cached_input_tokens,
     )

@@ -148,7 +148,9 @@ def add_chunk(builder: ResponseBuilder, chunk: dict[str, Any]) -> None:
     builder.model = chunk.get("model") or builder.model
     if usage := chunk.get("usage"):
         builder.usage = Usage(
-            input_tokens=usage.get("prompt_tokens") or 0, output_tokens=usage.get("completion_tokens") or 0
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
+            cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
         )
     for choice in chunk.get("choices") or []:
         delta = choice.get("delta") or {}

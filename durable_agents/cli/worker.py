@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args
@@ -42,7 +43,7 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import start_embedded_server
 from durable_agents.settings import ROLES, LogFormat, Settings, Trace
 from durable_agents.worker.plugin import MAX_CACHED_WORKFLOWS, build_worker
-from durable_agents.worker.telemetry import configure_logging, metrics_runtime, tracing_interceptor
+from durable_agents.worker.telemetry import configure_logging, metrics_runtime
 
 
 async def run(args: argparse.Namespace, settings: Settings, registry: ToolRegistry | None = None) -> int:
@@ -80,9 +81,8 @@ async def run(args: argparse.Namespace, settings: Settings, registry: ToolRegist
         )
         server = await start_embedded_server(settings)
     runtime = metrics_runtime(args.metrics_port) if args.metrics_port else None
-    tracing = tracing_interceptor(args.trace)
     try:
-        client = await connect(settings, runtime=runtime, interceptors=[tracing] if tracing else [])
+        client = await connect(settings, runtime=runtime)
     except Exception as e:  # connection errors from the Rust core carry no common type
         print(f"worker: cannot connect to Temporal at {address}: {e}", file=sys.stderr)
         return 2
@@ -100,7 +100,7 @@ async def run(args: argparse.Namespace, settings: Settings, registry: ToolRegist
             role=args.role,
             activities_per_second=args.rate_limit,
             max_cached_workflows=args.max_cached_workflows,
-            settings=settings,
+            settings=replace(settings, trace=args.trace),
         )
     except sqlite3.Error as e:
         print(f"worker: cannot open the stores on this host: {e}", file=sys.stderr)
@@ -231,7 +231,8 @@ _FROM_SETTINGS: dict[str, dict[str, Any]] = {
     },
     "trace": {
         "choices": get_args(Trace),
-        "help": "OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+        "help": "OpenTelemetry tracing: spans to stderr, or OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT"
+        " (the default when it is set)",
     },
 }
 """Options whose default is the setting of the same name (``AGENT_*``, durable_agents/settings.py)."""
@@ -244,6 +245,6 @@ def main(argv: Sequence[str] | None = None, registry: ToolRegistry | None = None
     for name, options in _FROM_SETTINGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", default=getattr(settings, name), **options)
     parser.add_argument(
-        "--metrics-port", type=int, help="serve Temporal SDK metrics for Prometheus on this port"
+        "--metrics-port", type=int, help="serve the SDK's metrics and ours for Prometheus on this port"
     )
     return asyncio.run(run(parser.parse_args(argv), settings, registry))

@@ -59,6 +59,7 @@ from temporalio.worker import (
 
 from durable_agents.settings import LEASE_DEAD_SECONDS, REFRESH_SECONDS
 from durable_agents.stores.idempotency import EPOCH, StaleEpoch
+from durable_agents.worker.metrics import count_takeover
 from durable_agents.worker.runners import Activate, Around, WatchingRunner
 
 logger = logging.getLogger(__name__)
@@ -294,6 +295,7 @@ async def reclaim(client: Client, record: str) -> None:
     finished meanwhile (NOT_FOUND) is expected, and only logged at debug level."""
     recorded = json.loads(record)
     identity = recorded["identity"]
+    count_takeover(client)
     # All at once: each conversation's next workflow task waits on the dead worker's sticky queue
     # only until its sticky timeout (5 s), which one call after another used to outlast.
     moved = sum(

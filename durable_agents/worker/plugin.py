@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
@@ -44,6 +45,7 @@ from durable_agents.converter import PayloadConverter, data_converter
 from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.settings import StoreSettings
+from durable_agents.worker import telemetry
 from durable_agents.worker.fleet import Activation, Fleet, tagged
 from durable_agents.worker.lost_calls import (
     Lease,
@@ -52,6 +54,7 @@ from durable_agents.worker.lost_calls import (
     lease_store,
     run_with_lease,
 )
+from durable_agents.worker.observer import Observer
 from durable_agents.worker.runners import EagerUnlessRefused
 from durable_agents.worker.tuning import WorkerTuning
 from durable_agents.worker.versioning import deployment_config, name_releases, version_config
@@ -81,6 +84,9 @@ class AgentPlugin(SimplePlugin):
     host); ``stores``, ``store``, ``workspace_root``, ``models_file``, ``prices_file`` and
     ``allow_inline_mcp`` replace parts of them.
     ``tuning`` (default: none) sets options of the whole worker as measured for conversations.
+    The conversations' metrics go to the worker's runtime and their spans to ``tracer_provider``
+    (default: as the settings say, ``AGENT_TRACE`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``; made with
+    ``durable_agents.worker.telemetry.tracer_provider``): durable_agents/worker/observer.py.
 
     The plugin owns what it registers: the worker's other workflows run under the worker's own
     runner, and its options stay as they are unless ``tuning`` asks for ours (``WorkerTuning``:
@@ -110,12 +116,18 @@ class AgentPlugin(SimplePlugin):
         allow_inline_mcp: bool | None = None,
         interceptors: Sequence = (),
         tuning: WorkerTuning | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._tuning = tuning
         registry = registry or default_registry()
         hooks = hooks or default_hooks()
         settings = settings or Settings.from_env()
         models = load_models(models_file or settings.models_file, prices_file or settings.prices_file)
+        self._observer = Observer(
+            tracer_provider or telemetry.tracer_provider(settings.trace),
+            capture_content=settings.capture_content,
+            prices=models.price,
+        )
         source: dict[str, AgentSpec] | AgentFiles
         if agents is not None:
             source = dict(agents)
@@ -184,6 +196,7 @@ class AgentPlugin(SimplePlugin):
             *config.get("interceptors", []),
             RecordRunningCalls(lease),
             EagerUnlessRefused(),
+            self._observer,
         ]
         config["workflow_runner"] = RecordCachedConversations(
             config.get("workflow_runner") or SandboxedWorkflowRunner(), lease

@@ -1,4 +1,5 @@
-"""Logs and metrics for the worker: JSON log lines that name the conversation, Prometheus metrics.
+"""Logs, metrics and traces of the worker: JSON log lines that name the conversation, Prometheus
+metrics (the SDK's and ours: durable_agents/worker/observer.py), spans to OTLP or the console.
 
 Every log line from workflow and activity code carries the workflow id and run
 id (the SDK adds them), and the loop's own lines carry the iteration and the
@@ -13,10 +14,13 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from durable_agents.worker.metrics import HISTOGRAM_BUCKETS
+from durable_agents.worker.trace_context import TurnIds
 
 _CONTEXT_FIELDS = ("iteration", "call_id", "message_id", "tool", "model")
 _WORKFLOW_FIELDS = {"workflow_id": "workflow_id", "run_id": "run_id", "workflow_type": "workflow_type"}
@@ -69,31 +73,36 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
 
 
 def metrics_runtime(port: int, host: str = "0.0.0.0") -> Runtime:
-    """A runtime serving the SDK's metrics for Prometheus at http://HOST:PORT/metrics."""
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}")))
+    """A runtime serving the SDK's metrics and ours for Prometheus at http://HOST:PORT/metrics."""
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=f"{host}:{port}", histogram_bucket_overrides=HISTOGRAM_BUCKETS
+            )
+        )
+    )
 
 
-def tracing_interceptor(exporter: SpanExporter | str | None) -> TracingInterceptor | None:
-    """OpenTelemetry tracing through Temporal's contrib interceptor: one trace per conversation,
-    with a span for the workflow and for every model and tool call.
+def tracer_provider(exporter: SpanExporter | str | None) -> TracerProvider | None:
+    """The worker's spans (durable_agents/worker/observer.py), or None for no tracing.
 
-    ``exporter`` is a span exporter, ``"console"`` (spans printed to stderr), ``"otlp"``
-    (OTLP over HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT``; needs the
-    ``opentelemetry-exporter-otlp-proto-http`` package) or None for no tracing.
+    ``exporter`` is a span exporter, ``"console"`` (spans printed to stderr) or ``"otlp"`` (OTLP
+    over HTTP, configured by OpenTelemetry's environment: ``OTEL_EXPORTER_OTLP_ENDPOINT``,
+    ``OTEL_EXPORTER_OTLP_HEADERS``, ...). The service is ``OTEL_SERVICE_NAME`` (default
+    ``durable-agents``), with ``OTEL_RESOURCE_ATTRIBUTES``.
     """
     if exporter is None:
         return None
     if exporter == "console":
         exporter = ConsoleSpanExporter()
     elif exporter == "otlp":
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        except ImportError as e:
-            raise RuntimeError(
-                "--trace otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
-            ) from e
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
         exporter = OTLPSpanExporter()
     assert not isinstance(exporter, str)
-    provider = TracerProvider()
+    resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "durable-agents"}))
+    provider = TracerProvider(resource=resource, id_generator=TurnIds())
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return TracingInterceptor(provider.get_tracer("durable-agents"))
+    return provider

@@ -203,6 +203,21 @@ def test_anthropic_recorded_tool_use_response_maps_to_neutral() -> None:
     )
 
 
+def test_cached_input_tokens_as_each_provider_reports_them() -> None:
+    openai = _load("openai_text_response.json")
+    openai["usage"]["prompt_tokens_details"] = {"cached_tokens": 128}
+    anthropic = _load("anthropic_text_response.json")
+    anthropic["usage"]["cache_read_input_tokens"] = 512
+    assert (openai_chat.from_wire(openai).usage, anthropic_messages.from_wire(anthropic).usage) == (
+        Usage(input_tokens=210, output_tokens=8, cached_input_tokens=128),
+        Usage(input_tokens=640, output_tokens=12, cached_input_tokens=512),
+    )
+    assert Usage(input_tokens=1).model_dump() == {
+        "input_tokens": 1,
+        "output_tokens": 0,
+    }  # none cached: not said
+
+
 def test_anthropic_recorded_text_response_maps_to_neutral() -> None:
     assert anthropic_messages.from_wire(_load("anthropic_text_response.json")) == ModelResponse(
         message=AssistantMessage(text="12 + 30 = 42."),

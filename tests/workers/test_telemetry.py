@@ -12,23 +12,16 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio import activity, workflow
-from temporalio.client import Client
-from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.telemetry import JsonFormatter
 from tests.support.net import free_port
 from tests.support.paths import ROOT
-from tests.support.workers import Env, running_worker
+from tests.support.workers import Env
 
 
 class _Lines(logging.Handler):
@@ -125,32 +118,3 @@ def test_json_formatter_keeps_ids_out_of_the_message(monkeypatch: pytest.MonkeyP
         "workflow_type": "AgentWorkflow",
         "iteration": 3,
     }
-
-
-async def test_one_trace_per_conversation_spans_model_and_tool_calls(
-    server: EmbeddedServer, tmp_path: Path
-) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    client = await Client.connect(
-        server.address,
-        data_converter=data_converter(),
-        interceptors=[TracingInterceptor(provider.get_tracer("test"))],
-    )
-    agent = scripted_agent(step("", ("add", {"a": 2, "b": 3})), step("{last_result}"))
-    async with running_worker(client, tmp_path) as worker:
-        handle = await worker.start(conversation(agent))
-        await handle.result()
-    spans = exporter.get_finished_spans()
-
-    names = {span.name for span in spans}
-    assert {
-        "StartWorkflow:AgentWorkflow",
-        "RunWorkflow:AgentWorkflow",
-        "StartActivity:durable_agents.call_model",
-        "RunActivity:durable_agents.call_model",
-        "StartActivity:durable_agents.run_tool",
-        "RunActivity:durable_agents.run_tool",
-    } <= names
-    assert len({span.context.trace_id for span in spans}) == 1

@@ -180,20 +180,25 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     api, decisions = f"{served.url}/agents/demo-streamed/chat", f"{served.url}/conversations/{chat}/decisions"
 
     out = json.loads(await node(clients, "ui_chat.mjs", api, chat, QUESTION, decisions))
-    message = out["message"]
+    first, message = out["first"], out["message"]
 
     history = await env.client.get_workflow_handle(chat).query(AgentWorkflow.history)
-    assert message["role"] == "assistant"
+    assert message["role"] == "assistant" and message["id"] == first["id"] == f"{chat}-m1-reply"
     shown = [p for p in message["parts"] if p["type"] in ("text", "dynamic-tool")]
-    assert shown == _ui_parts(history.messages)
+    expected = _ui_parts(history.messages)
+    [written] = [p for p in expected if p.get("toolCallId") == "call_3_0"]
+    written["approval"] = {"id": "call_3_0"}  # write_file: asked through the AI SDK's approval
+    assert shown == expected
+    [waiting] = [p for p in first["parts"] if p.get("toolCallId") == "call_3_0"]
+    assert (waiting["state"], waiting["approval"]) == ("approval-requested", {"id": "call_3_0"})
     assert [p["type"] for p in message["parts"]].count("step-start") == 4  # one per model call
     [approval] = [p for p in message["parts"] if p["type"] == "data-approval"]
     decided = (approval["id"], approval["data"]["state"], approval["data"]["by"])
     assert decided == ("call_3_0", "approved", "ui")
-    chunks = [c for c in out["chunks"] if c != "data-state"]
+    asked, rest = ([c for c in chunks if c != "data-state"] for chunks in out["chunks"])
     text = ["text-start", "text-delta"]  # streamed; it ends with the model call
     call = ["tool-input-start", "tool-input-delta"]  # started by its first delta
-    assert _runs(chunks) == [
+    until_approval = [
         "start",
         "start-step", *text, *call, *call,  # add, list_files
         "text-end", "tool-input-available", "tool-input-available", "finish-step",
@@ -201,11 +206,21 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
         "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # multiply
         "tool-output-available",
         "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # write_file
-        "data-approval", "data-approval", "tool-output-available",  # asked, approved, written
-        "start-step", *text, "text-end", "finish-step",
+        "tool-approval-request", "data-approval",
+    ]  # fmt: skip
+    assert _runs(asked) == [*until_approval, "finish"]
+    assert asked.count("tool-input-delta") > asked.count("tool-input-start")  # arguments in pieces
+    text, call = ["text-start", "text-end"], ["tool-input-start", "tool-input-available"]
+    assert [t for t in rest if t not in STREAMED] == [  # the log's text and arguments, whole
+        "start",
+        "start-step", *text, *call, *call, "finish-step", "tool-output-available", "tool-output-available",
+        "start-step", *text, *call, "finish-step", "tool-output-available",
+        "start-step", *text, *call, "finish-step", "tool-approval-request", "data-approval",
+        "data-approval", "tool-output-available",  # approved, written
+        "start-step", *text, "finish-step",
         "finish",
     ]  # fmt: skip
-    assert chunks.count("tool-input-delta") > chunks.count("tool-input-start")  # arguments in pieces
+    assert out["after"] is None  # nothing runs now: 204
 
 
 ASKED = {"question": "Which city are you in?"}

@@ -619,3 +619,50 @@ def ui_messages(workflow_id: str, events: list[Event]) -> list[dict[str, Any]]:
     if reply is not None and reply[1].message["parts"]:
         messages.append(reply[1].message)
     return messages
+
+
+class AgUiMessageFold:
+    """AG-UI events folded into the messages they make, as ``@ag-ui/client`` folds them, for the
+    events ``AgUi`` sends."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._calls: dict[str, dict[str, Any]] = {}
+
+    def append(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.messages.append(message)
+        self._by_id[message["id"]] = message
+        return message
+
+    def add(self, chunk: Chunk) -> None:
+        match chunk["type"]:
+            case "TEXT_MESSAGE_START":
+                self.append({"id": chunk["messageId"], "role": "assistant", "content": ""})
+            case "TEXT_MESSAGE_CONTENT":
+                self._by_id[chunk["messageId"]]["content"] += chunk["delta"]
+            case "TOOL_CALL_START":
+                parent = self._by_id.get(chunk["parentMessageId"]) or self.append(
+                    {"id": chunk["parentMessageId"], "role": "assistant"}
+                )
+                function = {"name": chunk["toolCallName"], "arguments": ""}
+                call = self._calls[chunk["toolCallId"]] = {"id": chunk["toolCallId"], "type": "function"}
+                call["function"] = function
+                parent.setdefault("toolCalls", []).append(call)
+            case "TOOL_CALL_ARGS":
+                self._calls[chunk["toolCallId"]]["function"]["arguments"] += chunk["delta"]
+            case "TOOL_CALL_RESULT":
+                result = {"id": chunk["messageId"], "role": "tool", "toolCallId": chunk["toolCallId"]}
+                self.append({**result, "content": chunk["content"]})
+
+
+def ag_ui_messages(thread_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    """A thread's events as the AG-UI messages a client that followed it holds (a reconnect's
+    ``MESSAGES_SNAPSHOT``)."""
+    run, fold = AgUi(thread_id, ""), AgUiMessageFold()
+    for event in events:
+        if isinstance(event, MessageAdded) and event.role == "user":
+            fold.append({"id": f"{thread_id}-{event.message_id}", "role": "user", "content": event.text})
+        for chunk in run.translate(event):
+            fold.add(chunk)
+    return fold.messages

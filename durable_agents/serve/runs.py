@@ -47,7 +47,7 @@ from durable_agents.client.conversations import refusal, start_message
 from durable_agents.client.live import next_offset, read_batches
 from durable_agents.serve.fanout import Hub, Subscription
 from durable_agents.serve.identities import Caller, caller_of, tenant_of
-from durable_agents.serve.protocols import AgUi, Chunk, UiMessages, ui_messages
+from durable_agents.serve.protocols import AgUi, Chunk, UiMessages, ag_ui_messages, ui_messages
 from durable_agents.serve.streaming import EventStreamResponse
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.events import (
@@ -61,6 +61,7 @@ from durable_agents.workflows.events import (
     ModelCallInterrupted,
     ModelCallStarted,
     ReplySent,
+    StateChanged,
     TextDelta,
     ToolCallFinished,
 )
@@ -92,7 +93,12 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         results = [] if resume else _ag_ui_results(messages)
         text = None if resume or results else _last_user_text(messages)
         if not resume and not results and text is None:
-            return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
+            if body.threadId is None:
+                why = "the last message must be the user's or a tool's (or give a threadId to reconnect)\n"
+                return PlainTextResponse(why, status_code=400)
+            if refused := await _refused(client, caller, thread_id):
+                return refused
+            return await _reconnect(client, hub, AgUi(thread_id, body.runId or str(uuid.uuid4())))
         agent = request.path_params["agent"] if text is not None else None
         if refused := await _refused(client, caller, thread_id, agent=agent, deciding=bool(resume)):
             return refused
@@ -178,18 +184,19 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         workflow_id = request.path_params["workflow_id"]
         if refused := await _refused(client, caller_of(request.scope), workflow_id):
             return refused
-        running = _running_turn(await _log(client, workflow_id))
-        if running is None:
+        turn = _last_turn(await _log(client, workflow_id))
+        if turn is None or not turn.running:
             return Response(status_code=204)
-        start, decided = running
-        subscription = hub.subscribe(workflow_id, start)
+        subscription = hub.subscribe(workflow_id, turn.start)
 
         async def nothing() -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
             return None, None
 
         resumed = UiMessages(None, workflow_id)
         so_far = hub.text_so_far.of(workflow_id)
-        return _ui_stream(hub, workflow_id, resumed, subscription, nothing, so_far=so_far, decided=decided)
+        return _ui_stream(
+            hub, workflow_id, resumed, subscription, nothing, so_far=so_far, decided=frozenset(turn.decided)
+        )
 
     async def decide(request: Request) -> Response:
         body = await _json(request)
@@ -267,6 +274,47 @@ def _ui_stream(
     )  # type: ignore[return-value]
 
 
+async def _reconnect(client: Client, hub: Hub, run: AgUi) -> Response:
+    """An AG-UI run that sends nothing (a page that reloaded): ``MESSAGES_SNAPSHOT`` of the thread
+    so far and ``STATE_SNAPSHOT`` first, then the turn that runs, from its running model call (that
+    call's text so far, then as it comes) to its end; or, when none runs, the interrupts it waits
+    for."""
+    thread_id = run.thread_id
+    events = await _log(client, thread_id)
+    turn = _last_turn(events)
+    running = turn is not None and turn.running
+    cut = turn.model_call if turn is not None and turn.running and turn.model_call is not None else None
+    shown = [e for at, e in events if cut is None or at < cut]
+    states = [e for e in shown if isinstance(e, StateChanged)]
+    state = {"state": states[-1].state, "detail": states[-1].detail} if states else {}
+    snapshots = [
+        {"type": "MESSAGES_SNAPSHOT", "messages": ag_ui_messages(thread_id, shown)},
+        {"type": "STATE_SNAPSHOT", "snapshot": state},
+    ]
+    start = cut if cut is not None else (events[-1][0] + 1 if events else 0)
+    subscription = hub.subscribe(thread_id, start)
+
+    async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
+        yield [*run.started(), *snapshots]
+        if not running:
+            yield (run.finished(interrupts=list(turn.approvals.values()) if turn else []))
+            return
+        assert turn is not None
+        with _deltas(hub, thread_id) as deltas:
+            so_far = hub.text_so_far.of(thread_id)
+            decided = frozenset(turn.decided)
+            async for item in _run(
+                subscription, None, deltas, interrupt=True, so_far=so_far, decided=decided
+            ):
+                if isinstance(item, RunEnd):
+                    result = item.reply.model_dump(mode="json") if item.reply else None
+                    yield (run.failed(item.error) if item.error else run.finished(result, item.approvals))
+                    return
+                yield run.translate(item)
+
+    return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
+
+
 async def _log(client: Client, workflow_id: str) -> list[tuple[int, Event]]:
     """The events the conversation's log keeps (none for one that does not exist)."""
     try:
@@ -277,28 +325,52 @@ async def _log(client: Client, workflow_id: str) -> list[tuple[int, Event]]:
         raise
 
 
-def _running_turn(events: list[tuple[int, Event]]) -> tuple[int, frozenset[str]] | None:
-    """The offset of the user message whose turn runs now (its reply not sent, waiting for no
-    approval and no client tool's result) and the approvals decided in it so far, or None."""
+@dataclass
+class LastTurn:
+    """The turn of the conversation's last user message, as its log has it."""
+
+    start: int
+    """The offset of its user message."""
+    over: bool = False
+    """Replied, or the conversation ended."""
+    approvals: dict[str, ApprovalRecord] = field(default_factory=dict)
+    """The approvals it waits for."""
+    client_calls: set[str] = field(default_factory=set)
+    """The client tools' calls it waits for."""
+    decided: set[str] = field(default_factory=set)
+    """The approvals decided in it."""
+    model_call: int | None = None
+    """The offset of its model call that runs now, if one does."""
+
+    @property
+    def running(self) -> bool:
+        """Its reply is being made: it is not over, and waits for no person and no client."""
+        return not (self.over or self.approvals or self.client_calls)
+
+
+def _last_turn(events: list[tuple[int, Event]]) -> LastTurn | None:
     turns = [i for i, (_, e) in enumerate(events) if isinstance(e, MessageAdded) and e.role == "user"]
     if not turns:
         return None
-    waiting: set[str] = set()
-    decided: set[str] = set()
-    for _, event in events[turns[-1] :]:
+    turn = LastTurn(events[turns[-1]][0])
+    for offset, event in events[turns[-1] :]:
         match event:
             case ReplySent() | Ended():
-                return None
+                turn.over = True
+            case ModelCallStarted():
+                turn.model_call = offset
+            case ModelCallFinished() | ModelCallInterrupted(attempt=None):
+                turn.model_call = None
             case ApprovalRequested(record=record):
-                waiting.add(record.call_id)
+                turn.approvals[record.call_id] = record
             case ClientToolRequested(call=call):
-                waiting.add(call.call_id)
+                turn.client_calls.add(call.call_id)
             case ApprovalDecided(record=record):
-                waiting.discard(record.call_id)
-                decided.add(record.call_id)
+                turn.approvals.pop(record.call_id, None)
+                turn.decided.add(record.call_id)
             case ToolCallFinished(call_id=call_id):
-                waiting.discard(call_id)
-    return None if waiting else (events[turns[-1]][0], frozenset(decided))
+                turn.client_calls.discard(call_id)
+    return turn
 
 
 async def _flat(items: AsyncIterator[Chunk | list[Chunk]]) -> AsyncIterator[Chunk]:

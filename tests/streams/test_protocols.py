@@ -172,6 +172,25 @@ def _ui_parts(messages: list[Message]) -> list[dict[str, Any]]:
     return parts
 
 
+async def test_an_ag_ui_page_that_reconnects_mid_run_gets_the_snapshots_first_then_the_rest(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    thread, url = f"agui-again-{uuid.uuid4().hex[:8]}", f"{served.url}/agents/demo-streamed/ag-ui"
+
+    out = json.loads(await node(clients, "ag_ui_reconnect.mjs", url, thread, QUESTION))
+
+    events = out["events"]
+    assert events[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+    assert "TEXT_MESSAGE_START" in events and events[-2:] == ["CUSTOM:approval_requested", "RUN_FINISHED"]
+    assert set(out["state"]) == {"state", "detail"}
+    history = await env.client.get_workflow_handle(thread).query(AgentWorkflow.history)
+    received = [{k: v for k, v in m.items() if k != "id"} for m in out["messages"]]
+    assert _results_in_call_order(received) == _ag_ui_messages(history.messages)  # up to the approval
+    assert out["interrupts"] == ["call_3_0"]
+    assert out["later"] == out["messages"] and out["waiting"] == ["call_3_0"]  # all of it from the snapshot
+
+
 async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     env: Env, served: Served
 ) -> None:

@@ -111,16 +111,15 @@ async def test_a_use_chat_page_streams_survives_a_reload_and_approves_through_th
     (tmp_path / "site" / "chat.js").write_text(
         bundle.replace("http://127.0.0.1:8765/agents/demo/chat", f"{served.url}/agents/chatty/chat")
     )
-    streams: list[Response] = []
 
-    def seen(response: Response) -> None:
-        if response.url.endswith(f"/chat/{chat}/stream"):
-            streams.append(response)
+    def resumed(response: Response) -> bool:
+        return response.url.endswith(f"/chat/{chat}/stream")
 
     async with browser() as chromium:
         page = await chromium.new_page()
-        page.on("response", seen)
-        await page.goto(f"{page_site}/index.html?chat={chat}")
+        async with page.expect_response(resumed, timeout=30_000) as first:
+            await page.goto(f"{page_site}/index.html?chat={chat}")
+        assert (await first.value).status == 204  # nothing runs yet
         send = page.get_by_role("button", name="Send")
         await expect(send).to_be_visible(timeout=30_000)
 
@@ -130,15 +129,16 @@ async def test_a_use_chat_page_streams_survives_a_reload_and_approves_through_th
         await expect(reply).to_contain_text("Here is a slow", timeout=30_000)  # streamed: the first words
         assert await reply.inner_text() != SLOW
 
-        await page.reload()  # mid-reply: the chat comes back and the reply goes on
+        async with page.expect_response(resumed, timeout=30_000) as second:
+            await page.reload()  # mid-reply: the chat comes back and the reply goes on
+        stream = await second.value
+        assert stream.status == 200
         await expect(page.locator("section.user")).to_have_text(["hello"], timeout=30_000)
         await expect(reply).to_have_text([SLOW], timeout=60_000)
-        assert [r.status for r in streams] == [204, 200]  # nothing ran at the first load; the reply did
-        chunks = [json.loads(line[6:]) for line in (await streams[1].text()).splitlines() if line[6:7] == "{"]
+        chunks = [json.loads(line[6:]) for line in (await stream.text()).splitlines() if line[6:7] == "{"]
         text = [c["delta"] for c in chunks if c["type"] == "text-delta"]
-        assert (
-            "".join(text) == SLOW and text[0].startswith("Here is a slow") and len(text) > 1
-        )  # so far, then on
+        assert "".join(text) == SLOW and len(text) > 1  # the text so far, then the rest as it came
+        assert text[0].startswith("Here is a slow")
 
         await page.get_by_label("Message").fill("save my notes")
         await send.click()
@@ -147,11 +147,12 @@ async def test_a_use_chat_page_streams_survives_a_reload_and_approves_through_th
         await tool.get_by_role("button", name="Approve").click()
         await expect(tool.locator("pre.output")).to_have_text("Wrote 20 bytes to notes.txt.", timeout=30_000)
         await expect(reply).to_have_text([SLOW, SAVED], timeout=30_000)
-        await page.reload()  # nothing runs now: all of it from the messages
+        async with page.expect_response(resumed, timeout=30_000) as third:
+            await page.reload()  # nothing runs now: all of it from the messages
+        assert (await third.value).status == 204
         await expect(reply).to_have_text([SLOW, SAVED], timeout=30_000)
         await expect(page.locator("section.user")).to_have_text(["hello", "save my notes"])
         await expect(tool).to_have_attribute("data-state", "output-available")
-        assert [r.status for r in streams] == [204, 200, 204]
 
     history = await env.client.get_workflow_handle(chat).query(AgentWorkflow.history)
     assert [(a.call_id, a.state, a.by) for a in history.approvals] == [("call_2_0", "approved", "web")]

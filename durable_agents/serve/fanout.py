@@ -73,11 +73,19 @@ class Subscription:
         self.dropped = asyncio.Event()
 
     async def events(self) -> AsyncIterator[Entry]:
-        """The events from the offset on, with the deltas that arrive meanwhile, until the
-        conversation ends. Raises ``Dropped``, or what stopped the conversation's follower."""
+        """The running model call's text so far (``TextSoFar``), then the events from the offset
+        on, with the deltas that arrive meanwhile, until the conversation ends. Raises ``Dropped``,
+        or what stopped the conversation's follower."""
         feed = await self._hub.feed(self._workflow_id, self.cursor)
         feed.subscribers.add(self)
+        # The running call's text so far first, and every delta after it: the feed has this
+        # conversation's deltas from here on (it took them since it started, or starts now).
+        so_far = [Entry(None, delta) for delta in self._hub.text_so_far.of(self._workflow_id)]
+        if so_far and self.cursor >= feed.oldest_offset():
+            self.position = feed.position_of(self.cursor)
         try:
+            for entry in so_far:
+                yield entry
             while True:
                 if self.dropped.is_set():
                     raise Dropped

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
@@ -272,6 +273,31 @@ async def test_without_the_token_nothing_is_shown(env: Env, chromium: Browser, s
     assert (body.status_code, events.status_code) == (303, 303)
     await context.close()
     await handle.cancel()
+
+
+SLOW = (
+    "Here is a slow streamed answer for the operator console, arriving one word at a time, and then it ends."
+)
+
+
+async def test_a_page_opened_mid_reply_shows_the_live_text_from_its_first_word(
+    env: Env, page: Page, served: Served
+) -> None:
+    agent = scripted_agent(step(SLOW), tools=[])
+    agent.model.stream = True
+    agent.model.script[0].delay_seconds = 12.0
+    handle = await env.start(conversation(agent, "Tell me slowly."))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(timeout=60) as http:  # until the reply has begun streaming
+        url = f"{served.url}/conversations/{quote(handle.id, safe='')}/events"
+        async with http.stream("GET", url, headers=headers) as events:
+            async for line in events.aiter_lines():
+                if line == "event: text_delta":
+                    break
+
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await expect(page.locator("#streamed")).to_have_text(re.compile("^Here is a slow"), timeout=15000)
+    await expect(page.locator(".m-assistant .text").last).to_have_text(SLOW, timeout=30000)
 
 
 async def test_what_a_model_or_a_tool_wrote_is_shown_as_text(env: Env, page: Page, served: Served) -> None:

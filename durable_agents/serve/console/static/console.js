@@ -95,10 +95,24 @@ function follow() {
   });
 }
 
+// After a decision (or an answer) the card that took it is replaced: focus goes on to the next card
+// still waiting (or stays on the decided one), not back to the page's start.
+function focusNextCard() {
+  const done = document.querySelector("article.call[data-just-decided]");
+  if (!done) return;
+  done.removeAttribute("data-just-decided");
+  const cards = [...document.querySelectorAll("article.call")];
+  const next = cards.slice(cards.indexOf(done) + 1).find((card) => !card.classList.contains("decided"));
+  const card = next || done;
+  if (!card.hasAttribute("tabindex")) card.setAttribute("tabindex", "-1");  // focusable by script only
+  card.focus();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   countdowns();
   setInterval(countdowns, 1000);
   setInterval(inboxRefresh, 10000);
   document.body.addEventListener("htmx:afterSwap", countdowns);
+  document.body.addEventListener("htmx:afterSettle", focusNextCard);
   follow();
 });

@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,21 @@ from durable_agents.activities.agent_files import DEFAULT_AGENTS_DIR, load_agent
 from durable_agents.activities.hooks import default_hooks
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.serve.protocols import AgUi, UiMessages
+from durable_agents.serve.fanout import TextSoFar
+from durable_agents.serve.protocols import AgUi, UiMessages, ag_ui_messages, ui_messages
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     Event,
+    MessageAdded,
     ModelCallFinished,
     ModelCallInterrupted,
     ModelCallStarted,
+    TextDelta,
     ToolCallDelta,
+    ToolCallFinished,
 )
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -37,6 +44,7 @@ from durable_agents.workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from durable_agents.workflows.records import ApprovalRecord
 from tests.support.docs import docs_page
 from tests.support.serving import Served, node, npm_clients, serving
 from tests.support.workers import Env
@@ -486,3 +494,91 @@ def test_a_tool_call_a_retry_replaced_ends_as_replaced_and_an_interrupted_ones_e
         "start-step", "tool-input-start", "tool-input-delta", "tool-input-error",
         "data-model-call-interrupted", "finish-step",
     ]  # fmt: skip
+
+
+def _turn() -> list[Event]:
+    """A turn as the log keeps it: the user's message, a model call that asks for write_file, its
+    approval, the tool's result and the answer's call (its text streamed: a delta in the log)."""
+    call = ToolCall(id="call_1_0", name="write_file", arguments=WRITTEN)
+    asked = ApprovalRecord(
+        call_id="call_1_0", tool="write_file", arguments=WRITTEN, requested_at=datetime(2026, 1, 1)
+    )
+    return [
+        MessageAdded(role="system", text="be careful"),
+        MessageAdded(role="user", text="save it", message_id="m1"),
+        ModelCallStarted(model_call=1, model="m", iteration=1),
+        ModelCallFinished(model_call=1, text="Saving.", tool_calls=[call]),
+        ApprovalRequested(record=asked),
+        ApprovalDecided(record=asked.model_copy(update={"state": "approved", "by": "ann"})),
+        ToolCallFinished(call_id="call_1_0", tool="write_file", content="Wrote 19 bytes."),
+        ModelCallStarted(model_call=2, model="m", iteration=2),
+        TextDelta(model_call=2, attempt=1, start=0, text="Saved"),
+    ]
+
+
+def test_a_chat_s_events_fold_into_the_ui_messages_a_reloaded_page_shows() -> None:
+    [user, reply] = ui_messages("c", _turn())
+
+    assert user == {"id": "c-m1", "role": "user", "parts": [{"type": "text", "text": "save it"}]}
+    assert reply["id"] == "c-m1-reply" and reply["role"] == "assistant"
+    [approval] = [p for p in reply["parts"] if p["type"] == "data-approval"]
+    assert (approval["id"], approval["data"]["state"], approval["data"]["by"]) == (
+        "call_1_0",
+        "approved",
+        "ann",
+    )
+    assert [p for p in reply["parts"] if p["type"] != "data-approval"] == [
+        {"type": "step-start"},
+        {"type": "text", "text": "Saving.", "state": "done"},
+        {
+            "type": "dynamic-tool",
+            "toolName": "write_file",
+            "toolCallId": "call_1_0",
+            "state": "output-available",
+            "input": WRITTEN,
+            "approval": {"id": "call_1_0"},
+            "output": "Wrote 19 bytes.",
+        },
+        {"type": "step-start"},
+        {"type": "text", "text": "Saved", "state": "streaming"},  # the running call's text so far
+    ]
+
+
+def test_a_thread_s_events_fold_into_the_ag_ui_messages_of_its_snapshot() -> None:
+    assert ag_ui_messages("t", _turn()) == [
+        {"id": "t-m1", "role": "user", "content": "save it"},
+        {
+            "id": "t-m-1",
+            "role": "assistant",
+            "content": "Saving.",
+            "toolCalls": [
+                {
+                    "id": "call_1_0",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": json.dumps(WRITTEN)},
+                }
+            ],
+        },
+        {"id": "call_1_0-result", "role": "tool", "toolCallId": "call_1_0", "content": "Wrote 19 bytes."},
+        {"id": "t-m-2", "role": "assistant", "content": "Saved"},
+    ]
+
+
+def _delta(start: int, text: str, *, call: int = 1, attempt: int = 1) -> TextDelta:
+    return TextDelta(model_call=call, attempt=attempt, start=start, text=text)
+
+
+def test_the_text_so_far_is_the_newest_call_s_latest_attempt_and_unknown_once_a_delta_was_missed() -> None:
+    so_far = TextSoFar(conversations=2)
+    for key, delta in [("a", _delta(0, "Here ")), ("a", _delta(5, "is")), ("a", _delta(5, "was"))]:
+        so_far.add(key, delta)
+    assert [d.text for d in so_far.of("a")] == ["Here was"]  # a repeated batch replaces itself
+    so_far.add("a", _delta(0, "Hi", attempt=2))
+    so_far.add("a", _delta(8, " late", attempt=1))  # the attempt a retry replaced
+    assert so_far.of("a") == [_delta(0, "Hi", attempt=2)]
+    so_far.add("b", _delta(3, "missed its start"))
+    assert so_far.of("b") == []
+    so_far.add("b", _delta(0, "A new call", call=2))
+    assert so_far.of("b") == [_delta(0, "A new call", call=2)]
+    so_far.add("c", _delta(0, "the third"))
+    assert so_far.of("a") == [] and [d.text for d in so_far.of("c")] == ["the third"]  # two kept

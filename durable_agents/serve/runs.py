@@ -119,15 +119,8 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
                 if error is not None:
                     yield (run.failed(error))
                     return
-                async for item in _run(subscription, reply, deltas, interrupt=True):
-                    if isinstance(item, RunEnd):
-                        if item.error is not None:
-                            yield (run.failed(item.error))
-                        else:
-                            result = item.reply.model_dump(mode="json") if item.reply else None
-                            yield (run.finished(result, item.approvals))
-                        return
-                    yield run.translate(item)
+                async for chunks in _ag_ui_run(run, _run(subscription, reply, deltas, interrupt=True)):
+                    yield chunks
 
         return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
 
@@ -303,16 +296,22 @@ async def _reconnect(client: Client, hub: Hub, run: AgUi) -> Response:
         with _deltas(hub, thread_id) as deltas:
             so_far = hub.text_so_far.of(thread_id)
             decided = frozenset(turn.decided)
-            async for item in _run(
-                subscription, None, deltas, interrupt=True, so_far=so_far, decided=decided
-            ):
-                if isinstance(item, RunEnd):
-                    result = item.reply.model_dump(mode="json") if item.reply else None
-                    yield (run.failed(item.error) if item.error else run.finished(result, item.approvals))
-                    return
-                yield run.translate(item)
+            rest = _run(subscription, None, deltas, interrupt=True, so_far=so_far, decided=decided)
+            async for chunks in _ag_ui_run(run, rest):
+                yield chunks
 
     return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
+
+
+async def _ag_ui_run(run: AgUi, items: AsyncIterator[Event | RunEnd]) -> AsyncIterator[list[Chunk]]:
+    """A run's events as AG-UI's, then how it ended: ``RUN_FINISHED`` (a result, or interrupts) or
+    ``RUN_ERROR``."""
+    async for item in items:
+        if isinstance(item, RunEnd):
+            result = item.reply.model_dump(mode="json") if item.reply else None
+            yield run.failed(item.error) if item.error is not None else run.finished(result, item.approvals)
+            return
+        yield run.translate(item)
 
 
 async def _log(client: Client, workflow_id: str) -> list[tuple[int, Event]]:

@@ -43,6 +43,7 @@ from durable_agents.workflows.events import Event, TextDelta, ToolCallDelta
 log = logging.getLogger(__name__)
 
 OnDelta = Callable[[Event], None]
+OnAnyDelta = Callable[[str, Event], None]
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 PG_CHANNEL = "agent_deltas"
 PG_PIECE = 2000
@@ -82,14 +83,23 @@ class DeltaListener(Protocol):
         """``on_delta`` for each delta of conversation ``key``, until the returned function is called."""
         ...
 
+    def subscribe_all(self, on_delta: OnAnyDelta) -> None:
+        """``on_delta(key, delta)`` for every conversation's deltas, for as long as the listener runs."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
 class _Dispatch:
-    """Deltas by conversation, to the subscribers of each; decoded once per delta."""
+    """Deltas by conversation, to the subscribers of each (and to those of all); decoded once per
+    delta."""
 
     def __init__(self) -> None:
         self._subscribers: dict[str, list[OnDelta]] = {}
+        self._everyone: list[OnAnyDelta] = []
+
+    def subscribe_all(self, on_delta: OnAnyDelta) -> None:
+        self._everyone.append(on_delta)
 
     def subscribe(self, key: str, on_delta: OnDelta) -> Callable[[], None]:
         self._subscribers.setdefault(key, []).append(on_delta)
@@ -104,14 +114,16 @@ class _Dispatch:
         return unsubscribe
 
     def deliver(self, key: str, data: bytes | str) -> None:
-        subscribers = self._subscribers.get(key)
-        if not subscribers:
+        subscribers = self._subscribers.get(key, [])
+        if not subscribers and not self._everyone:
             return
         try:
             event = _EVENT.validate_json(data)
         except ValueError as e:
             log.warning("a delta that cannot be read: %s", e)
             return
+        for on_any in self._everyone:
+            on_any(key, event)
         for on_delta in list(subscribers):
             on_delta(event)
 
@@ -174,6 +186,9 @@ class LocalListener:
 
     def subscribe(self, key: str, on_delta: OnDelta) -> Callable[[], None]:
         return self._dispatch.subscribe(key, on_delta)
+
+    def subscribe_all(self, on_delta: OnAnyDelta) -> None:
+        self._dispatch.subscribe_all(on_delta)
 
     def _readable(self) -> None:
         assert self._socket is not None
@@ -261,6 +276,9 @@ class PostgresListener:
 
     def subscribe(self, key: str, on_delta: OnDelta) -> Callable[[], None]:
         return self._dispatch.subscribe(key, on_delta)
+
+    def subscribe_all(self, on_delta: OnAnyDelta) -> None:
+        self._dispatch.subscribe_all(on_delta)
 
     def _notified(self, connection: Any, pid: int, channel: str, payload: str) -> None:
         head, _, body = payload.partition("\n")

@@ -460,32 +460,46 @@ def quoted(value: str) -> str:
 
 
 async def newest_conversations(
-    client: Client, limit: int, before: datetime | None = None, tenant: str | None = None
+    client: Client,
+    limit: int,
+    before: datetime | None = None,
+    tenant: str | None = None,
+    *,
+    after: datetime | None = None,
+    where: str = "",
 ) -> list[WorkflowExecution]:
     """The ``limit`` conversations started last (before ``before``, for the next page; ``tenant``'s
     only, when given), newest first; a conversation that continued as new shows once, as its
-    current run.
+    current run. ``after``: the ``limit`` started first after it instead (the page before, still
+    newest first); ``where``: more conditions of a visibility query.
 
     Temporal's SQL visibility has no ORDER BY and lists the open ones first, then the others by
-    close time: so count back over a doubling span of start times until it holds ``limit`` of them
-    (or all there are), and sort what it holds.
+    close time: so count over a doubling span of start times (back from ``before`` or now, forward
+    from ``after``) until it holds ``limit`` of them (or all there are), and sort what it holds.
     """
     types = " OR ".join(f"WorkflowType = {quoted(name)}" for name in WORKFLOW_TYPES.values())
     query = f"({types}) AND ExecutionStatus != 'ContinuedAsNew'"
     if before is not None:
         query += f" AND StartTime < '{before.isoformat()}'"
+    if after is not None:
+        query += f" AND StartTime > '{after.isoformat()}'"
     if tenant is not None:
         query += f" AND AgentTenant = {quoted(tenant)}"
+    if where:
+        query += f" AND {where}"
     total = (await client.count_workflows(query)).count
-    now, window = before or datetime.now(UTC), LIST_WINDOW
+    window = LIST_WINDOW
     scoped = query
     while total > limit:
-        scoped = f"{query} AND StartTime >= '{(now - window).isoformat()}'"
+        if after is not None:
+            scoped = f"{query} AND StartTime <= '{(after + window).isoformat()}'"
+        else:
+            scoped = f"{query} AND StartTime >= '{((before or datetime.now(UTC)) - window).isoformat()}'"
         if (await client.count_workflows(scoped)).count >= limit:
             break
         window *= 2
-    found = [wf async for wf in client.list_workflows(scoped)]
-    return sorted(found, key=lambda wf: wf.start_time, reverse=True)[:limit]
+    found = sorted([wf async for wf in client.list_workflows(scoped)], key=lambda wf: wf.start_time)
+    return (found[:limit] if after is not None else found[-limit:])[::-1]
 
 
 def agent_state(wf: WorkflowExecution) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -24,9 +25,11 @@ from temporalio.client import Client
 
 from durable_agents.activities.delta_channel import DeltaListener
 from durable_agents.client.live import follow, next_offset, read_batch
-from durable_agents.workflows.events import Ended, Event
+from durable_agents.workflows.events import Ended, Event, TextDelta
 
 KEPT_EVENTS = 1000
+TEXT_SO_FAR = 1000
+"""Conversations whose running model call's text so far a server process keeps (the latest to stream)."""
 """Events a conversation's follower keeps for its clients (up to twice as many, between trims): a
 client that takes nothing while it falls this far behind is dropped."""
 
@@ -70,11 +73,19 @@ class Subscription:
         self.dropped = asyncio.Event()
 
     async def events(self) -> AsyncIterator[Entry]:
-        """The events from the offset on, with the deltas that arrive meanwhile, until the
-        conversation ends. Raises ``Dropped``, or what stopped the conversation's follower."""
+        """The running model call's text so far (``TextSoFar``), then the events from the offset
+        on, with the deltas that arrive meanwhile, until the conversation ends. Raises ``Dropped``,
+        or what stopped the conversation's follower."""
         feed = await self._hub.feed(self._workflow_id, self.cursor)
         feed.subscribers.add(self)
+        # The running call's text so far first, and every delta after it: the feed has this
+        # conversation's deltas from here on (it took them since it started, or starts now).
+        so_far = [Entry(None, delta) for delta in self._hub.text_so_far.of(self._workflow_id)]
+        if so_far and self.cursor >= feed.oldest_offset():
+            self.position = feed.position_of(self.cursor)
         try:
+            for entry in so_far:
+                yield entry
             while True:
                 if self.dropped.is_set():
                     raise Dropped
@@ -193,6 +204,42 @@ class _Feed:
                 subscriber.dropped.set()
 
 
+class TextSoFar:
+    """The text so far of each conversation's newest streamed model call, from every delta this
+    process heard on the fast channel, followed or not: what a client that comes in mid-answer
+    (a reloaded page, a console page) gets first, the call's deltas after it as they come. Deltas
+    are not in the log: without this the text before the client came would arrive only whole,
+    with ``model_call_finished``. Kept for the ``conversations`` that streamed last."""
+
+    def __init__(self, conversations: int = TEXT_SO_FAR) -> None:
+        self._conversations = conversations
+        self._calls: OrderedDict[str, TextDelta] = OrderedDict()
+        """By conversation: its newest call's latest attempt, as one delta from the start (its
+        ``start`` is -1 once a delta was missed: the text is then not known)."""
+
+    def add(self, key: str, event: Event) -> None:
+        if not isinstance(event, TextDelta):
+            return
+        known = self._calls.get(key)
+        if known is None or (event.model_call, event.attempt) > (known.model_call, known.attempt):
+            known = TextDelta(model_call=event.model_call, attempt=event.attempt, start=0, text="")
+        elif (event.model_call, event.attempt) < (known.model_call, known.attempt):
+            return
+        if known.start == 0 and event.start <= len(known.text):
+            known = known.model_copy(update={"text": known.text[: event.start] + event.text})
+        else:
+            known = known.model_copy(update={"start": -1})
+        self._calls[key] = known
+        self._calls.move_to_end(key)
+        while len(self._calls) > self._conversations:
+            self._calls.popitem(last=False)
+
+    def of(self, key: str) -> list[TextDelta]:
+        """The conversation's newest call's text so far as one delta (none when it is not known)."""
+        known = self._calls.get(key)
+        return [known] if known is not None and known.start == 0 and known.text else []
+
+
 class Hub:
     """The conversations this process follows, each once, for as long as a client reads it."""
 
@@ -203,6 +250,9 @@ class Hub:
         self.client = client
         self.kept = kept
         self.deltas = deltas
+        self.text_so_far = TextSoFar()
+        if deltas is not None:
+            deltas.subscribe_all(self.text_so_far.add)
         self._feeds: dict[str, _Feed] = {}
 
     @property

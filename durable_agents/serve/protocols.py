@@ -15,11 +15,13 @@ per call; ``model_call_finished`` ends it (``TOOL_CALL_END``; ``tool-input-avail
 whole the calls whose start never reached the run. A call a retry replaced with another ends as
 such (AG-UI: ``CUSTOM`` ``tool_call_replaced``; UI: ``tool-input-error``). Approvals: AG-UI interrupts (the
 run finishes with ``outcome: interrupt``, a run with ``resume`` answers them) and ``CUSTOM``
-``approval_requested`` / ``approval_decided``; UI: a ``data-approval`` part per call, updated
-in place as it is decided. Client tools (workflows/client_tools.py): their calls come as any tool
-call's; the run then ends (``runs.py``) without their result, so the frontend runs them (AG-UI: a
-``CUSTOM`` ``client_tool_requested`` first, with the call's deadline and result schema; UI: the run
-finishes with ``tool-calls``).
+``approval_requested`` / ``approval_decided``; UI: the AI SDK's own ``tool-approval-request``
+(the tool part's ``approval-requested`` state, answered with ``addToolApprovalResponse``: the run
+ends there and the next request brings the answer), and a ``data-approval`` part per call, updated
+in place as it is decided, for older clients. Client tools (workflows/client_tools.py): their
+calls come as any tool call's; the run then ends (``runs.py``) without their result, so the
+frontend runs them (AG-UI: a ``CUSTOM`` ``client_tool_requested`` first, with the call's deadline
+and result schema; UI: the run finishes with ``tool-calls``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from durable_agents.workflows.events import (
     ClientToolRequested,
     Ended,
     Event,
+    MessageAdded,
     ModelCallFinished,
     ModelCallInterrupted,
     ModelCallStarted,
@@ -366,20 +369,30 @@ class AgUi:
         return chunks
 
 
+def reply_id(workflow_id: str, message_id: str) -> str:
+    """The id of the assistant's UI message that answers user message ``message_id`` (``m1``, ...):
+    the same in a run's stream, in a resumed stream and in the messages a reloaded page reads."""
+    return f"{workflow_id}-{message_id}-reply"
+
+
 class UiMessages:
     """UI message stream parts (``x-vercel-ai-ui-message-stream: v1``) of one assistant message: the
-    reply to one user message, its steps, tool calls and approvals."""
+    reply to one user message, its steps, tool calls and approvals. Without a ``message_id`` (a
+    run that sends a message), the ``start`` part comes with the user message's ``message`` event,
+    named by ``reply_id``."""
 
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        self._text = _Text(f"{message_id}-t")
+    def __init__(self, message_id: str | None, workflow_id: str = "") -> None:
+        self.message_id, self._workflow_id = message_id, workflow_id
+        self._text = _Text(f"{message_id or workflow_id}-t")
         self._calls = _ToolCalls()
         self._stepped: set[int] = set()
         """Calls whose step has started: a delta from the fast channel may come before the log's
         ``model_call_started``, and starts the step itself."""
+        self._tools: set[str] = set()
+        """The tool calls this message has as tool parts (an approval of another's has none)."""
 
     def started(self) -> list[Chunk]:
-        return [{"type": "start", "messageId": self.message_id}]
+        return [{"type": "start", "messageId": self.message_id}] if self.message_id else []
 
     def finished(self, reason: str = "stop") -> list[Chunk]:
         return [{"type": "finish", "finishReason": reason}]
@@ -389,6 +402,10 @@ class UiMessages:
 
     def translate(self, event: Event) -> list[Chunk]:
         match event:
+            case MessageAdded(role="user", message_id=message) if self.message_id is None:
+                self.message_id = reply_id(self._workflow_id, message or "")
+                self._text = _Text(f"{self.message_id}-t")
+                return self.started()
             case ModelCallStarted():
                 return self._step(event.model_call)
             case TextDelta():
@@ -431,7 +448,18 @@ class UiMessages:
                         "dynamic": True,
                     }
                 ]
-            case ApprovalRequested(record=record) | ApprovalDecided(record=record):
+            case ApprovalRequested(record=record):
+                asked: list[Chunk] = []
+                if record.call_id in self._tools:
+                    asked = [
+                        {
+                            "type": "tool-approval-request",
+                            "approvalId": record.call_id,
+                            "toolCallId": record.call_id,
+                        }
+                    ]
+                return [*asked, {"type": "data-approval", "id": record.call_id, "data": _approval(record)}]
+            case ApprovalDecided(record=record):
                 return [{"type": "data-approval", "id": record.call_id, "data": _approval(record)}]
             case StateChanged(state=state, detail=detail):
                 return [
@@ -487,6 +515,7 @@ class UiMessages:
                         {"type": "tool-input-delta", "toolCallId": step.id, "inputTextDelta": step.text}
                     )
                 case _CallStep(kind="end", call=ToolCall() as call):
+                    self._tools.add(call.id)
                     chunks.append(
                         {
                             "type": "tool-input-available",
@@ -513,3 +542,127 @@ class UiMessages:
                         }
                     )
         return chunks
+
+
+class UiMessageFold:
+    """UI message stream parts folded into the assistant's UI message they make, as the AI SDK's
+    client folds them (``processUIMessageStream``), for the parts ``UiMessages`` sends."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {"id": "", "role": "assistant", "parts": []}
+        self._texts: dict[str, dict[str, Any]] = {}
+        self._tools: dict[str, dict[str, Any]] = {}
+
+    def add(self, chunk: Chunk) -> None:
+        parts: list[dict[str, Any]] = self.message["parts"]
+        kind: str = chunk["type"]
+        match kind:
+            case "start":
+                self.message["id"] = chunk["messageId"]
+            case "start-step":
+                parts.append({"type": "step-start"})
+            case "text-start":
+                self._texts[chunk["id"]] = {"type": "text", "text": "", "state": "streaming"}
+                parts.append(self._texts[chunk["id"]])
+            case "text-delta":
+                self._texts[chunk["id"]]["text"] += chunk["delta"]
+            case "text-end":
+                self._texts.pop(chunk["id"])["state"] = "done"
+            case "tool-input-start" | "tool-input-error" if chunk["toolCallId"] not in self._tools:
+                self._tools[chunk["toolCallId"]] = tool = {
+                    "type": "dynamic-tool",
+                    "toolName": chunk["toolName"],
+                    "toolCallId": chunk["toolCallId"],
+                    "state": "input-streaming",
+                }
+                parts.append(tool)
+                self.add(chunk)
+            case "tool-input-available":
+                self._tools[chunk["toolCallId"]].update(state="input-available", input=chunk["input"])
+            case "tool-input-error":
+                tool = self._tools[chunk["toolCallId"]]
+                tool.update(state="output-error", input=chunk["input"], errorText=chunk["errorText"])
+            case "tool-approval-request":
+                tool = self._tools[chunk["toolCallId"]]
+                tool.update(state="approval-requested", approval={"id": chunk["approvalId"]})
+            case "tool-output-available":
+                self._tools[chunk["toolCallId"]].update(state="output-available", output=chunk["output"])
+            case "tool-output-error":
+                self._tools[chunk["toolCallId"]].update(state="output-error", errorText=chunk["errorText"])
+            case _ if kind.startswith("data-") and not chunk.get("transient"):
+                data = {"type": kind, "id": chunk.get("id"), "data": chunk["data"]}
+                at = next(
+                    (i for i, p in enumerate(parts) if (p["type"], p.get("id")) == (kind, data["id"])), None
+                )
+                if at is None:
+                    parts.append(data)
+                else:
+                    parts[at] = data
+
+
+def ui_messages(workflow_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    """A conversation's events as the UI messages ``useChat`` shows: each user message, then the
+    assistant's message its turn made so far (``GET .../chat/ID/messages``)."""
+    messages: list[dict[str, Any]] = []
+    reply: tuple[UiMessages, UiMessageFold] | None = None
+    for event in events:
+        if isinstance(event, MessageAdded) and event.role == "user":
+            if reply is not None and reply[1].message["parts"]:
+                messages.append(reply[1].message)
+            message = event.message_id or ""
+            text = [{"type": "text", "text": event.text}]
+            messages.append({"id": f"{workflow_id}-{message}", "role": "user", "parts": text})
+            reply = UiMessages(None, workflow_id), UiMessageFold()
+        if reply is not None:
+            for chunk in reply[0].translate(event):
+                reply[1].add(chunk)
+    if reply is not None and reply[1].message["parts"]:
+        messages.append(reply[1].message)
+    return messages
+
+
+class AgUiMessageFold:
+    """AG-UI events folded into the messages they make, as ``@ag-ui/client`` folds them, for the
+    events ``AgUi`` sends."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._calls: dict[str, dict[str, Any]] = {}
+
+    def append(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.messages.append(message)
+        self._by_id[message["id"]] = message
+        return message
+
+    def add(self, chunk: Chunk) -> None:
+        match chunk["type"]:
+            case "TEXT_MESSAGE_START":
+                self.append({"id": chunk["messageId"], "role": "assistant", "content": ""})
+            case "TEXT_MESSAGE_CONTENT":
+                self._by_id[chunk["messageId"]]["content"] += chunk["delta"]
+            case "TOOL_CALL_START":
+                parent = self._by_id.get(chunk["parentMessageId"]) or self.append(
+                    {"id": chunk["parentMessageId"], "role": "assistant"}
+                )
+                function = {"name": chunk["toolCallName"], "arguments": ""}
+                call = self._calls[chunk["toolCallId"]] = {"id": chunk["toolCallId"], "type": "function"}
+                call["function"] = function
+                parent.setdefault("toolCalls", []).append(call)
+            case "TOOL_CALL_ARGS":
+                self._calls[chunk["toolCallId"]]["function"]["arguments"] += chunk["delta"]
+            case "TOOL_CALL_RESULT":
+                result = {"id": chunk["messageId"], "role": "tool", "toolCallId": chunk["toolCallId"]}
+                self.append({**result, "content": chunk["content"]})
+
+
+def ag_ui_messages(thread_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    """A thread's events as the AG-UI messages a client that followed it holds (a reconnect's
+    ``MESSAGES_SNAPSHOT``)."""
+    run, fold = AgUi(thread_id, ""), AgUiMessageFold()
+    for event in events:
+        if isinstance(event, MessageAdded) and event.role == "user":
+            fold.append({"id": f"{thread_id}-{event.message_id}", "role": "user", "content": event.text})
+        for chunk in run.translate(event):
+            fold.add(chunk)
+    return fold.messages

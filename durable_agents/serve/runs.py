@@ -6,12 +6,16 @@ read from the same stream and the same per-process follower as the SSE endpoint 
 A run ends where the frontend has to act: at the reply, at an approval (AG-UI), or at a client
 tool's call (workflows/client_tools.py), which the frontend runs and whose result the next run
 brings: AG-UI a ``tool`` message with its ``toolCallId`` last in ``messages``, useChat the tool
-part's ``output`` in the assistant message it sends back (``addToolOutput``). The result goes
+part's ``output`` in the assistant message it sends back (``addToolOutput``). An approval ends a
+run too: AG-UI's ``resume`` answers it, useChat's tool part in state ``approval-responded``
+(``addToolApprovalResponse``), both through ``_answer``. The result goes
 through the ``deliver_client_result`` update: checked against the tool's result schema, a refusal
 is the run's one-line error.
 
     POST /agents/AGENT/ag-ui       AG-UI RunAgentInput; threadId is the conversation id
     POST /agents/AGENT/chat        what useChat sends ({id, messages, trigger}); id is the conversation id
+    GET  /agents/AGENT/chat/ID/messages   the chat's UI messages so far (a reloaded page's ``messages``)
+    GET  /agents/AGENT/chat/ID/stream     the reply in progress from its start (``resume: true``), or 204
     POST /conversations/ID/decisions   {"call_id", "approve", "by", "reason", "arguments"}
 """
 
@@ -21,7 +25,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,22 +44,27 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.client import decisions
 from durable_agents.client.conversations import refusal, start_message
-from durable_agents.client.live import next_offset
+from durable_agents.client.live import next_offset, read_batches
 from durable_agents.serve.fanout import Hub, Subscription
 from durable_agents.serve.identities import Caller, caller_of, tenant_of
-from durable_agents.serve.protocols import AgUi, Chunk, UiMessages
+from durable_agents.serve.protocols import AgUi, Chunk, UiMessages, ag_ui_messages, ui_messages
 from durable_agents.serve.streaming import EventStreamResponse
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.events import (
+    ApprovalDecided,
     ApprovalRequested,
     ClientToolRequested,
     Ended,
     Event,
+    MessageAdded,
     ModelCallFinished,
     ModelCallInterrupted,
     ModelCallStarted,
     ReplySent,
+    StateChanged,
+    TextDelta,
+    ToolCallFinished,
 )
 from durable_agents.workflows.records import ApprovalRecord, ClientCall, ClientResult, Reply
 
@@ -90,7 +99,12 @@ def routes(
         results = [] if resume else _ag_ui_results(messages)
         text = None if resume or results else _last_user_text(messages)
         if not resume and not results and text is None:
-            return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
+            if body.threadId is None:
+                why = "the last message must be the user's or a tool's (or give a threadId to reconnect)\n"
+                return PlainTextResponse(why, status_code=400)
+            if refused := await _refused(client, caller, thread_id):
+                return refused
+            return await _reconnect(client, hub, AgUi(thread_id, body.runId or str(uuid.uuid4())))
         agent = request.path_params["agent"] if text is not None else None
         if refused := await _refused(
             client, caller, thread_id, agent=agent, deciding=bool(resume), agents=agents
@@ -113,15 +127,8 @@ def routes(
                 if error is not None:
                     yield (run.failed(error))
                     return
-                async for item in _run(subscription, reply, deltas, interrupt=True):
-                    if isinstance(item, RunEnd):
-                        if item.error is not None:
-                            yield (run.failed(item.error))
-                        else:
-                            result = item.reply.model_dump(mode="json") if item.reply else None
-                            yield (run.finished(result, item.approvals))
-                        return
-                    yield run.translate(item)
+                async for chunks in _ag_ui_run(run, _run(subscription, reply, deltas, interrupt=True)):
+                    yield chunks
 
         return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
 
@@ -133,49 +140,69 @@ def routes(
         if body.trigger != "submit-message":
             return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
         messages = body.messages or []
-        results = _ui_results(messages)
-        text = None if results else _last_user_text(messages)
-        if not results and text is None:
+        results, responses = _ui_results(messages), _ui_approvals(messages)
+        text = None if results or responses else _last_user_text(messages)
+        if not results and not responses and text is None:
             return PlainTextResponse(
-                "the last message must be the user's, or the assistant's with a tool's output\n",
+                "the last message must be the user's, or the assistant's with a tool's output or an"
+                " approval's response\n",
                 status_code=400,
             )
         caller = caller_of(request.scope)
         agent = request.path_params["agent"]
+        continued = bool(results or responses)
         if refused := await _refused(
-            client, caller, workflow_id, agent=None if results else agent, agents=agents
+            client,
+            caller,
+            workflow_id,
+            agent=None if continued else agent,
+            deciding=bool(responses),
+            agents=agents,
         ):
             return refused
         offset = await _offset_now(client, workflow_id)
-        # a tool's output continues the assistant message it is part of
-        message = UiMessages(str(messages[-1].id) if results else f"{workflow_id}-{offset}")
+        # a tool's output or an approval's response continues the assistant message it is part of
+        message = UiMessages(str(messages[-1].id) if continued else None, workflow_id)
         subscription = hub.subscribe(workflow_id, offset)
 
-        async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
-            yield (message.started())
-            with _deltas(hub, workflow_id) as deltas:
-                if results:
-                    reply, error = None, await _deliver(client, workflow_id, results)
-                else:
-                    assert text is not None
-                    reply, error = await _send(client, workflow_id, text, agent, task_queue, caller, agents)
-                if error is not None:
-                    yield (message.failed(error))
-                    return
-                async for item in _run(subscription, reply, deltas, interrupt=False):
-                    if isinstance(item, RunEnd):
-                        if item.error is not None:
-                            yield (message.failed(item.error))
-                        yield (message.finished("tool-calls" if item.client_calls else "stop"))
-                        return
-                    yield message.translate(item)
+        async def send() -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
+            if responses:
+                return None, await _answer(
+                    client, workflow_id, responses, caller.user or "web", caller.user is not None
+                )
+            if results:
+                return None, await _deliver(client, workflow_id, results)
+            assert text is not None
+            return await _send(client, workflow_id, text, agent, task_queue, caller, agents)
 
-        return EventStreamResponse(
-            _frames(_flat(chunks()), done=True),
-            subscription.dropped,
-            failed=_error_frame,
-            headers=UI_MESSAGE_STREAM_HEADERS,
-        )  # type: ignore[return-value]
+        return _ui_stream(hub, workflow_id, message, subscription, send)
+
+    async def chat_messages(request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        if refused := await _refused(client, caller_of(request.scope), workflow_id):
+            return refused
+        events = await _log(client, workflow_id)
+        return JSONResponse(
+            ui_messages(workflow_id, [*(e for _, e in events), *hub.text_so_far.of(workflow_id)])
+        )
+
+    async def chat_stream(request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        if refused := await _refused(client, caller_of(request.scope), workflow_id):
+            return refused
+        turn = _last_turn(await _log(client, workflow_id))
+        if turn is None or not turn.running:
+            return Response(status_code=204)
+        subscription = hub.subscribe(workflow_id, turn.start)
+
+        async def nothing() -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
+            return None, None
+
+        resumed = UiMessages(None, workflow_id)
+        so_far = hub.text_so_far.of(workflow_id)
+        return _ui_stream(
+            hub, workflow_id, resumed, subscription, nothing, so_far=so_far, decided=frozenset(turn.decided)
+        )
 
     async def decide(request: Request) -> Response:
         body = await _json(request)
@@ -202,8 +229,160 @@ def routes(
     return [
         Route("/agents/{agent}/ag-ui", ag_ui, methods=["POST"]),
         Route("/agents/{agent}/chat", chat, methods=["POST"]),
+        Route("/agents/{agent}/chat/{workflow_id:path}/messages", chat_messages),
+        Route("/agents/{agent}/chat/{workflow_id:path}/stream", chat_stream),
         Route("/conversations/{workflow_id:path}/decisions", decide, methods=["POST"]),
     ]
+
+
+Send = Callable[[], Awaitable[tuple[WorkflowUpdateHandle[Reply] | None, str | None]]]
+"""What a run does first: send a message (its reply's update) or deliver, answer, or nothing; or why not."""
+
+
+def _ui_stream(
+    hub: Hub,
+    workflow_id: str,
+    message: UiMessages,
+    subscription: Subscription,
+    send: Send,
+    *,
+    so_far: list[TextDelta] | None = None,
+    decided: frozenset[str] = frozenset(),
+) -> Response:
+    """A useChat run's response: ``send``, then the conversation's events as the UI message's parts
+    until the reply, an approval or a client tool's call (for a stream that resumes: ``so_far``,
+    the running call's text before the subscription's deltas, and ``decided``, the approvals it
+    replays that were decided)."""
+
+    async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
+        yield (message.started())
+        with _deltas(hub, workflow_id) as deltas:
+            reply, error = await send()
+            if error is not None:
+                yield (message.failed(error))
+                return
+            async for item in _run(
+                subscription, reply, deltas, interrupt=True, so_far=so_far, decided=decided
+            ):
+                if isinstance(item, RunEnd):
+                    if item.error is not None:
+                        yield (message.failed(item.error))
+                    waits = item.client_calls or item.approvals
+                    yield (message.finished("tool-calls" if waits else "stop"))
+                    return
+                yield message.translate(item)
+
+    return EventStreamResponse(
+        _frames(_flat(chunks()), done=True),
+        subscription.dropped,
+        failed=_error_frame,
+        headers=UI_MESSAGE_STREAM_HEADERS,
+    )  # type: ignore[return-value]
+
+
+async def _reconnect(client: Client, hub: Hub, run: AgUi) -> Response:
+    """An AG-UI run that sends nothing (a page that reloaded): ``MESSAGES_SNAPSHOT`` of the thread
+    so far and ``STATE_SNAPSHOT`` first, then the turn that runs, from its running model call (that
+    call's text so far, then as it comes) to its end; or, when none runs, the interrupts it waits
+    for."""
+    thread_id = run.thread_id
+    events = await _log(client, thread_id)
+    turn = _last_turn(events)
+    running = turn is not None and turn.running
+    cut = turn.model_call if turn is not None and turn.running and turn.model_call is not None else None
+    shown = [e for at, e in events if cut is None or at < cut]
+    states = [e for e in shown if isinstance(e, StateChanged)]
+    state = {"state": states[-1].state, "detail": states[-1].detail} if states else {}
+    snapshots = [
+        {"type": "MESSAGES_SNAPSHOT", "messages": ag_ui_messages(thread_id, shown)},
+        {"type": "STATE_SNAPSHOT", "snapshot": state},
+    ]
+    start = cut if cut is not None else (events[-1][0] + 1 if events else 0)
+    subscription = hub.subscribe(thread_id, start)
+
+    async def chunks() -> AsyncIterator[Chunk | list[Chunk]]:
+        yield [*run.started(), *snapshots]
+        if not running:
+            yield (run.finished(interrupts=list(turn.approvals.values()) if turn else []))
+            return
+        assert turn is not None
+        with _deltas(hub, thread_id) as deltas:
+            so_far = hub.text_so_far.of(thread_id)
+            decided = frozenset(turn.decided)
+            rest = _run(subscription, None, deltas, interrupt=True, so_far=so_far, decided=decided)
+            async for chunks in _ag_ui_run(run, rest):
+                yield chunks
+
+    return EventStreamResponse(_frames(_flat(chunks())), subscription.dropped, failed=_error_frame)  # type: ignore[return-value]
+
+
+async def _ag_ui_run(run: AgUi, items: AsyncIterator[Event | RunEnd]) -> AsyncIterator[list[Chunk]]:
+    """A run's events as AG-UI's, then how it ended: ``RUN_FINISHED`` (a result, or interrupts) or
+    ``RUN_ERROR``."""
+    async for item in items:
+        if isinstance(item, RunEnd):
+            result = item.reply.model_dump(mode="json") if item.reply else None
+            yield run.failed(item.error) if item.error is not None else run.finished(result, item.approvals)
+            return
+        yield run.translate(item)
+
+
+async def _log(client: Client, workflow_id: str) -> list[tuple[int, Event]]:
+    """The events the conversation's log keeps (none for one that does not exist)."""
+    try:
+        return await read_batches(client, client.get_workflow_handle(workflow_id), 0)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return []
+        raise
+
+
+@dataclass
+class LastTurn:
+    """The turn of the conversation's last user message, as its log has it."""
+
+    start: int
+    """The offset of its user message."""
+    over: bool = False
+    """Replied, or the conversation ended."""
+    approvals: dict[str, ApprovalRecord] = field(default_factory=dict)
+    """The approvals it waits for."""
+    client_calls: set[str] = field(default_factory=set)
+    """The client tools' calls it waits for."""
+    decided: set[str] = field(default_factory=set)
+    """The approvals decided in it."""
+    model_call: int | None = None
+    """The offset of its model call that runs now, if one does."""
+
+    @property
+    def running(self) -> bool:
+        """Its reply is being made: it is not over, and waits for no person and no client."""
+        return not (self.over or self.approvals or self.client_calls)
+
+
+def _last_turn(events: list[tuple[int, Event]]) -> LastTurn | None:
+    turns = [i for i, (_, e) in enumerate(events) if isinstance(e, MessageAdded) and e.role == "user"]
+    if not turns:
+        return None
+    turn = LastTurn(events[turns[-1]][0])
+    for offset, event in events[turns[-1] :]:
+        match event:
+            case ReplySent() | Ended():
+                turn.over = True
+            case ModelCallStarted():
+                turn.model_call = offset
+            case ModelCallFinished() | ModelCallInterrupted(attempt=None):
+                turn.model_call = None
+            case ApprovalRequested(record=record):
+                turn.approvals[record.call_id] = record
+            case ClientToolRequested(call=call):
+                turn.client_calls.add(call.call_id)
+            case ApprovalDecided(record=record):
+                turn.approvals.pop(record.call_id, None)
+                turn.decided.add(record.call_id)
+            case ToolCallFinished(call_id=call_id):
+                turn.client_calls.discard(call_id)
+    return turn
 
 
 async def _flat(items: AsyncIterator[Chunk | list[Chunk]]) -> AsyncIterator[Chunk]:
@@ -249,11 +428,14 @@ async def _run(
     deltas: asyncio.Queue[Event] | None,
     *,
     interrupt: bool,
+    so_far: list[TextDelta] | None = None,
+    decided: frozenset[str] = frozenset(),
 ) -> AsyncIterator[Event | RunEnd]:
     """The conversation's events from the subscription's offset, with ``deltas`` as they come once
     their model call has started (the subscription's own deltas are the same, later), then how
     the run ended: at the reply to the message sent (``reply``; without one, at the next reply),
-    at an approval awaited when ``interrupt``, or when the conversation ended."""
+    at an approval awaited when ``interrupt`` (unless ``decided`` has it), or when the conversation
+    ended. ``so_far``: deltas that come first, once their model call has started."""
     events = subscription.events()
     waiting = asyncio.ensure_future(reply.result()) if reply is not None else None
     replied: dict[str, Reply] = {}
@@ -261,6 +443,8 @@ async def _run(
     delta = asyncio.ensure_future(deltas.get()) if deltas is not None else None
     started: set[int] = set()
     held: dict[int, list[Event]] = {}
+    for early in so_far or []:
+        held.setdefault(early.model_call, []).append(early)
     """Deltas of model calls whose ``model_call_started`` the run has not reached: they wait for
     it, so a call's deltas come after what the log has before the call (a previous call's tool
     results), as the log's own order would have them."""
@@ -300,7 +484,7 @@ async def _run(
                         if waiting is None:
                             yield RunEnd(reply=answer)
                             return
-                    case ApprovalRequested(record=record) if interrupt:
+                    case ApprovalRequested(record=record) if interrupt and record.call_id not in decided:
                         yield RunEnd(approvals=[record])
                         return
                     case ClientToolRequested(call=call):
@@ -343,6 +527,7 @@ class Part(BaseModel):
     state: str | None = None
     output: Any = None
     errorText: str | None = None
+    approval: dict[str, Any] | None = None
 
 
 class AgUiMessage(BaseModel):
@@ -473,6 +658,25 @@ def _ui_results(messages: list[UiMessage]) -> list[ToolResult]:
         for p in messages[-1].parts or []
         if (p.type == "dynamic-tool" or p.type.startswith("tool-"))
         and p.state in ("output-available", "output-error")
+    ]
+
+
+def _ui_approvals(messages: list[UiMessage]) -> list[dict[str, Any]]:
+    """The approval responses of the last message when it is the assistant's (useChat's
+    ``addToolApprovalResponse`` then sends it back), as the ``resume`` entries ``_answer`` takes."""
+    if not messages or messages[-1].role != "assistant":
+        return []
+    return [
+        {
+            "interruptId": str(p.approval.get("id", "")),
+            "status": "resolved",
+            "payload": {
+                "approve": p.approval.get("approved") is True,
+                "reason": p.approval.get("reason") or "",
+            },
+        }
+        for p in messages[-1].parts or []
+        if p.state == "approval-responded" and p.approval is not None
     ]
 
 

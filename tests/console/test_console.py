@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
@@ -14,9 +16,11 @@ import httpx2
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from durable_agents.client.conversations import start_conversation
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import (
     ASK_USER,
     AgentSpec,
@@ -272,6 +276,101 @@ async def test_without_the_token_nothing_is_shown(env: Env, chromium: Browser, s
     assert (body.status_code, events.status_code) == (303, 303)
     await context.close()
     await handle.cancel()
+
+
+SLOW = (
+    "Here is a slow streamed answer for the operator console, arriving one word at a time, and then it ends."
+)
+
+
+async def test_a_page_opened_mid_reply_shows_the_live_text_from_its_first_word(
+    env: Env, page: Page, served: Served
+) -> None:
+    agent = scripted_agent(step(SLOW), tools=[])
+    agent.model.stream = True
+    agent.model.script[0].delay_seconds = 12.0
+    handle = await env.start(conversation(agent, "Tell me slowly."))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(timeout=60) as http:  # until the reply has begun streaming
+        url = f"{served.url}/conversations/{quote(handle.id, safe='')}/events"
+        async with http.stream("GET", url, headers=headers) as events:
+            async for line in events.aiter_lines():
+                if line == "event: text_delta":
+                    break
+
+    await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+    await expect(page.locator("#streamed")).to_have_text(re.compile("^Here is a slow"), timeout=15000)
+    await expect(page.locator(".m-assistant .text").last).to_have_text(SLOW, timeout=30000)
+
+
+async def test_the_list_is_filtered_searched_by_id_and_paged_both_ways_each_row_with_its_prompt(
+    env: Env, page: Page, served: Served
+) -> None:
+    tag = f"list-{uuid.uuid4().hex[:6]}"
+    alpha = scripted_agent(step("Done."), tools=[])
+    beta = scripted_agent(
+        step("", ("multiply", {"a": 6, "b": 7})),
+        tools=["multiply"],
+        approval=ApprovalPolicy(require=["multiply"]),
+    )
+    alpha.name, beta.name = "alpha", "beta"
+    for name, agent, tenant, user, prompt in [
+        ("a1", alpha, "acme", "ann", "Summarise the quarterly report"),
+        ("b1", beta, "acme", "bob", "Multiply the invoices"),
+        ("b2", beta, "globex", "bob", "Check the ledger"),
+    ]:
+        started = ConversationInput(prompt=prompt, agent_spec=agent, tenant=tenant, user=user)
+        await start_conversation(env.client, started, id=f"{tag}-{name}", task_queue=env.task_queue)
+    await find_workflows(
+        env.client, f"WorkflowId STARTS_WITH '{tag}' AND AgentStatus = 'awaiting_approval'", 2
+    )
+    await find_workflows(env.client, f"WorkflowId = '{tag}-a1' AND ExecutionStatus = 'Completed'")
+    ids = page.locator("tbody td:first-child")
+
+    await page.goto(f"{served.url}/console/conversations?id={tag}")
+    await expect(ids).to_have_text([f"{tag}-b2", f"{tag}-b1", f"{tag}-a1"])
+    prompts = ["Check the ledger", "Multiply the invoices", "Summarise the quarterly report"]
+    await expect(page.locator("tbody td.prompt")).to_have_text(prompts)
+    await page.select_option("#l-status", "awaiting_approval")
+    await page.fill("#l-agent", "beta")
+    await page.click("form.list-filters button[type=submit]")
+    await expect(ids).to_have_text([f"{tag}-b2", f"{tag}-b1"])
+    await page.fill("#l-tenant", "acme")
+    await page.fill("#l-user", "bob")
+    await page.click("form.list-filters button[type=submit]")
+    await expect(ids).to_have_text([f"{tag}-b1"])
+
+    await page.goto(f"{served.url}/console/conversations?id={tag}&size=1")
+    older, newer = (
+        page.get_by_role("link", name="Older conversations"),
+        page.get_by_role("link", name="Newer conversations"),
+    )
+    await expect(ids).to_have_text([f"{tag}-b2"])
+    await expect(newer).to_have_count(0)
+    for shown in ("b1", "a1"):
+        await older.click()
+        await expect(ids).to_have_text([f"{tag}-{shown}"])
+    await expect(older).to_have_count(0)
+    for shown in ("b1", "b2"):
+        await newer.click()
+        await expect(ids).to_have_text([f"{tag}-{shown}"])
+    await expect(newer).to_have_count(0)
+    response = await page.goto(f"{served.url}/console/conversations?status=sleeping")
+    assert response is not None and response.status == 400
+    assert "status must be one of running, idle" in await page.inner_text("body")
+
+
+async def test_after_a_decision_focus_goes_on_to_the_next_card(env: Env, page: Page) -> None:
+    first = await env.start(_multiplying())
+    await wait_for_pending(first)
+    second = await env.start(_multiplying())
+    await wait_for_pending(second)
+    await page.reload()
+    newest = _call(page, second.id)
+    await newest.locator("button[value=approve]").focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("article.call.decided[data-call='call_1_0']").first).to_contain_text("approved")
+    await expect(_call(page, first.id)).to_be_focused()
 
 
 async def test_what_a_model_or_a_tool_wrote_is_shown_as_text(env: Env, page: Page, served: Served) -> None:

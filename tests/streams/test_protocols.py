@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,21 @@ from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from durable_agents.activities.hooks import default_hooks
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.dev_server import EmbeddedServer
-from durable_agents.serve.protocols import AgUi, UiMessages
+from durable_agents.serve.fanout import TextSoFar
+from durable_agents.serve.protocols import AgUi, UiMessages, ag_ui_messages, ui_messages
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     Event,
+    MessageAdded,
     ModelCallFinished,
     ModelCallInterrupted,
     ModelCallStarted,
+    TextDelta,
     ToolCallDelta,
+    ToolCallFinished,
 )
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -39,6 +45,7 @@ from durable_agents.workflows.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from durable_agents.workflows.records import ApprovalRecord
 from tests.support.docs import docs_page
 from tests.support.serving import Served, node, npm_clients, serving
 from tests.support.workers import Env
@@ -64,13 +71,8 @@ def worker_agents(registry: ToolRegistry) -> dict[str, AgentSpec]:
 @pytest.fixture
 async def served(server: EmbeddedServer, env: Env, tmp_path: Path) -> AsyncIterator[Served]:
     """The server, starting conversations on the test worker's task queue."""
-    agents = tmp_path / "agents"  # serve knows the worker's agents by their files' names
-    shutil.copytree(DEFAULT_AGENTS_DIR, agents)
-    (agents / "demo-streamed.toml").write_text('name = "demo-streamed"\n')
     options = ("--task-queue", env.task_queue)
-    async with serving(
-        server.address, tmp_path / "serve.log", *options, serve=("--agents-dir", str(agents))
-    ) as found:
+    async with serving(server.address, tmp_path / "serve.log", *options, agents=["demo-streamed"]) as found:
         yield found
     assert "Traceback" not in found.log.read_text()
 
@@ -180,6 +182,25 @@ def _ui_parts(messages: list[Message]) -> list[dict[str, Any]]:
     return parts
 
 
+async def test_an_ag_ui_page_that_reconnects_mid_run_gets_the_snapshots_first_then_the_rest(
+    env: Env, served: Served
+) -> None:
+    clients = npm_clients()
+    thread, url = f"agui-again-{uuid.uuid4().hex[:8]}", f"{served.url}/agents/demo-streamed/ag-ui"
+
+    out = json.loads(await node(clients, "ag_ui_reconnect.mjs", url, thread, QUESTION))
+
+    events = out["events"]
+    assert events[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+    assert "TEXT_MESSAGE_START" in events and events[-2:] == ["CUSTOM:approval_requested", "RUN_FINISHED"]
+    assert set(out["state"]) == {"state", "detail"}
+    history = await env.client.get_workflow_handle(thread).query(AgentWorkflow.history)
+    received = [{k: v for k, v in m.items() if k != "id"} for m in out["messages"]]
+    assert _results_in_call_order(received) == _ag_ui_messages(history.messages)  # up to the approval
+    assert out["interrupts"] == ["call_3_0"]
+    assert out["later"] == out["messages"] and out["waiting"] == ["call_3_0"]  # all of it from the snapshot
+
+
 async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     env: Env, served: Served
 ) -> None:
@@ -188,20 +209,25 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
     api, decisions = f"{served.url}/agents/demo-streamed/chat", f"{served.url}/conversations/{chat}/decisions"
 
     out = json.loads(await node(clients, "ui_chat.mjs", api, chat, QUESTION, decisions))
-    message = out["message"]
+    first, message = out["first"], out["message"]
 
     history = await env.client.get_workflow_handle(chat).query(AgentWorkflow.history)
-    assert message["role"] == "assistant"
+    assert message["role"] == "assistant" and message["id"] == first["id"] == f"{chat}-m1-reply"
     shown = [p for p in message["parts"] if p["type"] in ("text", "dynamic-tool")]
-    assert shown == _ui_parts(history.messages)
+    expected = _ui_parts(history.messages)
+    [written] = [p for p in expected if p.get("toolCallId") == "call_3_0"]
+    written["approval"] = {"id": "call_3_0"}  # write_file: asked through the AI SDK's approval
+    assert shown == expected
+    [waiting] = [p for p in first["parts"] if p.get("toolCallId") == "call_3_0"]
+    assert (waiting["state"], waiting["approval"]) == ("approval-requested", {"id": "call_3_0"})
     assert [p["type"] for p in message["parts"]].count("step-start") == 4  # one per model call
     [approval] = [p for p in message["parts"] if p["type"] == "data-approval"]
     decided = (approval["id"], approval["data"]["state"], approval["data"]["by"])
     assert decided == ("call_3_0", "approved", "ui")
-    chunks = [c for c in out["chunks"] if c != "data-state"]
+    asked, rest = ([c for c in chunks if c != "data-state"] for chunks in out["chunks"])
     text = ["text-start", "text-delta"]  # streamed; it ends with the model call
     call = ["tool-input-start", "tool-input-delta"]  # started by its first delta
-    assert _runs(chunks) == [
+    until_approval = [
         "start",
         "start-step", *text, *call, *call,  # add, list_files
         "text-end", "tool-input-available", "tool-input-available", "finish-step",
@@ -209,11 +235,21 @@ async def test_the_ai_package_reads_the_ui_message_stream_into_the_transcript(
         "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # multiply
         "tool-output-available",
         "start-step", *text, *call, "text-end", "tool-input-available", "finish-step",  # write_file
-        "data-approval", "data-approval", "tool-output-available",  # asked, approved, written
-        "start-step", *text, "text-end", "finish-step",
+        "tool-approval-request", "data-approval",
+    ]  # fmt: skip
+    assert _runs(asked) == [*until_approval, "finish"]
+    assert asked.count("tool-input-delta") > asked.count("tool-input-start")  # arguments in pieces
+    text, call = ["text-start", "text-end"], ["tool-input-start", "tool-input-available"]
+    assert [t for t in rest if t not in STREAMED] == [  # the log's text and arguments, whole
+        "start",
+        "start-step", *text, *call, *call, "finish-step", "tool-output-available", "tool-output-available",
+        "start-step", *text, *call, "finish-step", "tool-output-available",
+        "start-step", *text, *call, "finish-step", "tool-approval-request", "data-approval",
+        "data-approval", "tool-output-available",  # approved, written
+        "start-step", *text, "finish-step",
         "finish",
     ]  # fmt: skip
-    assert chunks.count("tool-input-delta") > chunks.count("tool-input-start")  # arguments in pieces
+    assert out["after"] is None  # nothing runs now: 204
 
 
 ASKED = {"question": "Which city are you in?"}
@@ -460,3 +496,91 @@ def test_a_tool_call_a_retry_replaced_ends_as_replaced_and_an_interrupted_ones_e
         "start-step", "tool-input-start", "tool-input-delta", "tool-input-error",
         "data-model-call-interrupted", "finish-step",
     ]  # fmt: skip
+
+
+def _turn() -> list[Event]:
+    """A turn as the log keeps it: the user's message, a model call that asks for write_file, its
+    approval, the tool's result and the answer's call (its text streamed: a delta in the log)."""
+    call = ToolCall(id="call_1_0", name="write_file", arguments=WRITTEN)
+    asked = ApprovalRecord(
+        call_id="call_1_0", tool="write_file", arguments=WRITTEN, requested_at=datetime(2026, 1, 1)
+    )
+    return [
+        MessageAdded(role="system", text="be careful"),
+        MessageAdded(role="user", text="save it", message_id="m1"),
+        ModelCallStarted(model_call=1, model="m", iteration=1),
+        ModelCallFinished(model_call=1, text="Saving.", tool_calls=[call]),
+        ApprovalRequested(record=asked),
+        ApprovalDecided(record=asked.model_copy(update={"state": "approved", "by": "ann"})),
+        ToolCallFinished(call_id="call_1_0", tool="write_file", content="Wrote 19 bytes."),
+        ModelCallStarted(model_call=2, model="m", iteration=2),
+        TextDelta(model_call=2, attempt=1, start=0, text="Saved"),
+    ]
+
+
+def test_a_chat_s_events_fold_into_the_ui_messages_a_reloaded_page_shows() -> None:
+    [user, reply] = ui_messages("c", _turn())
+
+    assert user == {"id": "c-m1", "role": "user", "parts": [{"type": "text", "text": "save it"}]}
+    assert reply["id"] == "c-m1-reply" and reply["role"] == "assistant"
+    [approval] = [p for p in reply["parts"] if p["type"] == "data-approval"]
+    assert (approval["id"], approval["data"]["state"], approval["data"]["by"]) == (
+        "call_1_0",
+        "approved",
+        "ann",
+    )
+    assert [p for p in reply["parts"] if p["type"] != "data-approval"] == [
+        {"type": "step-start"},
+        {"type": "text", "text": "Saving.", "state": "done"},
+        {
+            "type": "dynamic-tool",
+            "toolName": "write_file",
+            "toolCallId": "call_1_0",
+            "state": "output-available",
+            "input": WRITTEN,
+            "approval": {"id": "call_1_0"},
+            "output": "Wrote 19 bytes.",
+        },
+        {"type": "step-start"},
+        {"type": "text", "text": "Saved", "state": "streaming"},  # the running call's text so far
+    ]
+
+
+def test_a_thread_s_events_fold_into_the_ag_ui_messages_of_its_snapshot() -> None:
+    assert ag_ui_messages("t", _turn()) == [
+        {"id": "t-m1", "role": "user", "content": "save it"},
+        {
+            "id": "t-m-1",
+            "role": "assistant",
+            "content": "Saving.",
+            "toolCalls": [
+                {
+                    "id": "call_1_0",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": json.dumps(WRITTEN)},
+                }
+            ],
+        },
+        {"id": "call_1_0-result", "role": "tool", "toolCallId": "call_1_0", "content": "Wrote 19 bytes."},
+        {"id": "t-m-2", "role": "assistant", "content": "Saved"},
+    ]
+
+
+def _delta(start: int, text: str, *, call: int = 1, attempt: int = 1) -> TextDelta:
+    return TextDelta(model_call=call, attempt=attempt, start=start, text=text)
+
+
+def test_the_text_so_far_is_the_newest_call_s_latest_attempt_and_unknown_once_a_delta_was_missed() -> None:
+    so_far = TextSoFar(conversations=2)
+    for key, delta in [("a", _delta(0, "Here ")), ("a", _delta(5, "is")), ("a", _delta(5, "was"))]:
+        so_far.add(key, delta)
+    assert [d.text for d in so_far.of("a")] == ["Here was"]  # a repeated batch replaces itself
+    so_far.add("a", _delta(0, "Hi", attempt=2))
+    so_far.add("a", _delta(8, " late", attempt=1))  # the attempt a retry replaced
+    assert so_far.of("a") == [_delta(0, "Hi", attempt=2)]
+    so_far.add("b", _delta(3, "missed its start"))
+    assert so_far.of("b") == []
+    so_far.add("b", _delta(0, "A new call", call=2))
+    assert so_far.of("b") == [_delta(0, "A new call", call=2)]
+    so_far.add("c", _delta(0, "the third"))
+    assert so_far.of("a") == [] and [d.text for d in so_far.of("c")] == ["the third"]  # two kept

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from durable_agents.activities.agent_names import DEFAULT_AGENTS_DIR
 from tests.support.net import free_port
 from tests.support.paths import ROOT, TESTS
 
@@ -43,11 +44,20 @@ async def serving(
     *options: str,
     serve: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    agents: Sequence[str] = (),
 ) -> AsyncIterator[Served]:
     """``starter.py [OPTIONS] serve --port N [SERVE]`` against ``address``, once it accepts
     connections, its stderr in ``log``. ``env`` adds to (or overrides) the test process's environment
-    for the serve process only; the test process's own AGENT_SERVE_* settings are left out."""
+    for the serve process only; the test process's own AGENT_SERVE_* settings are left out. ``agents``:
+    the test worker's own agents, besides the shipped ones, that serve lets runs start (its
+    ``--agents-dir`` then holds a file naming each)."""
     port = free_port()
+    if agents:
+        folder = log.parent / "serve-agents"
+        shutil.copytree(DEFAULT_AGENTS_DIR, folder)
+        for name in agents:
+            (folder / f"{name}.toml").write_text(f"name = {name!r}\n")
+        serve = (*serve, "--agents-dir", str(folder))
     environ = {name: value for name, value in os.environ.items() if not name.startswith("AGENT_SERVE_")}
     with log.open("w") as err:
         proc = await asyncio.create_subprocess_exec(

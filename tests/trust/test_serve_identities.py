@@ -99,6 +99,11 @@ async def test_a_tenants_token_starts_runs_as_its_user_and_reaches_no_other_tena
             },
             headers=_bearer(GUS),
         )
+        reloaded = [
+            await http.get(f"{served.url}/agents/demo/chat/{thread}/{what}", headers=_bearer(GUS))
+            for what in ("messages", "stream")
+        ]
+        reconnected = await _ag_ui(http, served, GUS, "demo", {"threadId": thread, "messages": []})
         console = await _console(http, served, GUS)
         page = await http.get(f"{served.url}/console/c/{thread}")
         listed = await http.get(f"{served.url}/console/conversations")
@@ -129,6 +134,7 @@ async def test_a_tenants_token_starts_runs_as_its_user_and_reaches_no_other_tena
     assert (decided.status_code, decided.text) == (403, "the token globex-viewer may not decide\n")
     assert (resumed.status_code, resumed.text) == (403, "the token globex-viewer may not decide\n")
     assert (chatted.status_code, chatted.text) == (404, not_found)
+    assert [(r.status_code, r.text) for r in [*reloaded, reconnected]] == [(404, not_found)] * 3
     assert console == "gus"
     assert (page.status_code, page.text) == (404, not_found)
     assert listed.status_code == 200 and thread not in listed.text

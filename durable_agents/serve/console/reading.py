@@ -35,6 +35,7 @@ from durable_agents.workflows.api import (
     AGENT_NAME,
     AGENT_PARENT,
     AGENT_TENANT,
+    AGENT_USER,
     ConversationResult,
     ConversationStatus,
 )
@@ -154,26 +155,94 @@ class Row:
     status: str
     agent: str
     tenant: str
+    user: str
     started: datetime
     cost: str
+    prompt: str = ""
+    """The start of its first prompt, as its Web UI summary has it."""
+
+
+STATUSES = (
+    "running",
+    "idle",
+    "awaiting_approval",
+    "waiting_for_client",
+    "completed",
+    "cancelled",
+    "failed",
+    "terminated",
+    "timed_out",
+)
+"""What the list filters by: AgentStatus, or Temporal's status for those the workflow may not have
+recorded (``agent_state``)."""
+_CLOSED = {"cancelled": "Canceled", "failed": "Failed", "terminated": "Terminated", "timed_out": "TimedOut"}
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """Which conversations the list shows (empty: any)."""
+
+    status: str = ""
+    agent: str = ""
+    tenant: str = ""
+    user: str = ""
+    id: str = ""
+    """The start of the conversation's id."""
+
+    def __post_init__(self) -> None:
+        if self.status and self.status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {self.status!r}")
+
+    def where(self) -> str:
+        """The visibility query's conditions."""
+        found = [f"ExecutionStatus = '{_CLOSED[self.status]}'"] if self.status in _CLOSED else []
+        if self.status and self.status not in _CLOSED:
+            found.append(f"AgentStatus = {quoted(self.status)}")
+        for key, value in (("AgentName", self.agent), ("AgentTenant", self.tenant), ("AgentUser", self.user)):
+            if value:
+                found.append(f"{key} = {quoted(value)}")
+        if self.id:
+            found.append(f"WorkflowId STARTS_WITH {quoted(self.id)}")
+        return " AND ".join(found)
 
 
 async def conversations(
-    client: Client, limit: int, before: datetime | None, tenant: str | None = None
+    client: Client,
+    limit: int,
+    before: datetime | None,
+    tenant: str | None = None,
+    *,
+    after: datetime | None = None,
+    shown: ListFilter = ListFilter(),
 ) -> list[Row]:
-    """A page of conversations, newest first (``before``: the start time the last page ended at; of
-    ``tenant``'s only, when given)."""
+    """A page of conversations, newest first (``before``: the start time the last page ended at,
+    ``after`` the one the page before began at; of ``tenant``'s only, when given; those ``shown``
+    lets through), each with the start of its prompt."""
+    found = await newest_conversations(client, limit, before, tenant, after=after, where=shown.where())
+    prompts = await asyncio.gather(*(_prompt(client, wf) for wf in found))
     return [
         Row(
             wf.id,
             agent_state(wf),
             wf.typed_search_attributes.get(AGENT_NAME) or "",
             wf.typed_search_attributes.get(AGENT_TENANT) or "",
+            wf.typed_search_attributes.get(AGENT_USER) or "",
             wf.start_time,
             _dollars(wf.typed_search_attributes.get(AGENT_COST)),
+            prompt,
         )
-        for wf in await newest_conversations(client, limit, before, tenant)
+        for wf, prompt in zip(found, prompts, strict=True)
     ]
+
+
+async def _prompt(client: Client, wf: WorkflowExecution) -> str:
+    """The prompt's start from the conversation's Web UI summary (``agent: prompt``), or nothing."""
+    try:
+        described = await client.get_workflow_handle(wf.id, run_id=wf.run_id).describe()
+        summary = await described.static_summary() or ""
+    except RPCError:
+        return ""
+    return summary.partition(": ")[2]
 
 
 def _dollars(cost: float | None) -> str:

@@ -1,7 +1,8 @@
 """The console's pages and actions, under ``/console`` of ``starter.py serve``.
 
     GET  /console/                      the inbox: every call waiting for a person
-    GET  /console/conversations         conversations, newest first (?before= the next page)
+    GET  /console/conversations         conversations, newest first (?before= the next page, ?after= the
+                                        one before; ?status= ?agent= ?tenant= ?user= ?id= filter them)
     GET  /console/c/ID                  one conversation, live (its event stream: /console/c/ID/events)
     POST /console/c/ID/decide           approve, reject, edit the arguments, remember
     POST /console/c/ID/answer           a client tool's result (``ask_user``: the answer)
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -45,6 +46,9 @@ from durable_agents.serve.identities import Caller, reaches
 HERE = Path(__file__).parent
 BASE = "/console"
 PAGE_SIZE = 25
+MAX_PAGE_SIZE = 200
+FILTERS = ("status", "agent", "tenant", "user", "id")
+"""The list's filters (``reading.ListFilter``), as the page's form and links name them."""
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
@@ -179,16 +183,30 @@ def mount(
         }
 
     async def list_page(request: Request, session: Session) -> Response:
-        before_text = request.query_params.get("before")
+        given = request.query_params
         try:
-            before = datetime.fromisoformat(before_text) if before_text else None
-        except ValueError:
-            return PlainTextResponse("before must be a time, as the page's link gives it\n", status_code=400)
-        rows = await reading.conversations(client, PAGE_SIZE + 1, before, session.caller.tenant)
-        more = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
-        following = rows[-1].started.isoformat() if more else None
-        return page(request, "conversations.html", session, rows=rows, following=following)
+            before, after = _time(given, "before"), _time(given, "after")
+            size = int(given.get("size") or PAGE_SIZE)
+            if not 1 <= size <= MAX_PAGE_SIZE:
+                raise ValueError(f"size must be 1 to {MAX_PAGE_SIZE}")
+            shown = reading.ListFilter(**{name: given.get(name, "").strip() for name in FILTERS})
+        except ValueError as e:
+            return PlainTextResponse(f"{e}\n", status_code=400)
+        tenant = session.caller.tenant
+        rows = await reading.conversations(client, size + 1, before, tenant, after=after, shown=shown)
+        more = len(rows) > size
+        rows = rows[1:] if after is not None and more else rows[:size]
+        kept = {name: getattr(shown, name) for name in FILTERS if getattr(shown, name)}
+        if size != PAGE_SIZE:
+            kept["size"] = str(size)
+        older = rows and (more or after is not None)
+        newer = rows and (before is not None or (after is not None and more))
+        links = {
+            "older": f"?{urlencode({**kept, 'before': rows[-1].started.isoformat()})}" if older else None,
+            "newer": f"?{urlencode({**kept, 'after': rows[0].started.isoformat()})}" if newer else None,
+        }
+        context = {"rows": rows, "shown": shown, "statuses": reading.STATUSES, "links": links}
+        return page(request, "conversations.html", session, **context)
 
     async def conversation_page(request: Request, session: Session) -> Response:
         return await _conversation(request, session, "conversation.html")
@@ -324,6 +342,15 @@ def mount(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Mount(BASE, routes=routes)
+
+
+def _time(given: Any, name: str) -> datetime | None:
+    """The page link's ``before`` or ``after``: a time, or None."""
+    text = given.get(name)
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        raise ValueError(f"{name} must be a time, as the page's link gives it") from None
 
 
 def is_console(path: str) -> bool:

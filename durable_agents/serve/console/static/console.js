@@ -57,9 +57,17 @@ function follow() {
     }, 250);
   };
   const source = new EventSource(live.dataset.events);
+  // The dedupe rule (workflows/events.py): a call's text is its latest attempt's; the first delta
+  // of a page opened mid-reply is the text so far; a delta whose earlier text never came waits
+  // for the call's end, which brings the whole text. The page's refreshes keep it until that end.
+  let call = null, attempt = 0, text = "", over = false;
   source.addEventListener("text_delta", (e) => {
+    const delta = JSON.parse(e.data);
+    if (delta.model_call !== call || delta.attempt > attempt) { call = delta.model_call; attempt = delta.attempt; text = ""; over = false; }
+    if (delta.attempt < attempt || delta.start > text.length) return;
+    text = text.slice(0, delta.start) + delta.text;
     streaming.hidden = false;
-    streamed.textContent += JSON.parse(e.data).text;
+    streamed.textContent = text;
   });
   source.addEventListener("text_replaced", () => { streamed.textContent = ""; });
   source.addEventListener("state", (e) => {
@@ -69,9 +77,15 @@ function follow() {
   for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "client_tool_requested", "reply", "summary"]) {
     source.addEventListener(type, refresh);
   }
-  source.addEventListener("model_call_finished", () => { refresh(); });
+  for (const type of ["model_call_finished", "model_call_interrupted"]) {
+    source.addEventListener(type, (e) => {
+      const ended = JSON.parse(e.data);
+      if (ended.model_call === call && ended.attempt == null) over = true;
+      refresh();
+    });
+  }
   document.body.addEventListener("htmx:afterSwap", (e) => {
-    if (e.target.id === "body") { streamed.textContent = ""; streaming.hidden = true; }
+    if (e.target.id === "body" && (over || call === null)) { streamed.textContent = ""; streaming.hidden = true; call = null; text = ""; }
   });
   source.addEventListener("end", (e) => {
     source.close();
@@ -81,10 +95,24 @@ function follow() {
   });
 }
 
+// After a decision (or an answer) the card that took it is replaced: focus goes on to the next card
+// still waiting (or stays on the decided one), not back to the page's start.
+function focusNextCard() {
+  const done = document.querySelector("article.call[data-just-decided]");
+  if (!done) return;
+  done.removeAttribute("data-just-decided");
+  const cards = [...document.querySelectorAll("article.call")];
+  const next = cards.slice(cards.indexOf(done) + 1).find((card) => !card.classList.contains("decided"));
+  const card = next || done;
+  if (!card.hasAttribute("tabindex")) card.setAttribute("tabindex", "-1");  // focusable by script only
+  card.focus();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   countdowns();
   setInterval(countdowns, 1000);
   setInterval(inboxRefresh, 10000);
   document.body.addEventListener("htmx:afterSwap", countdowns);
+  document.body.addEventListener("htmx:afterSettle", focusNextCard);
   follow();
 });

@@ -412,7 +412,9 @@ async def test_interrupt_ends_the_running_turn_and_the_chat_takes_the_next_messa
         await asyncio.sleep(0.05)
     await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
     await page.click("#interrupt")
-    await expect(page.locator("#act-outcome")).to_contain_text("Interrupted: the running turn ends now")
+    await expect(page.locator("#act-outcome")).to_have_text(
+        "Interrupted: its model call is cancelled and the turn answered 'interrupted' (a chat stays open)."
+    )
     await expect(page.locator("#status")).to_have_text("idle", timeout=10000)  # the chat stays open
     await page.fill("#text", "just a line about dogs")
     await page.click("form.send button[type=submit]")

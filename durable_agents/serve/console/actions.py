@@ -19,7 +19,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_agents.client import conversations, decisions
-from durable_agents.client.conversations import fork_conversation, refusal
+from durable_agents.client.conversations import fork_conversation, interrupt_turn, refusal
 from durable_agents.client.decisions import Refused
 from durable_agents.serve.console.sessions import Session
 from durable_agents.workflows.agent import AgentWorkflow
@@ -118,10 +118,17 @@ async def end(client: Client, workflow_id: str) -> None:
     await _rpc(client.get_workflow_handle(workflow_id).signal(AgentWorkflow.end))
 
 
-async def interrupt(client: Client, workflow_id: str) -> None:
-    """End the running turn now (the ``interrupt`` signal): its model call is cancelled, the turn
-    answered ``interrupted``; a chat stays open."""
-    await _rpc(client.get_workflow_handle(workflow_id).signal(AgentWorkflow.interrupt))
+async def interrupt(client: Client, workflow_id: str) -> str:
+    """End the running turn (the ``interrupt`` signal), saying what that does to it, as the starter
+    does (``interrupt_turn``); refused when no turn runs."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        described = await handle.describe()
+        return f"Interrupted: {await interrupt_turn(client, handle, described.task_queue)}"
+    except ValueError as e:
+        raise Refused(f"{workflow_id} {e}") from e
+    except RPCError as e:
+        raise Refused(e.message) from e
 
 
 async def cancel(client: Client, workflow_id: str) -> None:

@@ -288,14 +288,16 @@ def mount(
         return fragment(request, "_outcome.html", session, ok=True, message=sent)
 
     def closing(
-        act: Callable[[Client, str], Awaitable[None]], done: str
+        act: Callable[[Client, str], Awaitable[str | None]], done: str = ""
     ) -> Callable[[Request, Session], Awaitable[Response]]:
+        """An action on a conversation; what it says it did, else ``done``."""
+
         async def handler(request: Request, session: Session) -> Response:
             try:
-                await act(client, request.path_params["workflow_id"])
+                said = await act(client, request.path_params["workflow_id"])
             except actions.Refused as e:
                 return await refused(request, session, str(e))
-            return fragment(request, "_outcome.html", session, ok=True, message=done)
+            return fragment(request, "_outcome.html", session, ok=True, message=said or done)
 
         return handler
 
@@ -334,7 +336,7 @@ def mount(
         act("/c/{workflow_id:path}/end", closing(actions.end, "The chat closes after its current turn.")),
         act(
             "/c/{workflow_id:path}/interrupt",
-            closing(actions.interrupt, "Interrupted: the running turn ends now; a chat takes the next one."),
+            closing(actions.interrupt),
         ),
         act("/c/{workflow_id:path}/cancel", closing(actions.cancel, "Cancelled: it ends with what it has.")),
         act("/c/{workflow_id:path}/fork", fork),

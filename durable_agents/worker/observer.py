@@ -91,7 +91,7 @@ class Observer(Interceptor):
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor]:
         input.unsafe_extern_functions[OBSERVER] = self._observe
-        return _WorkflowObserver
+        return _WorkflowObserver if self._ids is not None else _WorkflowLabels
 
     # -- what workflow code publishes (in its thread, never while replaying) --------------
 
@@ -193,31 +193,45 @@ def _ns(when: datetime) -> int:
     return int(when.timestamp() * 1_000_000_000)
 
 
-def _with_turn(headers: Mapping[str, Payload]) -> Mapping[str, Payload]:
+def _with_turn(headers: Mapping[str, Payload], trace: bool = True) -> Mapping[str, Payload]:
     """``with_turn``, or the headers as they were if telemetry fails."""
     with quietly("sending the turn's context"):
-        return with_turn(headers)
+        return with_turn(headers, trace)
     return headers
 
 
 class _WorkflowObserver(WorkflowInboundInterceptor):
+    """The turn's context and the metrics' labels in the headers of what the workflow starts."""
+
+    trace = True
+
     def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-        super().init(_WorkflowOutbound(outbound))
+        super().init(_WorkflowOutbound(outbound, self.trace))
+
+
+class _WorkflowLabels(_WorkflowObserver):
+    """No spans on this worker: only the metrics' labels (agent, tenant), a few bytes per call."""
+
+    trace = False
 
 
 class _WorkflowOutbound(WorkflowOutboundInterceptor):
+    def __init__(self, next: WorkflowOutboundInterceptor, trace: bool) -> None:
+        super().__init__(next)
+        self._trace = trace
+
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
-        input.headers = _with_turn(input.headers)
+        input.headers = _with_turn(input.headers, self._trace)
         return super().start_activity(input)
 
     def start_local_activity(self, input: StartLocalActivityInput) -> workflow.ActivityHandle[Any]:
-        input.headers = _with_turn(input.headers)
+        input.headers = _with_turn(input.headers, self._trace)
         return super().start_local_activity(input)
 
     async def start_child_workflow(
         self, input: StartChildWorkflowInput
     ) -> workflow.ChildWorkflowHandle[Any, Any]:
-        input.headers = _with_turn(input.headers)
+        input.headers = _with_turn(input.headers, self._trace)
         return await super().start_child_workflow(input)
 
     def continue_as_new(self, input: ContinueAsNewInput) -> Any:

@@ -99,13 +99,14 @@ def header_context(headers: Mapping[str, Payload]) -> opentelemetry.context.Cont
     return PROPAGATOR.extract(carrier if isinstance(carrier, dict) else {})
 
 
-def with_turn(headers: Mapping[str, Payload]) -> Mapping[str, Payload]:
-    """``headers`` and the current turn's context, with the agent and tenant as baggage."""
+def with_turn(headers: Mapping[str, Payload], spans: bool = True) -> Mapping[str, Payload]:
+    """``headers`` and the current turn's context (``spans``: a worker that exports them), with the
+    agent and tenant as baggage."""
     labels = conversation_labels()
     if labels is None:
         return headers
     context = opentelemetry.context.Context()
-    if labels.turn is not None:
+    if spans and labels.turn is not None:
         context = trace.set_span_in_context(NonRecordingSpan(turn_context(labels.turn)), context)
     for key, value in (("agent", labels.agent), ("tenant", labels.tenant)):
         if value:

@@ -313,11 +313,17 @@ async def test_with_the_codec_history_holds_neither_the_prompt_nor_the_answer_an
     assert len(datas) > 10
     assert not [d for d in datas if PROMPT.encode() in d or ANSWER.encode() in d or b"Bluebird" in d]
     # Every payload is encrypted except what the server or SDK must read: search attributes (to index
-    # them) and the SDK's own marker bookkeeping (the patch id of `workflow.patched`; a local
-    # activity's sequence number, type and times: its result is encrypted).
+    # them), the SDK's own marker bookkeeping (the patch id of `workflow.patched`; a local
+    # activity's sequence number, type and times: its result is encrypted) and the activities'
+    # tracing header (the agent and tenant, as in the search attributes; a trace id with tracing on).
     encodings = payload_encodings(document)
     clear = {path: enc for path, enc in encodings.items() if enc != b"binary/encrypted"}
-    sdk_own = (".searchAttributes.", ".details.patch-data.", ".markerRecordedEventAttributes.details.data.")
+    sdk_own = (
+        ".searchAttributes.",
+        ".details.patch-data.",
+        ".markerRecordedEventAttributes.details.data.",
+        ".header.fields._tracer-data",
+    )
     assert clear and all(any(part in path for part in sdk_own) for path in clear), clear
     assert any(".markerRecordedEventAttributes.details.result." in path for path in encodings)
     assert b"binary/encrypted" in encodings.values()

@@ -39,7 +39,7 @@ class FakeClient:
     knows (NOT_FOUND), by task token or workflow id."""
 
     namespace = "default"
-    service_client = SimpleNamespace(config=SimpleNamespace(target_host="127.0.0.1:7233"))
+    service_client = SimpleNamespace(config=SimpleNamespace(target_host="127.0.0.1:7233", runtime=None))
 
     def __init__(self, finished: tuple[str, ...] = ()) -> None:
         self.done: list[tuple[str, ...]] = []

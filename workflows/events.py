@@ -122,6 +122,8 @@ class ModelCallFinished(_Event):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
+    reasoning: str = ""
+    """The summary of the model's reasoning, when its agent asked for one (``reasoning_summary``)."""
 
 
 class ToolCallStarted(_Event):

@@ -101,12 +101,11 @@ Message = Annotated[
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those the model spent reasoning (OpenAI's reasoning models say so)."""
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-        )
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
     @property
     def total_tokens(self) -> int:
@@ -127,6 +126,9 @@ OnText = Callable[[str], None]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningSummary = Literal["auto", "concise", "detailed"]
+
 
 class ModelSettings(BaseModel):
     """Which model to call and how. Keys and base URLs stay in the worker's environment."""
@@ -135,6 +137,13 @@ class ModelSettings(BaseModel):
     model: str
     max_tokens: int = 1024
     temperature: float | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks before it answers (OpenAI's ``reasoning.effort``, sent by
+    both OpenAI adapters); None: the model's default. Anthropic has no such setting: its adapter
+    sends none."""
+    reasoning_summary: ReasoningSummary | None = None
+    """Ask for a summary of the model's reasoning (``openai_responses`` only): it is recorded with the
+    model call's response and shown on the event stream."""
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     context_window: int | None = Field(default=None, ge=1)
@@ -208,6 +217,8 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
     model: str = ""
+    reasoning: str = ""
+    """The summary of the model's reasoning, when the request asked for one (``reasoning_summary``)."""
 
 
 ModelSettings.model_rebuild()

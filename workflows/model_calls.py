@@ -90,6 +90,7 @@ class ModelCalls:
                 tool_calls=message.tool_calls,
                 usage=response.usage,
                 finish_reason=response.finish_reason,
+                reasoning=response.reasoning,
             )
         )
         self._count(agent, response)

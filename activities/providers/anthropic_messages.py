@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, assert_never
 
 import anthropic
-import httpx2
 
-from durable_agents.activities.errors import provider_error
-from durable_agents.activities.providers._response import ResponseBuilder, collect
-from durable_agents.activities.providers._sdk import SDKModel, client_options
+from durable_agents.activities.providers._response import ResponseBuilder
+from durable_agents.activities.providers._sdk import SDKModel, build_models
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -27,6 +24,8 @@ from durable_agents.workflows.messages import (
     UserMessage,
 )
 
+build_models(anthropic.types.Message, anthropic.types.RawMessageStreamEvent)
+
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -41,32 +40,23 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     """Neutral request in, neutral response out, over ``messages.create``."""
 
     name = "anthropic"
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    environment = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
-        response = await self._complete(request, timeout, on_text)
-        return answer_from_tool(response) if request.output_schema is not None else response
-
-    async def _complete(self, request: ModelRequest, timeout: float, on_text: OnText | None) -> ModelResponse:
-        try:
-            with self.sdk_errors(anthropic):  # an error event inside the stream is a status error too
-                if request.settings.stream:
-                    stream = await self._client.messages.create(
-                        **to_wire(request), stream=True, timeout=timeout
-                    )
-                    return await collect(stream, add_event, ResponseBuilder(self.name, on_text))
-                message = await self._client.messages.create(**to_wire(request), timeout=timeout)
-        except httpx2.TransportError as e:  # the SDK does not wrap a stream's read errors
-            raise provider_error(self.name, f"{type(e).__name__} while reading the stream") from e
-        # No warnings: a lenient compatible server may send a tool input as text (from_wire takes it).
-        return from_wire(message.model_dump(mode="json", warnings=False))
-
-    @staticmethod
-    def client_from_environment() -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            **client_options(os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL"))
+        response = await self.create(
+            self._client.messages.create,
+            to_wire(request),
+            stream=request.settings.stream,
+            timeout=timeout,
+            on_text=on_text,
+            add=add_event,
+            whole=from_wire,
         )
+        return answer_from_tool(response) if request.output_schema is not None else response
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:

@@ -160,9 +160,10 @@ def format_event(event: Event) -> list[str]:
             return [format_transcript([UserMessage(text=text)])]
         case SummaryAdded(text=text, replaces=replaces):
             return [format_transcript([SummaryMessage(text=text, replaces=replaces)])]
-        case ModelCallFinished(text=text, tool_calls=calls):
+        case ModelCallFinished(text=text, tool_calls=calls, reasoning=reasoning):
             found = format_transcript([AssistantMessage(text=text, tool_calls=calls)])
-            return found.splitlines() if found else []
+            thought = [f"[reasoning] {line}" for line in reasoning.splitlines() if line]
+            return thought + (found.splitlines() if found else [])
         case ToolCallFinished(call_id=call_id, tool=tool, content=content, is_error=is_error):
             return [
                 format_transcript(

@@ -35,6 +35,7 @@ def test_the_projects_table_loads_each_model_with_its_values() -> None:
     assert dict(load_models().entries) == {
         "gpt-4o-mini": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=0.15, output=0.60),
         "gpt-4o": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=2.50, output=10.00),
+        "gpt-5-mini": ModelEntry(context_window=400_000, max_output_tokens=128_000, input=0.25, output=2.00),
         "claude-haiku-4-5": ModelEntry(
             context_window=200_000, max_output_tokens=64_000, input=1.00, output=5.00
         ),

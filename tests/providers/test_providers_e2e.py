@@ -9,12 +9,25 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from durable_agents.activities.agent_files import load_agent_file
+from durable_agents.activities.tools import default_registry
+from durable_agents.cli.display import format_event
+from durable_agents.client.live import follow
 from durable_agents.converter import FAILURE_LIMIT
 from durable_agents.workflows.activity_refs import CALL_MODEL
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.events import ModelCallFinished
 from durable_agents.workflows.messages import ModelProgress, ModelSettings
-from tests.support.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
+from tests.support.docs import block_after, docs_page
+from tests.support.fake_provider import (
+    FakeProvider,
+    Reply,
+    anthropic_stream,
+    error_reply,
+    openai_responses_stream,
+    openai_stream,
+)
 from tests.support.paths import DATA
 from tests.support.workers import Env
 
@@ -267,3 +280,83 @@ async def test_hung_response_times_out_and_is_retried(env: Env, fake: FakeProvid
     assert result.final_text == "12 + 30 = 42."
     assert len(fake.received) == 2
     assert fake.received[1].at - fake.received[0].at >= 1.5
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_the_responses_agent_runs_parallel_tools_and_reports_its_reasoning(
+    env: Env, fake: FakeProvider, tmp_path, stream: bool
+) -> None:
+    """docs/agents-and-tools.md's Responses agent file as written (and, whole, with ``stream`` off)."""
+    agent = block_after(docs_page("agents-and-tools"), "### The OpenAI Responses API", "toml")
+    path = tmp_path / "reasoner.toml"
+    path.write_text(agent)
+    spec = load_agent_file(path, default_registry())
+    spec.model.stream = stream
+    calls, answer = (
+        json.loads((DATA / f"openai_responses_{name}_response.json").read_text())
+        for name in ("tool_calls", "text")
+    )
+    fake.queue(
+        *(
+            (openai_responses_stream(calls), openai_responses_stream(answer))
+            if stream
+            else (Reply(body=calls), Reply(body=answer))
+        )
+    )
+    handle = await env.start(ConversationInput(prompt="12 + 30, and 3 x 4?", agent_spec=spec))
+    result = await handle.result()
+
+    assert result.final_text == "12 + 30 = 42."
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
+        (
+            "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "multiply",
+            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
+            True,
+        ),
+    ]
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (353, 187, 128)
+    first, second = fake.received
+    assert first.path == second.path == "/v1/responses"
+    assert (first.body["model"], first.body["max_output_tokens"], first.body["store"]) == (
+        "gpt-5-mini",
+        4096,
+        False,
+    )
+    assert first.body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert first.body.get("stream", False) is stream
+    assert [t["name"] for t in first.body["tools"]] == ["add", "multiply"]
+    assert second.body["input"][-4:] == [
+        {
+            "type": "function_call",
+            "call_id": "call_hU0Yg4Zx3oQe1nVdB7sKpW2m",
+            "name": "add",
+            "arguments": '{"a": 12, "b": 30}',
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "name": "multiply",
+            "arguments": '{"a":3,"b":',
+        },
+        {"type": "function_call_output", "call_id": "call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "output": "42"},
+        {
+            "type": "function_call_output",
+            "call_id": "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "output": "Error: Invalid arguments for 'multiply': arguments are not valid JSON"
+            " (Expecting value at position 11)",
+        },
+    ]
+    finished = [e async for _, e in follow(env.client, handle.id) if isinstance(e, ModelCallFinished)]
+    assert [e.reasoning for e in finished] == [
+        "**Planning the arithmetic**\n\nThe user wants a sum; the add tool gives it.\n\n"
+        "**Checking the product**\n\nI also call multiply.",
+        "",
+    ]
+    assert format_event(finished[0])[:3] == [  # as ``starter.py watch`` prints it
+        "[reasoning] **Planning the arithmetic**",
+        "[reasoning] The user wants a sum; the add tool gives it.",
+        "[reasoning] **Checking the product**",
+    ]

@@ -477,6 +477,11 @@ class Price(BaseModel):
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Per million input tokens read from the provider's prompt cache; None: at ``input``."""
 
     def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1_000_000
+        cached = usage.cached_input_tokens
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        paid = (usage.input_tokens - cached) * self.input + cached * cached_price
+        return (paid + usage.output_tokens * self.output) / 1_000_000

@@ -30,13 +30,7 @@ def cost_by_model(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> dic
 def _own_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:
     if agent.price is None:
         return None
-    used, delegated = state.usage, state.subagent_usage
-    return agent.price.cost(
-        Usage(
-            input_tokens=used.input_tokens - delegated.input_tokens,
-            output_tokens=used.output_tokens - delegated.output_tokens,
-        )
-    )
+    return agent.price.cost(state.usage - state.subagent_usage)
 
 
 def _fallback_cost(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> float | None:

@@ -103,9 +103,15 @@ class Usage(BaseModel):
     output_tokens: int = 0
     reasoning_tokens: int = 0
     """Of ``output_tokens``, those the model spent reasoning (OpenAI's reasoning models say so)."""
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache (priced at the models
+    table's ``cached_input``)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(**{name: getattr(self, name) - getattr(other, name) for name in Usage.model_fields})
 
     @property
     def total_tokens(self) -> int:
@@ -144,6 +150,9 @@ class ModelSettings(BaseModel):
     reasoning_summary: ReasoningSummary | None = None
     """Ask for a summary of the model's reasoning (``openai_responses`` only): it is recorded with the
     model call's response and shown on the event stream."""
+    prompt_cache: bool = True
+    """Anthropic: mark cache breakpoints on the system prompt, the tools and the transcript so far,
+    so the next call reads them from the cache; False sends none. (OpenAI caches on its own.)"""
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     context_window: int | None = Field(default=None, ge=1)

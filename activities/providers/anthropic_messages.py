@@ -93,7 +93,31 @@ def to_wire(request: ModelRequest) -> dict[str, Any]:
             if request.tools and request.allow_tool_calls
             else {"type": "tool", "name": OUTPUT_NAME}
         )
+    if settings.prompt_cache:
+        _cache_breakpoints(wire)
     return wire
+
+
+_CACHED = {"type": "ephemeral"}
+
+
+def _cache_breakpoints(wire: dict[str, Any]) -> None:
+    """Mark the ends of what stays the same from call to call, so the next call reads it from the
+    cache: the tools, the system prompt, and the transcript up to its newest message (three of the
+    four breakpoints Anthropic allows). Below the model's smallest cacheable prompt nothing is cached."""
+    if "system" in wire:
+        wire["system"] = _blocks(wire["system"])
+    last_message = wire["messages"][-1] if wire["messages"] else None
+    if last_message is not None:
+        last_message["content"] = _blocks(last_message["content"])
+    for blocks in (wire.get("tools"), wire.get("system"), last_message and last_message["content"]):
+        if blocks:
+            blocks[-1]["cache_control"] = _CACHED
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content as blocks (only a block takes a ``cache_control``)."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 _ANSWER_TOOL = "Give your final answer: call this once, when you are done, with the answer as its input."
@@ -208,8 +232,14 @@ def _block(builder: ResponseBuilder, index: int, block: dict[str, Any]) -> None:
 
 
 def _usage(usage: dict[str, Any], before: Usage) -> Usage:
-    """Usage of message_start, then updated by message_delta (whose counts are totals so far)."""
+    """Usage of message_start, then updated by message_delta (whose counts are totals so far).
+    Anthropic's ``input_tokens`` are those after the last cache breakpoint: the input is they, the
+    tokens written to the cache and those read from it (the cached ones)."""
+    if usage.get("input_tokens") is None:
+        return before.model_copy(update={"output_tokens": usage.get("output_tokens") or before.output_tokens})
+    read = usage.get("cache_read_input_tokens") or 0
     return Usage(
-        input_tokens=usage.get("input_tokens") or before.input_tokens,
+        input_tokens=usage["input_tokens"] + (usage.get("cache_creation_input_tokens") or 0) + read,
         output_tokens=usage.get("output_tokens") or before.output_tokens,
+        cached_input_tokens=read,
     )

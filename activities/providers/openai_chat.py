@@ -146,6 +146,7 @@ def add_chunk(builder: ResponseBuilder, chunk: dict[str, Any]) -> None:
             input_tokens=usage.get("prompt_tokens") or 0,
             output_tokens=usage.get("completion_tokens") or 0,
             reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0,
+            cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
         )
     for choice in chunk.get("choices") or []:
         delta = choice.get("delta") or {}

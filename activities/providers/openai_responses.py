@@ -177,6 +177,7 @@ def _finished(builder: ResponseBuilder, response: dict[str, Any]) -> None:
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
         reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0,
+        cached_input_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens") or 0,
     )
     match response.get("status"):
         case "completed":

@@ -37,6 +37,7 @@ from durable_agents.workflows.messages import (
     SummaryMessage,
     SystemMessage,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from durable_agents.workflows.records import ApprovalRecord, Reply
@@ -81,8 +82,13 @@ def format_result(result: ConversationResult) -> str:
         f"{result.final_text}\n"
         f"-- stop reason: {result.stop_reason}{flags}; iterations: {result.iterations}; "
         f"model calls: {result.model_calls}; tool calls: {len(result.tool_calls)}; "
-        f"tokens: {usage.input_tokens} in / {usage.output_tokens} out"
+        f"tokens: {usage.input_tokens} in{cached(usage)} / {usage.output_tokens} out"
     )
+
+
+def cached(usage: Usage) -> str:
+    """The input tokens read from the prompt cache, when some were."""
+    return f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
 
 
 def format_reply(reply: Reply, workflow_id: str) -> str:

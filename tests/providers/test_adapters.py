@@ -153,7 +153,9 @@ def test_openai_recorded_text_response_cut_at_max_tokens_says_length() -> None:
 
 
 def test_anthropic_request_groups_tool_results_in_one_user_message_with_is_error() -> None:
-    assert anthropic_messages.to_wire(_request("anthropic")) == {
+    request = _request("anthropic")
+    request.settings.prompt_cache = False
+    assert anthropic_messages.to_wire(request) == {
         "model": "m-1",
         "max_tokens": 256,
         "temperature": 0.2,
@@ -183,6 +185,36 @@ def test_anthropic_request_groups_tool_results_in_one_user_message_with_is_error
         ],
         "tools": [{"name": "add", "description": "Add two numbers.", "input_schema": ADD.parameters}],
     }
+
+
+def test_anthropic_request_marks_cache_breakpoints_on_tools_system_and_the_newest_message() -> None:
+    wire = anthropic_messages.to_wire(_request("anthropic"))
+    cached = {"type": "ephemeral"}
+    assert wire["system"] == [{"type": "text", "text": "Be brief.", "cache_control": cached}]
+    assert wire["tools"] == [
+        {
+            "name": "add",
+            "description": "Add two numbers.",
+            "input_schema": ADD.parameters,
+            "cache_control": cached,
+        }
+    ]
+    assert wire["messages"][0] == {"role": "user", "content": "12 + 30, and 1 / 0?"}  # before: unmarked
+    assert wire["messages"][-1]["content"][-1] == {
+        "type": "tool_result",
+        "tool_use_id": "c2",
+        "content": "Cannot divide by zero.",
+        "is_error": True,
+        "cache_control": cached,
+    }
+    first_turn = anthropic_messages.to_wire(
+        _request("anthropic").model_copy(update={"messages": [UserMessage(text="hi")], "tools": []})
+    )
+    assert (first_turn["messages"], "system" in first_turn) == (
+        [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cached}]}],
+        False,
+    )
+    assert json.dumps(wire).count('"cache_control"') == 3
 
 
 def test_anthropic_request_turns_tools_off_with_tool_choice_none() -> None:

@@ -121,20 +121,35 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
                 known = ", ".join(hooks.names) if hooks else "none"
                 problem = f"is a {found} hook" if found else f"is unknown (the worker has: {known})"
                 raise AgentFileError(f"{where}: field 'hooks.{event}': hook {name!r} {problem}")
+    for stage in ("input", "output"):
+        for guardrail in getattr(spec.guardrails, stage):
+            if (
+                guardrail.function is not None
+                and (found := hooks and hooks.event_of(guardrail.function)) != "guardrail"
+            ):
+                problem = f"is a {found} hook" if found else "is not a guardrail function of this worker"
+                raise AgentFileError(
+                    f"{where}: field 'guardrails.{stage}': function {guardrail.function!r} {problem}"
+                    ' (register it with @hook("guardrail"))'
+                )
 
 
 def check_max_tokens(spec: AgentSpec, max_output: MaxOutput, *, where: str, model: str | None = None) -> None:
-    """Every model the agent may call (its own, or ``model`` instead; its fallbacks; its judges') is
+    """Every model the agent may call (its own, or ``model`` instead; its fallbacks; its judges' and
+    model guardrails') is
     asked for at least one output token and at most what the models table says it writes: the ledger
     reserves a call's ``max_tokens`` before it runs, so a negative one would slip past any budget."""
     fallbacks = [entry.partition(":")[2] for entry in spec.model.fallback]
     asked = [
         ("model.max_tokens", spec.model.max_tokens, name) for name in [model or spec.model.model, *fallbacks]
     ]
+    checkers = {"approval.judges": spec.approval.judges, "guardrails.input": spec.guardrails.input}
+    checkers["guardrails.output"] = spec.guardrails.output
     asked += [
-        (f"approval.judges.{i}.model.max_tokens", judge.model.max_tokens, judge.model.model)
-        for i, judge in enumerate(spec.approval.judges)
-        if judge.model is not None
+        (f"{where_in}.{i}.model.max_tokens", checker.model.max_tokens, checker.model.model)
+        for where_in, listed in checkers.items()
+        for i, checker in enumerate(listed)
+        if checker.model is not None
     ]
     for field, tokens, name in asked:
         if tokens < 1:

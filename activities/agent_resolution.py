@@ -95,7 +95,7 @@ class AgentResolver:
             },
             judge_prices={
                 judge.model.label: price
-                for judge in spec.approval.judges
+                for judge in [*spec.approval.judges, *spec.guardrails.input, *spec.guardrails.output]
                 if judge.model is not None and (price := self.models.price(judge.model.model)) is not None
             },
             context_window=spec.model.context_window

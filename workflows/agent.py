@@ -67,6 +67,7 @@ from durable_agents.workflows.events import (
     ToolCallStarted,
 )
 from durable_agents.workflows.fallback import models_used
+from durable_agents.workflows.guardrails import Guardrails, ended_note, retry_note
 from durable_agents.workflows.inputs import one_input
 from durable_agents.workflows.interrupts import SIGNALLED, Interrupted
 from durable_agents.workflows.judges import Judges
@@ -203,6 +204,7 @@ class AgentWorkflow:
             lambda: self._board.show(usage=self._s.usage),
         )
         self._client_calls = ClientCalls(self._s.client_calls, self._events)
+        self._guardrails = Guardrails(self._s, self._events)
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
@@ -271,6 +273,7 @@ class AgentWorkflow:
             tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
             hooks=self._s.hooks,
+            guardrails=self._s.guardrails,
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
             client_calls=self._s.client_calls,
@@ -688,22 +691,27 @@ class AgentWorkflow:
         text = message.text
         for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):
             if decision.action == "block":
-                # The refused text stays out of the transcript (and so out of later model calls).
-                self._s.messages.append(UserMessage(text=f"[message {message.id} blocked by hook]"))
-                self._events.publish(
-                    MessageAdded(
-                        role="user", text=f"[message {message.id} blocked by hook]", message_id=message.id
-                    )
-                )
-                self._s.messages.append(
-                    AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
-                )
-                self._finish_turn("blocked_by_hook")
+                answer = f"Message blocked by hook {decision.hook}: {decision.reason}"
+                self._keep_out(message.id, "blocked by hook", answer, "blocked_by_hook")
                 return
             if decision.action == "rewrite" and decision.text is not None:
                 text = decision.text
+        if (stopped := await self._guardrails.failed(agent, "input", text, message.id)) is not None:
+            self._keep_out(message.id, f"stopped by guardrail {stopped.guardrail}", ended_note(stopped))
+            return
         self._s.messages.append(UserMessage(text=text))
         self._events.publish(MessageAdded(role="user", text=text, message_id=message.id))
+
+    def _keep_out(
+        self, message_id: str, why: str, answer: str, reason: StopReason = "guardrail_tripped"
+    ) -> None:
+        """End the turn of a refused message: its text stays out of the transcript (and so out of
+        later model calls), a placeholder and ``answer`` stand in."""
+        placeholder = f"[message {message_id} {why}]"
+        self._s.messages.append(UserMessage(text=placeholder))
+        self._events.publish(MessageAdded(role="user", text=placeholder, message_id=message_id))
+        self._s.messages.append(AssistantMessage(text=answer))
+        self._finish_turn(reason)
 
     async def _hooks(
         self, agent: ResolvedAgent, event: HookEvent, target: str, about: HookInvocation
@@ -774,6 +782,10 @@ class AgentWorkflow:
                 return
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
+            elif not await self._answer_passes(
+                agent, turn, response.message.text, retried=turn.guardrail_retries
+            ):
+                return
             elif spec.output_schema is None:
                 self._finish_turn("completed")
             else:
@@ -792,8 +804,26 @@ class AgentWorkflow:
         except BudgetRefused as refused:
             self._finish_turn(limit, note=refused.text)
             return
+        if not await self._answer_passes(agent, turn, response.message.text):
+            return
         output = parse_answer(response.message.text, spec.output_schema)[0] if spec.output_schema else None
         self._finish_turn(limit, output)
+
+    async def _answer_passes(
+        self, agent: ResolvedAgent, turn: TurnState, text: str, *, retried: int | None = None
+    ) -> bool:
+        """The output guardrails' say on an answer: one that fails goes back to the model with the
+        reason (``retry``; the next step calls it again) or ends the turn in its stead."""
+        failed = await self._guardrails.failed(agent, "output", text, turn.message_id, retried=retried)
+        if failed is None:
+            return True
+        if failed.action == "retry":
+            turn.guardrail_retries += 1
+            self._s.messages.append(UserMessage(text=retry_note(failed)))
+        else:  # the refused answer is not stored yet: it never reaches the store or a later call
+            self._s.messages[-1] = AssistantMessage(text=ended_note(failed))
+            self._finish_turn("guardrail_tripped")
+        return False
 
     def _check_answer(self, spec: AgentSpec, turn: TurnState, text: str) -> None:
         """A typed answer: one that matches the schema ends the turn; one that does not goes back to

@@ -25,7 +25,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from durable_agents.workflows.messages import Tagged, ToolCall, Usage
-from durable_agents.workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
+from durable_agents.workflows.records import ApprovalRecord, ClientCall, GuardrailRecord, HookRecord, Reply
 
 EVENTS_TOPIC = "events"
 """The one topic of a conversation's stream."""
@@ -175,6 +175,11 @@ class HookDecided(_Event):
     record: HookRecord
 
 
+class GuardrailChecked(_Event):
+    type: Literal["guardrail_checked"] = "guardrail_checked"
+    record: GuardrailRecord
+
+
 class ReplySent(_Event):
     """The answer to a user message."""
 
@@ -214,6 +219,7 @@ Event = Annotated[
     | ApprovalJudged
     | ClientToolRequested
     | HookDecided
+    | GuardrailChecked
     | ReplySent
     | StateChanged
     | Ended,

@@ -27,6 +27,8 @@ class TurnState(BaseModel):
     """A model response of this turn was cut at max_tokens (a cut tool call included)."""
     output_retries: int = 0
     """Answers of this turn sent back for not matching the agent's ``output_schema``."""
+    guardrail_retries: int = 0
+    """Answers of this turn an output guardrail sent back to the model."""
     interrupt: bool = False
     """The ``interrupt`` signal asked to end this turn: its model call is cancelled, or, between
     calls, the turn ends before the next one (workflows/interrupts.py)."""

@@ -21,6 +21,7 @@ from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
     Event,
+    GuardrailChecked,
     HookDecided,
     MessageAdded,
     ModelCallFinished,
@@ -40,7 +41,7 @@ from durable_agents.workflows.messages import (
     Usage,
     UserMessage,
 )
-from durable_agents.workflows.records import ApprovalRecord, Reply
+from durable_agents.workflows.records import ApprovalRecord, GuardrailRecord, Reply
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -73,6 +74,15 @@ def format_approval(record: ApprovalRecord) -> str:
         why += f" ({record.tool} allowed for the conversation)"
     by = record.by if record.verdict is None else f"{record.by} ({record.verdict.approver})"
     return f"[approval {record.call_id}] {record.tool} {record.state} by {by} via {record.via}{why}"
+
+
+def format_guardrail(record: GuardrailRecord) -> str:
+    """One guardrail check, as ``watch`` and ``history`` print it."""
+    head = f"[guardrail {record.guardrail}] {record.stage} of {record.message_id}"
+    if record.passed:
+        return f"{head} passed"
+    then = {"retry": "; the model answers again", "end_turn": "; the turn ends", "none": ""}[record.action]
+    return f"{head} failed: {record.reason}{then}"
 
 
 def format_result(result: ConversationResult) -> str:
@@ -186,6 +196,8 @@ def format_event(event: Event) -> list[str]:
                 f"[client tool {call.tool} ({call.call_id})] waits for the client:"
                 f" {json.dumps(call.arguments)}"
             ]
+        case GuardrailChecked(record=record):
+            return [format_guardrail(record)]
         case HookDecided(record=record):
             why = f": {record.reason}" if record.reason else ""
             return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]

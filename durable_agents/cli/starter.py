@@ -44,6 +44,7 @@ from durable_agents.cli.display import (
     TypingLine,
     format_approval,
     format_event,
+    format_guardrail,
     format_reply,
     format_result,
     format_transcript,
@@ -620,6 +621,8 @@ async def history(client: Client, args: argparse.Namespace) -> None:
         print(format_transcript(found.messages))
         for record in found.approvals:
             print(format_approval(record))
+        for check in found.guardrails:
+            print(format_guardrail(check))
         for attempt in found.model_attempts:
             outcome = f"failed: {attempt.error}" if attempt.error else "answered"
             print(f"[model call {attempt.model_call}] {attempt.model} {outcome}")

@@ -41,6 +41,8 @@ from durable_agents.workflows.config import (
     AgentSpec,
     ApprovalPolicy,
     CallPolicy,
+    GuardrailConfig,
+    GuardrailsConfig,
     JudgeConfig,
     MCPServerConfig,
     Rule,
@@ -228,6 +230,24 @@ SHAPES: dict[str, ConversationInput] = {
                 "required": ["city", "celsius"],
                 "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
             },
+        )
+    ),
+    # An output guardrail (rules) refuses the first answer and sends it back; the second passes.
+    "guardrail_retry": conversation(
+        scripted_agent(
+            step("Call us at 555-0100."),
+            step("Ask at the front desk."),
+            tools=[],
+            guardrails=GuardrailsConfig(
+                output=[
+                    GuardrailConfig(
+                        name="no_phone_numbers",
+                        kind="rules",
+                        rules=[Rule(argument="text", excludes=r"\d{3}-\d{4}")],
+                        on_fail="retry",
+                    )
+                ]
+            ),
         )
     ),
     # Model fallback: the model "broken" fails the first call for good, "backup" answers it; "broken"

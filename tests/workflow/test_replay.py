@@ -31,6 +31,7 @@ def test_histories_are_checked_in() -> None:
         "continued_approval",
         "follow_ups",
         "fork",
+        "guardrail_retry",
         "interrupted",
         "interrupted_streamed",
         "lean_start",

@@ -18,6 +18,7 @@ from durable_agents.activities.hooks import HookRegistry
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.handoffs import tool_name as handoff_tool_name
 from durable_agents.workflows.subagents import tool_name
 
 logger = logging.getLogger(__name__)
@@ -184,24 +185,28 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def check_subagents(agents: Mapping[str, AgentSpec], where: Mapping[str, str] | None = None) -> None:
-    """Each agent's ``subagents`` are agents of this worker, usable as tool names, and no agent
-    delegates to itself, directly or through others (a loop of conversations without end)."""
+    """Each agent's ``subagents`` and ``handoffs`` are agents of this worker, usable as tool names,
+    and no agent delegates to itself, directly or through others (a loop of conversations without end)."""
     for name, spec in agents.items():
         at = (where or {}).get(name, f"agent {name!r}")
-        if unknown := [n for n in spec.subagents if n not in agents]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
-                f" the worker has: {', '.join(sorted(agents))}"
-            )
-        if bad := [n for n in spec.subagents if not _TOOL_NAME.match(tool_name(n))]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': {', '.join(bad)} cannot be a tool name"
-                " (letters, digits, '_' and '-', at most 60)"
-            )
-        if taken := [n for n in spec.subagents if tool_name(n) in spec.tools]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': {', '.join(tool_name(n) for n in taken)} is also in 'tools'"
-            )
+        for field, named, as_tool in (
+            ("subagents", spec.subagents, tool_name),
+            ("handoffs", spec.handoffs, handoff_tool_name),
+        ):
+            if unknown := [n for n in named if n not in agents]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': unknown agent(s) {', '.join(unknown)};"
+                    f" the worker has: {', '.join(sorted(agents))}"
+                )
+            if bad := [n for n in named if not _TOOL_NAME.match(as_tool(n))]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': {', '.join(bad)} cannot be a tool name"
+                    " (letters, digits, '_' and '-', at most 60)"
+                )
+            if taken := [n for n in named if as_tool(n) in spec.tools]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': {', '.join(as_tool(n) for n in taken)} is also in 'tools'"
+                )
         if cycle := _cycle(agents, [name]):
             raise AgentFileError(
                 f"{at}: field 'subagents': agent {name!r} delegates to itself ({' -> '.join(cycle)})"

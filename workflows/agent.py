@@ -60,6 +60,7 @@ from durable_agents.workflows.events import (
     ApprovalRequested,
     ConversationEvents,
     Ended,
+    HandedOff,
     HookDecided,
     MessageAdded,
     ReplySent,
@@ -68,6 +69,7 @@ from durable_agents.workflows.events import (
 )
 from durable_agents.workflows.fallback import models_used
 from durable_agents.workflows.guardrails import Guardrails, ended_note, retry_note
+from durable_agents.workflows.handoffs import taking_over
 from durable_agents.workflows.inputs import one_input
 from durable_agents.workflows.interrupts import SIGNALLED, Interrupted
 from durable_agents.workflows.judges import Judges
@@ -85,6 +87,7 @@ from durable_agents.workflows.records import (
     ClientCall,
     ClientResult,
     Decision,
+    HandoffRecord,
     HookRecord,
     Reply,
     Revocation,
@@ -229,6 +232,7 @@ class AgentWorkflow:
             )
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
+                agent = self._s.agent  # another after a handoff (workflows/handoffs.py)
                 if self._continue_as_new_due():
                     await self._continue_as_new(input)
                 if self._s.turn is not None:
@@ -274,6 +278,7 @@ class AgentWorkflow:
             approvals=list(self._approvals.records.values()),
             hooks=self._s.hooks,
             guardrails=self._s.guardrails,
+            handoffs=self._s.handoffs,
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
             client_calls=self._s.client_calls,
@@ -577,8 +582,10 @@ class AgentWorkflow:
 
     # -- the loop -----------------------------------------------------------------
 
-    async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
-        self._board.set("starting", "resolving the agent")
+    async def _resolve(self, input: ConversationInput, *, start: bool = True) -> ResolvedAgent:
+        """The agent of ``input``; at the ``start``, its system prompt opens the transcript."""
+        if start:
+            self._board.set("starting", "resolving the agent")
         try:
             resolved = await RESOLVE_AGENT.execute(
                 AgentRef(name=input.agent, spec=input.agent_spec, model=input.overrides.model),
@@ -598,7 +605,7 @@ class AgentWorkflow:
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
-        if resolved.spec.system_prompt and not input.history:
+        if start and resolved.spec.system_prompt and not input.history:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
             self._events.publish(MessageAdded(role="system", text=resolved.spec.system_prompt))
         return resolved
@@ -1017,6 +1024,8 @@ class AgentWorkflow:
         try:
             if tool.subagent is not None:
                 return await self._delegate(agent, tool, call)
+            if tool.handoff is not None:
+                return await self._hand_off(agent, tool, call)
             return await self._run_tool(agent, tool, call)
         finally:
             self._tools_in_flight -= 1
@@ -1027,6 +1036,35 @@ class AgentWorkflow:
         outcome = await self._subagents.run(tool, call, origin, self._s)
         self._board.show(usage=self._s.usage, cost=conversation_cost(agent, self._s))
         return outcome
+
+    async def _hand_off(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
+        """``tool.handoff``'s agent answers from the next model call (workflows/handoffs.py)."""
+        target_input = ConversationInput(
+            agent=tool.handoff,
+            await_first_message=True,
+            client_tools=self._input.client_tools,
+            subagent=self._input.subagent,
+        )
+        try:
+            target = taking_over(await self._resolve(target_input, start=False), agent)
+        except ApplicationError as err:  # say, the agent file is gone: the model is told
+            return ToolOutcome(content=f"The handoff failed: {err.message}", is_error=True)
+        reason = str(call.arguments.get("reason") or "")
+        self._s.agent = target
+        record = HandoffRecord(
+            call_id=call.id,
+            from_agent=agent.spec.name,
+            to_agent=target.spec.name,
+            reason=reason,
+            at=workflow.now(),
+        )
+        self._s.handoffs.append(record)
+        self._events.publish(HandedOff(record=record))
+        if target.spec.system_prompt:
+            self._s.messages.append(SystemMessage(text=target.spec.system_prompt, handoff=True))
+        self._board.name_agent(target.spec.name, target.spec.max_iterations)
+        workflow.logger.info("handed off to %s: %s", target.spec.name, reason)
+        return ToolOutcome(content=f"Transferred to {target.spec.name}; it answers from now on.")
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id

@@ -512,6 +512,9 @@ class AgentSpec(BaseModel):
     subagents: list[str] = Field(default_factory=list)
     """Agents (by name) this one may delegate to: each is a tool ``ask_<name>`` whose call runs that
     agent as a child conversation (workflows/subagents.py)."""
+    handoffs: list[str] = Field(default_factory=list)
+    """Agents (by name) this one may hand the conversation to: each is a tool ``transfer_to_<name>``
+    whose call makes that agent answer from the next model call on (workflows/handoffs.py)."""
     max_depth: int = Field(default=3, ge=1)
     """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
     tools. The top conversation's setting holds for the whole tree."""

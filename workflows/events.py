@@ -25,7 +25,14 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from durable_agents.workflows.messages import Tagged, ToolCall, Usage
-from durable_agents.workflows.records import ApprovalRecord, ClientCall, GuardrailRecord, HookRecord, Reply
+from durable_agents.workflows.records import (
+    ApprovalRecord,
+    ClientCall,
+    GuardrailRecord,
+    HandoffRecord,
+    HookRecord,
+    Reply,
+)
 
 EVENTS_TOPIC = "events"
 """The one topic of a conversation's stream."""
@@ -180,6 +187,11 @@ class GuardrailChecked(_Event):
     record: GuardrailRecord
 
 
+class HandedOff(_Event):
+    type: Literal["handed_off"] = "handed_off"
+    record: HandoffRecord
+
+
 class ReplySent(_Event):
     """The answer to a user message."""
 
@@ -220,6 +232,7 @@ Event = Annotated[
     | ClientToolRequested
     | HookDecided
     | GuardrailChecked
+    | HandedOff
     | ReplySent
     | StateChanged
     | Ended,

@@ -29,6 +29,9 @@ class Tagged(BaseModel):
 class SystemMessage(Tagged):
     kind: Literal["system"] = "system"
     text: str
+    handoff: bool = False
+    """The prompt of an agent the conversation was handed to: the model sees it, first, instead of
+    the prompts before it (workflows/transcript.py)."""
 
 
 class UserMessage(Tagged):

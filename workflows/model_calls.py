@@ -269,7 +269,11 @@ class ModelCalls:
         by_name = [
             t
             for t in agent.tools
-            if not whole and t.mcp_server is None and t.subagent is None and t.client is None
+            if not whole
+            and t.mcp_server is None
+            and t.subagent is None
+            and t.client is None
+            and t.handoff is None
         ]
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(

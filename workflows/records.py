@@ -56,6 +56,16 @@ class GuardrailRecord(BaseModel):
     """A model check's tokens (counted in the conversation's usage)."""
 
 
+class HandoffRecord(BaseModel):
+    """The conversation went from one agent to another: the call that took it, and why."""
+
+    call_id: str
+    from_agent: str
+    to_agent: str
+    reason: str
+    at: datetime
+
+
 class ToolCallRecord(BaseModel):
     """One tool call as the audit trail keeps it."""
 
@@ -286,6 +296,8 @@ class ConversationHistory(BaseModel):
     hooks: list[HookRecord] = Field(default_factory=list)
     guardrails: list[GuardrailRecord] = Field(default_factory=list)
     """Every guardrail check, passed or failed, in order."""
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
+    """Every handoff to another agent, in order."""
     allowances: list[ToolAllowance] = Field(default_factory=list)
     """Tools a person allowed for the rest of the conversation, and who revoked them."""
     model_attempts: list[ModelAttempt] = Field(default_factory=list)

@@ -44,8 +44,11 @@ def view_start(messages: Sequence[Message]) -> int:
 
 
 def model_view(messages: Sequence[Message]) -> list[Message]:
-    """What the model is sent: the leading system messages, then everything from the latest summary."""
-    return [*messages[: _system_end(messages)], *messages[view_start(messages) :]]
+    """What the model is sent: the leading system messages, then everything from the latest summary.
+    After a handoff the prompt of the agent handed to stands first instead (workflows/handoffs.py)."""
+    prompts = [m for m in messages if isinstance(m, SystemMessage) and m.handoff]
+    rest = [m for m in messages[view_start(messages) :] if not (isinstance(m, SystemMessage) and m.handoff)]
+    return [*(prompts[-1:] or messages[: _system_end(messages)]), *rest]
 
 
 def summary_request(messages: Sequence[Message]) -> list[Message]:

@@ -22,6 +22,7 @@ from durable_agents.workflows.events import (
     ClientToolRequested,
     Event,
     GuardrailChecked,
+    HandedOff,
     HookDecided,
     MessageAdded,
     ModelCallFinished,
@@ -41,7 +42,7 @@ from durable_agents.workflows.messages import (
     Usage,
     UserMessage,
 )
-from durable_agents.workflows.records import ApprovalRecord, GuardrailRecord, Reply
+from durable_agents.workflows.records import ApprovalRecord, GuardrailRecord, HandoffRecord, Reply
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -83,6 +84,11 @@ def format_guardrail(record: GuardrailRecord) -> str:
         return f"{head} passed"
     then = {"retry": "; the model answers again", "end_turn": "; the turn ends", "none": ""}[record.action]
     return f"{head} failed: {record.reason}{then}"
+
+
+def format_handoff(record: HandoffRecord) -> str:
+    """One handoff, as ``watch`` and ``history`` print it."""
+    return f"[handoff {record.call_id}] {record.from_agent} -> {record.to_agent}: {record.reason}"
 
 
 def format_result(result: ConversationResult) -> str:
@@ -198,6 +204,8 @@ def format_event(event: Event) -> list[str]:
             ]
         case GuardrailChecked(record=record):
             return [format_guardrail(record)]
+        case HandedOff(record=record):
+            return [format_handoff(record)]
         case HookDecided(record=record):
             why = f": {record.reason}" if record.reason else ""
             return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]

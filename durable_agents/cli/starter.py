@@ -45,6 +45,7 @@ from durable_agents.cli.display import (
     format_approval,
     format_event,
     format_guardrail,
+    format_handoff,
     format_reply,
     format_result,
     format_transcript,
@@ -623,6 +624,8 @@ async def history(client: Client, args: argparse.Namespace) -> None:
             print(format_approval(record))
         for check in found.guardrails:
             print(format_guardrail(check))
+        for handoff in found.handoffs:
+            print(format_handoff(handoff))
         for attempt in found.model_attempts:
             outcome = f"failed: {attempt.error}" if attempt.error else "answered"
             print(f"[model call {attempt.model_call}] {attempt.model} {outcome}")

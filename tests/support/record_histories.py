@@ -250,6 +250,16 @@ SHAPES: dict[str, ConversationInput] = {
             ),
         )
     ),
+    # A handoff, approved by a person: the agent "triage" (agents/triage.toml) answers from then on.
+    "handoff": conversation(
+        scripted_agent(
+            step("", ("transfer_to_triage", {"reason": "a support ticket"})),
+            tools=[],
+            handoffs=["triage"],
+            approval=ApprovalPolicy(require=["transfer_to_triage"]),
+        ),
+        prompt="Checkout fails for every customer",
+    ),
     # Model fallback: the model "broken" fails the first call for good, "backup" answers it; "broken"
     # answers the second.
     "model_fallback": conversation(
@@ -430,6 +440,7 @@ DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
 """Sent once the named call waits for a person: updates (decide, revoke) or signals. Histories
 recorded before the namespace (workflows/wire.py) got them under the old names."""
 DECISIONS["namespaced_decisions"] = DECISIONS["approval_decisions"]
+DECISIONS["handoff"] = [("call_1_0", wire.DECIDE, Decision(call_id="call_1_0", approve=True, by="recorder"))]
 DECISIONS["namespaced_judges"] = [
     ("call_1_1", wire.DECIDE, Decision(call_id="call_1_1", approve=True, by="recorder")),
 ]

@@ -32,6 +32,7 @@ def test_histories_are_checked_in() -> None:
         "follow_ups",
         "fork",
         "guardrail_retry",
+        "handoff",
         "interrupted",
         "interrupted_streamed",
         "lean_start",

@@ -75,6 +75,7 @@ from durable_agents.workflows.interrupts import SIGNALLED, Interrupted
 from durable_agents.workflows.judges import Judges
 from durable_agents.workflows.messages import (
     AssistantMessage,
+    Image,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
@@ -212,7 +213,7 @@ class AgentWorkflow:
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
             if input.prompt is not None:
-                self._enqueue(input.prompt)
+                self._enqueue(input.prompt, input.images)
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
@@ -330,7 +331,8 @@ class AgentWorkflow:
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
         with self._waiting_update():
-            message_id = self._enqueue(self._message(args, "send_message", strict=False).text)
+            sent = self._message(args, "send_message", strict=False)
+            message_id = self._enqueue(sent.text, sent.images)
             await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
             return next(r for r in self._s.replies if r.message_id == message_id)
 
@@ -357,7 +359,7 @@ class AgentWorkflow:
         except ValueError as e:
             workflow.logger.warning("post_message dropped: %s", e)
             return
-        self._enqueue(message.text)
+        self._enqueue(message.text, message.images)
 
     def _message(self, args: tuple[Any, ...], what: str, *, strict: bool = True) -> MessageInput:
         """A follow-up message this conversation can take; ``ValueError`` saying why not.
@@ -396,10 +398,10 @@ class AgentWorkflow:
         """Why an interrupted turn ended, when the signal ended it (a newer message says itself)."""
         return SIGNALLED if self._s.turn is not None and self._s.turn.interrupt else None
 
-    def _enqueue(self, text: str) -> str:
+    def _enqueue(self, text: str, images: list[Image] | None = None) -> str:
         self._s.messages_received += 1
         message_id = f"m{self._s.messages_received}"
-        self._s.queue.append(QueuedMessage(id=message_id, text=text))
+        self._s.queue.append(QueuedMessage(id=message_id, text=text, images=images or []))
         self._board.show(queued_messages=len(self._s.queue))
         return message_id
 
@@ -706,7 +708,7 @@ class AgentWorkflow:
         if (stopped := await self._guardrails.failed(agent, "input", text, message.id)) is not None:
             self._keep_out(message.id, f"stopped by guardrail {stopped.guardrail}", ended_note(stopped))
             return
-        self._s.messages.append(UserMessage(text=text))
+        self._s.messages.append(UserMessage(text=text, images=message.images))
         self._events.publish(MessageAdded(role="user", text=text, message_id=message.id))
 
     def _keep_out(

@@ -123,6 +123,8 @@ class TextReplaced(_Event):
 class ModelCallFinished(_Event):
     """The model's whole answer: the text every delta of the call adds up to, and its tool calls."""
 
+    LATER = ("reasoning",)
+
     type: Literal["model_call_finished"] = "model_call_finished"
     model_call: int
     text: str

@@ -6,13 +6,14 @@ from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from durable_agents.workflows.activity_io import ResolvedAgent, ToolOutcome
-from durable_agents.workflows.messages import ToolCall, Usage
+from durable_agents.workflows.messages import Image, ToolCall, Usage
 from durable_agents.workflows.records import ConversationHistory, Decision, Reply
 
 
 class QueuedMessage(BaseModel):
     id: str
     text: str
+    images: list[Image] = Field(default_factory=list)
 
 
 class TurnState(BaseModel):

@@ -29,14 +29,18 @@ SUMMARY_INSTRUCTION = (
 CHARS_PER_TOKEN = 4
 
 
-LATER_FIELDS = {"handoff"}
+IMAGE_TOKENS = 1_600
+"""An image's tokens in the estimate (a large one, as both providers count them)."""
+LATER_FIELDS = {"images", "handoff"}
 """Fields added after the estimate's rule: left out of its JSON, so that a recorded conversation's
-estimates (and the compaction decided on them) stay what they were."""
+estimates (and the compaction decided on them) stay what they were; images count as ``IMAGE_TOKENS``."""
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count (JSON characters / 4) for messages no model has counted yet."""
-    return sum(len(m.model_dump_json(exclude=LATER_FIELDS)) for m in messages) // CHARS_PER_TOKEN
+    chars = sum(len(m.model_dump_json(exclude=LATER_FIELDS)) for m in messages)
+    images = sum(len(m.images) for m in messages if isinstance(m, UserMessage))
+    return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS
 
 
 def view_start(messages: Sequence[Message]) -> int:

@@ -13,6 +13,7 @@ from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
     FinishReason,
+    Image,
     Message,
     ModelRequest,
     ModelResponse,
@@ -149,8 +150,11 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
         match message:
             case SystemMessage() | SummaryMessage():
                 continue
-            case UserMessage(text=text):
+            case UserMessage(text=text, images=[]):
                 out.append({"role": "user", "content": text})
+            case UserMessage(text=text, images=images):  # images first, as Anthropic advises
+                seen = [{"type": "image", "source": _source(image)} for image in images]
+                out.append({"role": "user", "content": [*seen, {"type": "text", "text": text}]})
             case AssistantMessage(text=text, tool_calls=calls):
                 blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
                 blocks += [
@@ -169,6 +173,12 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
             case _:
                 assert_never(message)
     return out
+
+
+def _source(image: Image) -> dict[str, Any]:
+    if image.url is not None:
+        return {"type": "url", "url": image.url}
+    return {"type": "base64", "media_type": image.media_type, "data": image.data}
 
 
 def from_wire(message: dict[str, Any]) -> ModelResponse:

@@ -99,8 +99,11 @@ def _message(message: Message) -> dict[str, Any]:
     match message:
         case SystemMessage(text=text):
             return {"role": "system", "content": text}
-        case UserMessage(text=text):
+        case UserMessage(text=text, images=[]):
             return {"role": "user", "content": text}
+        case UserMessage(text=text, images=images):
+            seen = [{"type": "image_url", "image_url": {"url": image.data_url}} for image in images]
+            return {"role": "user", "content": [{"type": "text", "text": text}, *seen]}
         case SummaryMessage():
             return {"role": "system", "content": message.context}
         case AssistantMessage(text=text, tool_calls=calls):

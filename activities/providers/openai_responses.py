@@ -99,8 +99,13 @@ def _items(message: Message) -> list[dict[str, Any]]:
     match message:
         case SystemMessage(text=text):
             return [{"role": "system", "content": text}]
-        case UserMessage(text=text):
+        case UserMessage(text=text, images=[]):
             return [{"role": "user", "content": text}]
+        case UserMessage(text=text, images=images):
+            seen = [
+                {"type": "input_image", "image_url": image.data_url, "detail": "auto"} for image in images
+            ]
+            return [{"role": "user", "content": [{"type": "input_text", "text": text}, *seen]}]
         case SummaryMessage():
             return [{"role": "system", "content": message.context}]
         case AssistantMessage(text=text, tool_calls=calls):

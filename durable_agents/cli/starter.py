@@ -70,6 +70,7 @@ from durable_agents.client.conversations import (
     start_conversation,
     ui_link,
 )
+from durable_agents.client.images import image
 from durable_agents.client.live import follow, listening, live, next_offset
 from durable_agents.connection import connect, connect_config
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
@@ -108,6 +109,7 @@ from durable_agents.workflows.events import (
     TextDelta,
 )
 from durable_agents.workflows.inputs import first_error
+from durable_agents.workflows.messages import Image
 from durable_agents.workflows.records import (
     ApprovalRecord,
     ClientCall,
@@ -119,6 +121,8 @@ from durable_agents.workflows.records import (
 
 M = TypeVar("M")
 
+IMAGE_HELP = "an image sent with the message: a .png/.jpg/.gif/.webp file or an http(s) URL (repeatable)"
+
 
 class CommandError(Exception):
     """Printed as one line, exit code 1."""
@@ -129,6 +133,7 @@ async def start(client: Client, args: argparse.Namespace) -> None:
     try:
         conversation = ConversationInput(
             prompt=prompt,
+            images=_images(args.image),
             agent=args.agent,
             overrides={  # validated with the rest, so the first error is the first field's
                 "max_iterations": args.max_iterations,
@@ -235,7 +240,11 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         await _refuse_another_agent(client.get_workflow_handle(args.workflow_id), args.agent)
         try:
             reply = await send_or_start(
-                client, args.workflow_id, _message(text).text, agent=args.agent, task_queue=args.task_queue
+                client,
+                args.workflow_id,
+                _message(text, args.image),
+                agent=args.agent,
+                task_queue=args.task_queue,
             )
         except WorkflowUpdateFailedError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == "AcceptedUpdateCompletedWorkflow":
@@ -246,7 +255,7 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         print(reply.text)
         return
     handle = client.get_workflow_handle(args.workflow_id)
-    print((await send_message(handle, text)).text)
+    print((await send_message(handle, text, args.image)).text)
 
 
 async def _refuse_another_agent(handle: WorkflowHandle, agent: str) -> None:
@@ -289,9 +298,10 @@ def _text(given: str | None, path: str | None, what: str) -> str:
         raise CommandError(f"--file {source} is not UTF-8 text (byte {e.start})") from e
 
 
-async def send_message(handle: WorkflowHandle, text: str) -> Reply:
-    """The reply to ``text``; a message refused while the conversation continues as new is sent again."""
-    message = _message(text)
+async def send_message(handle: WorkflowHandle, text: str, images: list[str] | None = None) -> Reply:
+    """The reply to ``text`` (and ``images``, paths or URLs); a message refused while the conversation
+    continues as new is sent again."""
+    message = _message(text, images)
     try:
         return await resent_while_rolling_over(
             lambda: handle.execute_update(AgentWorkflow.send_message, message, result_type=Reply)
@@ -604,8 +614,16 @@ async def _answer_in_chat(handle: WorkflowHandle, call: ClientCall) -> bool:
     return True
 
 
-def _message(text: str) -> MessageInput:
-    return _valid("message", lambda: MessageInput(text=text))
+def _message(text: str, images: list[str] | None = None) -> MessageInput:
+    return _valid("message", lambda: MessageInput(text=text, images=_images(images)))
+
+
+def _images(given: list[str] | None) -> list[Image]:
+    """``--image`` values: files or URLs (durable_agents/client/images.py), each refused in one line."""
+    try:
+        return [image(each) for each in given or []]
+    except ValueError as e:
+        raise CommandError(f"--image: {e}") from e
 
 
 async def result(client: Client, args: argparse.Namespace) -> None:
@@ -1046,6 +1064,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("start", help="start a conversation")
     s.add_argument("prompt", nargs="?", help="the first message (or --file)")
     s.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    s.add_argument("--image", action="append", metavar="PATH_OR_URL", help=IMAGE_HELP)
     s.add_argument("--agent", required=True, help="the agent's name (agents/NAME.toml), such as demo")
     s.add_argument("--id", help="workflow id (default: generated)")
     s.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
@@ -1077,6 +1096,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("workflow_id")
     m.add_argument("text", nargs="?", help="the message (or --file)")
     m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
+    m.add_argument("--image", action="append", metavar="PATH_OR_URL", help=IMAGE_HELP)
     m.add_argument(
         "--agent", help="start the conversation with this agent if it does not exist (refused if another's)"
     )

@@ -100,7 +100,7 @@ async def start_conversation(
 async def send_or_start(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     *,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None = None,
@@ -110,7 +110,8 @@ async def send_or_start(
     user: str | None = None,
     **options: Any,
 ) -> Reply:
-    """Send ``text`` to conversation ``workflow_id`` and return the reply, starting the conversation
+    """Send ``text`` (or a ``MessageInput``, with images) to conversation ``workflow_id`` and return
+    the reply, starting the conversation
     with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
     stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
     prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
@@ -127,7 +128,7 @@ async def send_or_start(
 async def start_message(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     *,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None = None,
@@ -146,7 +147,7 @@ async def start_message(
 def _sender(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None,
     task_queue: str,
@@ -166,7 +167,7 @@ def _sender(
         tenant=tenant,
         user=user,
     )
-    message = MessageInput(text=text)
+    message = text if isinstance(text, MessageInput) else MessageInput(text=text)
     options = {"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE} | options
 
     async def send() -> WorkflowUpdateHandle[Reply]:
@@ -176,7 +177,7 @@ def _sender(
             id=workflow_id,
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            **_start_options(conversation, text),
+            **_start_options(conversation, message.text),
             **options,
         )
         try:

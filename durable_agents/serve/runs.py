@@ -40,12 +40,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.client import decisions
 from durable_agents.client.conversations import refusal, start_message
+from durable_agents.client.images import image
 from durable_agents.client.live import next_offset
 from durable_agents.serve.fanout import Hub, Subscription
 from durable_agents.serve.identities import Caller, caller_of, tenant_of
 from durable_agents.serve.protocols import AgUi, Chunk, UiMessages
 from durable_agents.serve.streaming import EventStreamResponse
 from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
 from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
@@ -56,6 +58,7 @@ from durable_agents.workflows.events import (
     ModelCallStarted,
     ReplySent,
 )
+from durable_agents.workflows.messages import Image
 from durable_agents.workflows.records import ApprovalRecord, ClientCall, ClientResult, Reply
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -82,10 +85,13 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
         by = caller.user or str((body.forwardedProps or {}).get("by") or "ag-ui")
         messages = body.messages or []
         results = [] if resume else _ag_ui_results(messages)
-        text = None if resume or results else _last_user_text(messages)
-        if not resume and not results and text is None:
+        try:
+            said = None if resume or results else _last_user_message(messages)
+        except ValueError as e:  # an image it cannot send
+            return PlainTextResponse(f"{e}\n", status_code=400)
+        if not resume and not results and said is None:
             return PlainTextResponse("the last message must be the user's or a tool's\n", status_code=400)
-        agent = request.path_params["agent"] if text is not None else None
+        agent = request.path_params["agent"] if said is not None else None
         if refused := await _refused(client, caller, thread_id, agent=agent, deciding=bool(resume)):
             return refused
         offset = await _offset_now(client, thread_id)
@@ -100,8 +106,8 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
                 elif results:
                     reply, error = None, await _deliver(client, thread_id, results)
                 else:
-                    assert text is not None and agent is not None
-                    reply, error = await _send(client, thread_id, text, agent, task_queue, caller)
+                    assert said is not None and agent is not None
+                    reply, error = await _send(client, thread_id, said, agent, task_queue, caller)
                 if error is not None:
                     yield (run.failed(error))
                     return
@@ -126,8 +132,11 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
             return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
         messages = body.messages or []
         results = _ui_results(messages)
-        text = None if results else _last_user_text(messages)
-        if not results and text is None:
+        try:
+            said = None if results else _last_user_message(messages)
+        except ValueError as e:  # an image it cannot send
+            return PlainTextResponse(f"{e}\n", status_code=400)
+        if not results and said is None:
             return PlainTextResponse(
                 "the last message must be the user's, or the assistant's with a tool's output\n",
                 status_code=400,
@@ -147,8 +156,8 @@ def routes(client: Client, hub: Hub, task_queue: str) -> list[Route]:
                 if results:
                     reply, error = None, await _deliver(client, workflow_id, results)
                 else:
-                    assert text is not None
-                    reply, error = await _send(client, workflow_id, text, agent, task_queue, caller)
+                    assert said is not None
+                    reply, error = await _send(client, workflow_id, said, agent, task_queue, caller)
                 if error is not None:
                     yield (message.failed(error))
                     return
@@ -490,17 +499,32 @@ async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) 
     return None
 
 
-def _last_user_text(messages: list[AgUiMessage] | list[UiMessage]) -> str | None:
-    """The text of the last message if it is the user's: AG-UI's ``content`` (a string or parts),
-    or a UI message's ``parts``."""
+def _last_user_message(messages: list[AgUiMessage] | list[UiMessage]) -> tuple[str, list[Image]] | None:
+    """The last message if it is the user's and says something: its text (AG-UI's ``content``, a
+    string or parts, or a UI message's ``parts``) and its images (AG-UI's ``binary`` parts, a UI
+    message's ``file`` parts, of an image type); ``ValueError`` for an image it cannot send."""
     if not messages or messages[-1].role != "user":
         return None
     last = messages[-1]
     content = last.content if isinstance(last, AgUiMessage) else last.parts
     if isinstance(content, str):
-        return content or None
+        return (content, []) if content else None
     parts = content if isinstance(content, list) else []
-    return "".join(p.text for p in parts if p.type == "text") or None
+    text = "".join(p.text for p in parts if p.type == "text")
+    if not text:
+        return None
+    return text, [image(url) for p in parts if (url := _image_url(p)) is not None]
+
+
+def _image_url(part: Part) -> str | None:
+    """An image part's URL (a ``data:`` URL when it came whole): AG-UI's ``binary`` part
+    (``mimeType``, ``url`` or ``data``), the AI SDK's ``file`` part (``mediaType``, ``url``)."""
+    extra = part.model_extra or {}
+    if part.type == "binary" and str(extra.get("mimeType", "")).startswith("image/"):
+        return extra.get("url") or f"data:{extra['mimeType']};base64,{extra.get('data', '')}"
+    if part.type == "file" and str(extra.get("mediaType", "")).startswith("image/"):
+        return extra.get("url")
+    return None
 
 
 async def _offset_now(client: Client, workflow_id: str) -> int:
@@ -530,15 +554,21 @@ async def _refused(
 
 
 async def _send(
-    client: Client, workflow_id: str, text: str, agent: str, task_queue: str, caller: Caller
+    client: Client,
+    workflow_id: str,
+    said: tuple[str, list[Image]],
+    agent: str,
+    task_queue: str,
+    caller: Caller,
 ) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
     """The accepted message's update, or why it was not sent; a conversation it starts belongs to
     the caller's tenant and user."""
+    text, images = said
     try:
         sent = await start_message(
             client,
             workflow_id,
-            text,
+            MessageInput(text=text, images=images),
             agent=agent,
             task_queue=task_queue,
             tenant=caller.tenant,

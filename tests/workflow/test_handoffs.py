@@ -27,7 +27,8 @@ REASON = "The customer asks about an invoice."
 
 def _docs_agents(folder: Path) -> dict[str, AgentSpec]:
     page = docs_page("agents-and-tools")
-    section = page[page.index("## Handoffs") : page.index("## Guardrails")]
+    start = page.index("## Handoffs")
+    section = page[start : page.index("\n## ", start)]
     agents = {}
     for block in code_blocks(section, "toml"):
         path = folder / block.splitlines()[0].removeprefix("# agents/")

@@ -19,6 +19,7 @@ from durable_agents.activities.hooks import HookRegistry
 from durable_agents.activities.tools import ToolRegistry
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.handoffs import tool_name as handoff_tool_name
 from durable_agents.workflows.subagents import tool_name
 
 logger = logging.getLogger(__name__)
@@ -132,20 +133,35 @@ def check_agent(spec: AgentSpec, registry: ToolRegistry, hooks: HookRegistry | N
                 known = ", ".join(hooks.names) if hooks else "none"
                 problem = f"is a {found} hook" if found else f"is unknown (the worker has: {known})"
                 raise AgentFileError(f"{where}: field 'hooks.{event}': hook {name!r} {problem}")
+    for stage in ("input", "output"):
+        for guardrail in getattr(spec.guardrails, stage):
+            if (
+                guardrail.function is not None
+                and (found := hooks and hooks.event_of(guardrail.function)) != "guardrail"
+            ):
+                problem = f"is a {found} hook" if found else "is not a guardrail function of this worker"
+                raise AgentFileError(
+                    f"{where}: field 'guardrails.{stage}': function {guardrail.function!r} {problem}"
+                    ' (register it with @hook("guardrail"))'
+                )
 
 
 def check_max_tokens(spec: AgentSpec, max_output: MaxOutput, *, where: str, model: str | None = None) -> None:
-    """Every model the agent may call (its own, or ``model`` instead; its fallbacks; its judges') is
+    """Every model the agent may call (its own, or ``model`` instead; its fallbacks; its judges' and
+    model guardrails') is
     asked for at least one output token and at most what the models table says it writes: the ledger
     reserves a call's ``max_tokens`` before it runs, so a negative one would slip past any budget."""
     fallbacks = [entry.partition(":")[2] for entry in spec.model.fallback]
     asked = [
         ("model.max_tokens", spec.model.max_tokens, name) for name in [model or spec.model.model, *fallbacks]
     ]
+    checkers = {"approval.judges": spec.approval.judges, "guardrails.input": spec.guardrails.input}
+    checkers["guardrails.output"] = spec.guardrails.output
     asked += [
-        (f"approval.judges.{i}.model.max_tokens", judge.model.max_tokens, judge.model.model)
-        for i, judge in enumerate(spec.approval.judges)
-        if judge.model is not None
+        (f"{where_in}.{i}.model.max_tokens", checker.model.max_tokens, checker.model.model)
+        for where_in, listed in checkers.items()
+        for i, checker in enumerate(listed)
+        if checker.model is not None
     ]
     for field, tokens, name in asked:
         if tokens < 1:
@@ -180,24 +196,28 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def check_subagents(agents: Mapping[str, AgentSpec], where: Mapping[str, str] | None = None) -> None:
-    """Each agent's ``subagents`` are agents of this worker, usable as tool names, and no agent
-    delegates to itself, directly or through others (a loop of conversations without end)."""
+    """Each agent's ``subagents`` and ``handoffs`` are agents of this worker, usable as tool names,
+    and no agent delegates to itself, directly or through others (a loop of conversations without end)."""
     for name, spec in agents.items():
         at = (where or {}).get(name, f"agent {name!r}")
-        if unknown := [n for n in spec.subagents if n not in agents]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
-                f" the worker has: {', '.join(sorted(agents))}"
-            )
-        if bad := [n for n in spec.subagents if not _TOOL_NAME.match(tool_name(n))]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': {', '.join(bad)} cannot be a tool name"
-                " (letters, digits, '_' and '-', at most 60)"
-            )
-        if taken := [n for n in spec.subagents if tool_name(n) in spec.tools]:
-            raise AgentFileError(
-                f"{at}: field 'subagents': {', '.join(tool_name(n) for n in taken)} is also in 'tools'"
-            )
+        for field, named, as_tool in (
+            ("subagents", spec.subagents, tool_name),
+            ("handoffs", spec.handoffs, handoff_tool_name),
+        ):
+            if unknown := [n for n in named if n not in agents]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': unknown agent(s) {', '.join(unknown)};"
+                    f" the worker has: {', '.join(sorted(agents))}"
+                )
+            if bad := [n for n in named if not _TOOL_NAME.match(as_tool(n))]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': {', '.join(bad)} cannot be a tool name"
+                    " (letters, digits, '_' and '-', at most 60)"
+                )
+            if taken := [n for n in named if as_tool(n) in spec.tools]:
+                raise AgentFileError(
+                    f"{at}: field '{field}': {', '.join(as_tool(n) for n in taken)} is also in 'tools'"
+                )
         if cycle := _cycle(agents, [name]):
             raise AgentFileError(
                 f"{at}: field 'subagents': agent {name!r} delegates to itself ({' -> '.join(cycle)})"

@@ -17,6 +17,7 @@ from durable_agents.stores.errors import StoreIdentity
 from durable_agents.workflows.activity_io import AgentRef, ResolvedAgent, ToolSpec
 from durable_agents.workflows.activity_refs import RESOLVE_AGENT
 from durable_agents.workflows.config import AgentSpec, NotifyConfig
+from durable_agents.workflows.handoffs import handoff_tool
 from durable_agents.workflows.subagents import subagent_tool
 
 
@@ -48,13 +49,14 @@ class AgentResolver:
                 raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
             for server in spec.mcp_servers:
                 self.mcp.pool.check_allowed(server)
-            if unknown := [name for name in spec.subagents if name not in agents]:
-                raise ApplicationError(
-                    f"inline agent {spec.name!r}: field 'subagents': unknown agent(s) {', '.join(unknown)};"
-                    f" this worker knows: {', '.join(sorted(agents)) or 'none'}",
-                    type="ConfigError",
-                    non_retryable=True,
-                )
+            for field in ("subagents", "handoffs"):
+                if unknown := [name for name in getattr(spec, field) if name not in agents]:
+                    raise ApplicationError(
+                        f"inline agent {spec.name!r}: field '{field}': unknown agent(s) {', '.join(unknown)};"
+                        f" this worker knows: {', '.join(sorted(agents)) or 'none'}",
+                        type="ConfigError",
+                        non_retryable=True,
+                    )
         elif ref.name in agents:
             spec = agents[ref.name]
         else:
@@ -91,7 +93,8 @@ class AgentResolver:
         return ResolvedAgent(
             spec=spec,
             tools=[tool(name) for name in spec.tools]
-            + [subagent_tool(agents[name]) for name in spec.subagents],
+            + [subagent_tool(agents[name]) for name in spec.subagents]
+            + [handoff_tool(agents[name]) for name in spec.handoffs],
             price=self.models.price(ref.model or spec.model.model),
             fallback_prices={
                 entry: price
@@ -100,7 +103,7 @@ class AgentResolver:
             },
             judge_prices={
                 judge.model.label: price
-                for judge in spec.approval.judges
+                for judge in [*spec.approval.judges, *spec.guardrails.input, *spec.guardrails.output]
                 if judge.model is not None and (price := self.models.price(judge.model.model)) is not None
             },
             context_window=spec.model.context_window

@@ -5,6 +5,7 @@
 - ``post_tool_use(tool, arguments, content, is_error, ctx)``: runs inside the tool's
   activity, so it may redact the output before it ever enters history.
 - ``user_prompt_submit(text, ctx)``: once per user message; may block or rewrite it.
+- ``guardrail(text, ctx)``: a function guardrail (workflows/guardrails.py): blocks to fail.
 
 A hook returns ``None`` to allow, or a ``HookDecision``. Agents name their hooks
 in their file; every decision is recorded in history and in the result.
@@ -117,7 +118,7 @@ async def _call(h: Hook, invocation: HookInvocation) -> Any:
                 "content": invocation.content,
                 "is_error": invocation.is_error,
             }
-        case "user_prompt_submit":
+        case "user_prompt_submit" | "guardrail":
             args |= {"text": invocation.text}
     if inspect.iscoroutinefunction(h.function):
         return await h.function(**args)

@@ -65,9 +65,10 @@ class ModelActivities:
     @CALL_MODEL.defn
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
         await self._identity.check(input.stores, input.conversation_key)
-        provider = await self._provider(input.request.settings.provider)
-        # Heartbeating covers the store too: on a busy worker the transcript may wait for a thread.
+        # Heartbeating covers the adapter's first import and the store too: on a busy worker either
+        # may take longer than the heartbeat timeout.
         async with heartbeating() as publish, text_deltas(input.model_call, self._deltas) as parts:
+            provider = await self._provider(input.request.settings.provider)
             request = self._with_registry_tools(input, await self._with_transcript(input))
             model = f"{provider.name}:{request.settings.model}"
             activity.logger.info(

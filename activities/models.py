@@ -34,18 +34,22 @@ class ModelEntry(BaseModel):
     """US dollars per million input tokens."""
     output: float | None = Field(default=None, ge=0)
     """US dollars per million output tokens."""
+    cached_input: float | None = Field(default=None, ge=0)
+    """US dollars per million input tokens read from the provider's prompt cache (default: ``input``)."""
 
     @model_validator(mode="after")
     def _both_prices_or_neither(self) -> ModelEntry:
         if (self.input is None) != (self.output is None):
             raise ValueError("give both prices, 'input' and 'output', or neither")
+        if self.cached_input is not None and self.input is None:
+            raise ValueError("'cached_input' needs the 'input' and 'output' prices too")
         return self
 
     @property
     def price(self) -> Price | None:
         if self.input is None or self.output is None:
             return None
-        return Price(input=self.input, output=self.output)
+        return Price(input=self.input, output=self.output, cached_input=self.cached_input)
 
 
 _ENTRIES = TypeAdapter(dict[str, ModelEntry])
@@ -88,6 +92,7 @@ class ModelTable:
                 max_output_tokens=most,
                 input=given.input if given else None,
                 output=given.output if given else None,
+                cached_input=given.cached_input if given else None,
             )
         return ModelTable(entries)
 

@@ -44,6 +44,9 @@ _WHERE = {
     "ApprovalPolicy": "durable_agents.workflows.config",
     "CallPolicy": "durable_agents.workflows.config",
     "MCPServerConfig": "durable_agents.workflows.config",
+    "GuardrailConfig": "durable_agents.workflows.config",
+    "GuardrailsConfig": "durable_agents.workflows.config",
+    "Image": "durable_agents.workflows.messages",
     "ModelSettings": "durable_agents.workflows.messages",
     # The conversation workflow and what goes in and out of it
     "AgentWorkflow": "durable_agents.workflows.agent",
@@ -62,6 +65,7 @@ _WHERE = {
     "conversation_history": "durable_agents.client.conversations",
     "conversation_result": "durable_agents.client.conversations",
     "ui_link": "durable_agents.client.conversations",
+    "image": "durable_agents.client.images",
     "NoWorkerError": "durable_agents.client.conversations",
 }
 
@@ -76,8 +80,11 @@ __all__ = [
     "ConversationResult",
     "ConversationStatus",
     "Decision",
+    "GuardrailConfig",
+    "GuardrailsConfig",
     "HookContext",
     "HookDecision",
+    "Image",
     "MCPServerConfig",
     "MessageInput",
     "ModelSettings",
@@ -97,6 +104,7 @@ __all__ = [
     "default_registry",
     "fork_conversation",
     "hook",
+    "image",
     "send_or_start",
     "start_conversation",
     "tool",

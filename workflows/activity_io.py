@@ -75,6 +75,8 @@ class ToolSpec(BaseModel):
     Conversations recorded before this field existed lack it, so they replay on the normal path."""
     subagent: str | None = None
     """For a sub-agent tool: the agent a call runs as a child conversation (no activity)."""
+    handoff: str | None = None
+    """For a handoff tool: the agent a call hands the conversation to (no activity)."""
     at_most_once: bool = False
     """Never retried once an attempt may have started: an unknown outcome waits for a person."""
     client: ClientToolConfig | None = None

@@ -60,6 +60,7 @@ from durable_agents.workflows.events import (
     ApprovalRequested,
     ConversationEvents,
     Ended,
+    HandedOff,
     HookDecided,
     MessageAdded,
     ReplySent,
@@ -67,11 +68,14 @@ from durable_agents.workflows.events import (
     ToolCallStarted,
 )
 from durable_agents.workflows.fallback import models_used
+from durable_agents.workflows.guardrails import Guardrails, ended_note, retry_note
+from durable_agents.workflows.handoffs import taking_over
 from durable_agents.workflows.inputs import one_input
 from durable_agents.workflows.interrupts import SIGNALLED, Interrupted
 from durable_agents.workflows.judges import Judges
 from durable_agents.workflows.messages import (
     AssistantMessage,
+    Image,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
@@ -85,6 +89,7 @@ from durable_agents.workflows.records import (
     ClientCall,
     ClientResult,
     Decision,
+    HandoffRecord,
     HookRecord,
     Reply,
     Revocation,
@@ -208,11 +213,12 @@ class AgentWorkflow:
         )
         self._client_calls = ClientCalls(self._s.client_calls, self._events)
         self._notifications = Notifications()
+        self._guardrails = Guardrails(self._s, self._events)
         self._reporter = Reporter(input.subagent, self._s.runs) if input.subagent else None
         if input.state is None and not self._input_error:
             self._s.messages = list(input.history)
             if input.prompt is not None:
-                self._enqueue(input.prompt)
+                self._enqueue(input.prompt, input.images)
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
@@ -232,6 +238,7 @@ class AgentWorkflow:
             )
             self._board.name_agent(agent.spec.name, agent.spec.max_iterations)
             while True:
+                agent = self._s.agent  # another after a handoff (workflows/handoffs.py)
                 if self._continue_as_new_due():
                     await self._continue_as_new(input)
                 if self._s.turn is not None:
@@ -289,6 +296,8 @@ class AgentWorkflow:
             tool_calls=self._s.tool_calls,
             approvals=list(self._approvals.records.values()),
             hooks=self._s.hooks,
+            guardrails=self._s.guardrails,
+            handoffs=self._s.handoffs,
             allowances=self._approvals.allowances,
             model_attempts=self._s.model_attempts,
             client_calls=self._s.client_calls,
@@ -352,7 +361,8 @@ class AgentWorkflow:
     async def send_message(self, *args: Any) -> Reply:
         """Queue a user message (``{"text": "..."}``) and answer with the reply once its turn is done."""
         with self._waiting_update():
-            message_id = self._enqueue(self._message(args, "send_message", strict=False).text)
+            sent = self._message(args, "send_message", strict=False)
+            message_id = self._enqueue(sent.text, sent.images)
             await workflow.wait_condition(lambda: any(r.message_id == message_id for r in self._s.replies))
             return next(r for r in self._s.replies if r.message_id == message_id)
 
@@ -379,7 +389,7 @@ class AgentWorkflow:
         except ValueError as e:
             workflow.logger.warning("post_message dropped: %s", e)
             return
-        self._enqueue(message.text)
+        self._enqueue(message.text, message.images)
 
     def _message(self, args: tuple[Any, ...], what: str, *, strict: bool = True) -> MessageInput:
         """A follow-up message this conversation can take; ``ValueError`` saying why not.
@@ -420,10 +430,10 @@ class AgentWorkflow:
         """Why an interrupted turn ended, when the signal ended it (a newer message says itself)."""
         return SIGNALLED if self._s.turn is not None and self._s.turn.interrupt else None
 
-    def _enqueue(self, text: str) -> str:
+    def _enqueue(self, text: str, images: list[Image] | None = None) -> str:
         self._s.messages_received += 1
         message_id = f"m{self._s.messages_received}"
-        self._s.queue.append(QueuedMessage(id=message_id, text=text))
+        self._s.queue.append(QueuedMessage(id=message_id, text=text, images=images or []))
         self._board.show(queued_messages=len(self._s.queue))
         return message_id
 
@@ -620,8 +630,10 @@ class AgentWorkflow:
 
     # -- the loop -----------------------------------------------------------------
 
-    async def _resolve(self, input: ConversationInput) -> ResolvedAgent:
-        self._board.set("starting", "resolving the agent")
+    async def _resolve(self, input: ConversationInput, *, start: bool = True) -> ResolvedAgent:
+        """The agent of ``input``; at the ``start``, its system prompt opens the transcript."""
+        if start:
+            self._board.set("starting", "resolving the agent")
         try:
             resolved = await RESOLVE_AGENT.execute(
                 AgentRef(name=input.agent, spec=input.agent_spec, model=input.overrides.model),
@@ -641,7 +653,7 @@ class AgentWorkflow:
         if resolved.spec.mcp_servers:
             self._board.set("starting", "listing the tools of the MCP servers")
             resolved.tools += await self._list_mcp_tools(resolved)
-        if resolved.spec.system_prompt and not input.history:
+        if start and resolved.spec.system_prompt and not input.history:
             self._s.messages.append(SystemMessage(text=resolved.spec.system_prompt))
             self._events.publish(MessageAdded(role="system", text=resolved.spec.system_prompt))
         return resolved
@@ -737,22 +749,27 @@ class AgentWorkflow:
         text = message.text
         for decision in await self._hooks(agent, "user_prompt_submit", message.id, HookInvocation(text=text)):
             if decision.action == "block":
-                # The refused text stays out of the transcript (and so out of later model calls).
-                self._s.messages.append(UserMessage(text=f"[message {message.id} blocked by hook]"))
-                self._events.publish(
-                    MessageAdded(
-                        role="user", text=f"[message {message.id} blocked by hook]", message_id=message.id
-                    )
-                )
-                self._s.messages.append(
-                    AssistantMessage(text=f"Message blocked by hook {decision.hook}: {decision.reason}")
-                )
-                self._finish_turn("blocked_by_hook")
+                answer = f"Message blocked by hook {decision.hook}: {decision.reason}"
+                self._keep_out(message.id, "blocked by hook", answer, "blocked_by_hook")
                 return
             if decision.action == "rewrite" and decision.text is not None:
                 text = decision.text
-        self._s.messages.append(UserMessage(text=text))
+        if (stopped := await self._guardrails.failed(agent, "input", text, message.id)) is not None:
+            self._keep_out(message.id, f"stopped by guardrail {stopped.guardrail}", ended_note(stopped))
+            return
+        self._s.messages.append(UserMessage(text=text, images=message.images))
         self._events.publish(MessageAdded(role="user", text=text, message_id=message.id))
+
+    def _keep_out(
+        self, message_id: str, why: str, answer: str, reason: StopReason = "guardrail_tripped"
+    ) -> None:
+        """End the turn of a refused message: its text stays out of the transcript (and so out of
+        later model calls), a placeholder and ``answer`` stand in."""
+        placeholder = f"[message {message_id} {why}]"
+        self._s.messages.append(UserMessage(text=placeholder))
+        self._events.publish(MessageAdded(role="user", text=placeholder, message_id=message_id))
+        self._s.messages.append(AssistantMessage(text=answer))
+        self._finish_turn(reason)
 
     async def _hooks(
         self, agent: ResolvedAgent, event: HookEvent, target: str, about: HookInvocation
@@ -823,6 +840,10 @@ class AgentWorkflow:
                 return
             if response.message.tool_calls:
                 turn.calls = response.message.tool_calls
+            elif not await self._answer_passes(
+                agent, turn, response.message.text, retried=turn.guardrail_retries
+            ):
+                return
             elif spec.output_schema is None:
                 self._finish_turn("completed")
             else:
@@ -841,8 +862,26 @@ class AgentWorkflow:
         except BudgetRefused as refused:
             self._finish_turn(limit, note=refused.text)
             return
+        if not await self._answer_passes(agent, turn, response.message.text):
+            return
         output = parse_answer(response.message.text, spec.output_schema)[0] if spec.output_schema else None
         self._finish_turn(limit, output)
+
+    async def _answer_passes(
+        self, agent: ResolvedAgent, turn: TurnState, text: str, *, retried: int | None = None
+    ) -> bool:
+        """The output guardrails' say on an answer: one that fails goes back to the model with the
+        reason (``retry``; the next step calls it again) or ends the turn in its stead."""
+        failed = await self._guardrails.failed(agent, "output", text, turn.message_id, retried=retried)
+        if failed is None:
+            return True
+        if failed.action == "retry":
+            turn.guardrail_retries += 1
+            self._s.messages.append(UserMessage(text=retry_note(failed)))
+        else:  # the refused answer is not stored yet: it never reaches the store or a later call
+            self._s.messages[-1] = AssistantMessage(text=ended_note(failed))
+            self._finish_turn("guardrail_tripped")
+        return False
 
     def _check_answer(self, spec: AgentSpec, turn: TurnState, text: str) -> None:
         """A typed answer: one that matches the schema ends the turn; one that does not goes back to
@@ -1038,6 +1077,8 @@ class AgentWorkflow:
         try:
             if tool.subagent is not None:
                 return await self._delegate(agent, tool, call)
+            if tool.handoff is not None:
+                return await self._hand_off(agent, tool, call)
             return await self._run_tool(agent, tool, call)
         finally:
             self._tools_in_flight -= 1
@@ -1048,6 +1089,35 @@ class AgentWorkflow:
         outcome = await self._subagents.run(tool, call, origin, self._s)
         self._board.show(usage=self._s.usage, cost=conversation_cost(agent, self._s))
         return outcome
+
+    async def _hand_off(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
+        """``tool.handoff``'s agent answers from the next model call (workflows/handoffs.py)."""
+        target_input = ConversationInput(
+            agent=tool.handoff,
+            await_first_message=True,
+            client_tools=self._input.client_tools,
+            subagent=self._input.subagent,
+        )
+        try:
+            target = taking_over(await self._resolve(target_input, start=False), agent)
+        except ApplicationError as err:  # say, the agent file is gone: the model is told
+            return ToolOutcome(content=f"The handoff failed: {err.message}", is_error=True)
+        reason = str(call.arguments.get("reason") or "")
+        self._s.agent = target
+        record = HandoffRecord(
+            call_id=call.id,
+            from_agent=agent.spec.name,
+            to_agent=target.spec.name,
+            reason=reason,
+            at=workflow.now(),
+        )
+        self._s.handoffs.append(record)
+        self._events.publish(HandedOff(record=record))
+        if target.spec.system_prompt:
+            self._s.messages.append(SystemMessage(text=target.spec.system_prompt, handoff=True))
+        self._board.name_agent(target.spec.name, target.spec.max_iterations)
+        workflow.logger.info("handed off to %s: %s", target.spec.name, reason)
+        return ToolOutcome(content=f"Transferred to {target.spec.name}; it answers from now on.")
 
     async def _run_tool(self, agent: ResolvedAgent, tool: ToolSpec, call: ToolCall) -> ToolOutcome:
         workflow_id = workflow.info().workflow_id

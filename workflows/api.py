@@ -19,7 +19,7 @@ from durable_agents.workflows.config import (
     client_tools,
 )
 from durable_agents.workflows.inputs import Payload
-from durable_agents.workflows.messages import Message, Usage
+from durable_agents.workflows.messages import Image, Message, Usage
 from durable_agents.workflows.records import ConversationHistory, Reply, StopReason
 from durable_agents.workflows.state import ConversationState
 from durable_agents.workflows.transcript import history_error
@@ -136,6 +136,8 @@ class ConversationInput(Payload):
     sends it (``send_message``)."""
     prompt: str | None = Field(default=None, min_length=1, max_length=MAX_PROMPT_CHARS, validate_default=True)
     """The first message; required unless ``await_first_message``."""
+    images: list[Image] = Field(default_factory=list)
+    """Images sent with ``prompt`` (as ``MessageInput.images``)."""
     agent: str | None = None
     """Name of an agent file known to the worker."""
     agent_spec: AgentSpec | None = None
@@ -204,6 +206,9 @@ class MessageInput(Payload):
     """
 
     text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    images: list[Image] = Field(default_factory=list)
+    """Images sent with the text: ``{"url": "https://..."}``, or ``{"data": "<base64>", "media_type":
+    "image/png"}``."""
 
 
 class ConversationResult(ConversationHistory):

@@ -129,11 +129,20 @@ class Rule(BaseModel):
     glob: str | None = None
     """A path pattern (``notes/*.txt``, ``*`` within a folder, ``**`` across folders); a path with
     ``..`` or that starts with ``/`` never matches."""
+    excludes: str | None = None
+    """A regular expression the value (a text) must not contain (a card number, a word)."""
 
     @model_validator(mode="after")
     def _some_condition(self) -> Rule:
-        if not self.model_fields_set & {"equals", "one_of", "min", "max", "glob"}:
-            raise ValueError(f"rule on {self.argument!r}: give equals, one_of, min, max or glob")
+        if not self.model_fields_set & {"equals", "one_of", "min", "max", "glob", "excludes"}:
+            raise ValueError(f"rule on {self.argument!r}: give equals, one_of, min, max, glob or excludes")
+        if self.excludes is not None:
+            try:
+                re.compile(self.excludes)
+            except re.error as e:
+                raise ValueError(
+                    f"rule on {self.argument!r}: excludes is not a regular expression: {e}"
+                ) from e
         return self
 
 
@@ -168,6 +177,57 @@ class JudgeConfig(BaseModel):
             raise ValueError(f"judge {self.name!r}: a rules judge needs 'rules'")
         if self.kind == "model" and self.model is None:
             raise ValueError(f"judge {self.name!r}: a model judge needs 'model'")
+        return self
+
+
+class GuardrailConfig(BaseModel):
+    """A check of the user's message before the model sees it (``[[guardrails.input]]``) or of the
+    model's answer before it is returned (``[[guardrails.output]]``): workflows/guardrails.py."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=_NAME)
+    kind: Literal["rules", "function", "model"]
+    rules: list[Rule] = Field(default_factory=list)
+    """``rules``: conditions over ``text`` (the message or the answer), as judges' rules; all must hold."""
+    function: str | None = None
+    """``function``: a ``@hook("guardrail")`` function of the worker's hook registry: it is given the
+    text, returns None to pass or a ``HookDecision`` with ``action="block"`` and the reason to fail."""
+    model: ModelSettings | None = None
+    """``model``: the model that checks the text (its tokens count as a model judge's do)."""
+    instructions: str = ""
+    """``model``: what the text must respect, told to the checking model."""
+    call: CallPolicy = Field(default_factory=lambda: CallPolicy(timeout_seconds=30, max_attempts=2))
+    """``function`` and ``model``: timeout and retries of the check's activity (failed: the text fails)."""
+    on_fail: Literal["end_turn", "retry"] = "end_turn"
+    """``end_turn``: the turn ends with the guardrail's reason as the reply; ``retry`` (output only):
+    the model is told why and answers again, ``max_retries`` times, then the turn ends."""
+    max_retries: int = Field(default=2, ge=1, le=10)
+
+    @model_validator(mode="after")
+    def _its_kind(self) -> GuardrailConfig:
+        needs = {"rules": self.rules, "function": self.function, "model": self.model}[self.kind]
+        if not needs:
+            raise ValueError(f"guardrail {self.name!r}: a {self.kind} guardrail needs {self.kind!r}")
+        return self
+
+
+class GuardrailsConfig(BaseModel):
+    """An agent's guardrails, each list checked in order; the first that fails decides."""
+
+    model_config = {"extra": "forbid"}
+
+    input: list[GuardrailConfig] = Field(default_factory=list)
+    output: list[GuardrailConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _input_ends_the_turn(self) -> GuardrailsConfig:
+        for guardrail in self.input:
+            if guardrail.on_fail == "retry":
+                raise ValueError(
+                    f"input guardrail {guardrail.name!r}: on_fail 'retry' is for output guardrails"
+                    " (the model did not write the message)"
+                )
         return self
 
 
@@ -279,7 +339,7 @@ class ApprovalPolicy(BaseModel):
         return list(self.tool_approvers.get(tool_name, self.approvers)) or None
 
 
-HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit"]
+HookEvent = Literal["pre_tool_use", "post_tool_use", "user_prompt_submit", "guardrail"]
 
 
 class HookConfig(BaseModel):
@@ -406,6 +466,8 @@ class AgentSpec(BaseModel):
     """Longer tool outputs (client tools' results too) are cut before they enter history, and the
     model is told so."""
     hooks: HookConfig = Field(default_factory=HookConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    """Checks of each user message and of each answer (workflows/guardrails.py)."""
     mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
     """MCP servers whose tools the agent may use besides ``tools``; listed when the conversation starts."""
     model_task_queue: str | None = None
@@ -464,6 +526,9 @@ class AgentSpec(BaseModel):
     subagents: list[str] = Field(default_factory=list)
     """Agents (by name) this one may delegate to: each is a tool ``ask_<name>`` whose call runs that
     agent as a child conversation (workflows/subagents.py)."""
+    handoffs: list[str] = Field(default_factory=list)
+    """Agents (by name) this one may hand the conversation to: each is a tool ``transfer_to_<name>``
+    whose call makes that agent answer from the next model call on (workflows/handoffs.py)."""
     max_depth: int = Field(default=3, ge=1)
     """Levels of sub-agents below a conversation of this agent; one at the limit gets no sub-agent
     tools. The top conversation's setting holds for the whole tree."""
@@ -493,6 +558,11 @@ class Price(BaseModel):
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Per million input tokens read from the provider's prompt cache; None: at ``input``."""
 
     def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1_000_000
+        cached = usage.cached_input_tokens
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        paid = (usage.input_tokens - cached) * self.input + cached * cached_price
+        return (paid + usage.output_tokens * self.output) / 1_000_000

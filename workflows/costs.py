@@ -11,9 +11,8 @@ def conversation_cost(agent: ResolvedAgent, state: ConversationState) -> float |
     """US dollars: the conversation's own tokens at its model's price (with fallback models, each
     model's tokens at its own; a model the price table lacks adds nothing), plus what its sub-agents
     spent at theirs. None when no price applies to any of it."""
-    own = (
-        _fallback_cost(agent, state.usage_by_model) if agent.spec.model.fallback else _own_cost(agent, state)
-    )
+    by_model = agent.spec.model.fallback or state.handoffs  # several models: each at its own price
+    own = _fallback_cost(agent, state.usage_by_model) if by_model else _own_cost(agent, state)
     if state.subagent_cost is None:
         return own
     return (own or 0.0) + state.subagent_cost
@@ -30,13 +29,7 @@ def cost_by_model(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> dic
 def _own_cost(agent: ResolvedAgent, state: ConversationState) -> float | None:
     if agent.price is None:
         return None
-    used, delegated = state.usage, state.subagent_usage
-    return agent.price.cost(
-        Usage(
-            input_tokens=used.input_tokens - delegated.input_tokens,
-            output_tokens=used.output_tokens - delegated.output_tokens,
-        )
-    )
+    return agent.price.cost(state.usage - state.subagent_usage)
 
 
 def _fallback_cost(agent: ResolvedAgent, usage_by_model: dict[str, Usage]) -> float | None:

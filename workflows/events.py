@@ -25,7 +25,14 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from durable_agents.workflows.messages import Tagged, ToolCall, Usage
-from durable_agents.workflows.records import ApprovalRecord, ClientCall, HookRecord, Reply
+from durable_agents.workflows.records import (
+    ApprovalRecord,
+    ClientCall,
+    GuardrailRecord,
+    HandoffRecord,
+    HookRecord,
+    Reply,
+)
 from durable_agents.workflows.telemetry import observe
 
 EVENTS_TOPIC = "events"
@@ -120,12 +127,16 @@ class TextReplaced(_Event):
 class ModelCallFinished(_Event):
     """The model's whole answer: the text every delta of the call adds up to, and its tool calls."""
 
+    LATER = ("reasoning",)
+
     type: Literal["model_call_finished"] = "model_call_finished"
     model_call: int
     text: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
+    reasoning: str = ""
+    """The summary of the model's reasoning, when its agent asked for one (``reasoning_summary``)."""
 
 
 class ToolCallStarted(_Event):
@@ -180,6 +191,16 @@ class HookDecided(_Event):
     record: HookRecord
 
 
+class GuardrailChecked(_Event):
+    type: Literal["guardrail_checked"] = "guardrail_checked"
+    record: GuardrailRecord
+
+
+class HandedOff(_Event):
+    type: Literal["handed_off"] = "handed_off"
+    record: HandoffRecord
+
+
 class ReplySent(_Event):
     """The answer to a user message."""
 
@@ -219,6 +240,8 @@ Event = Annotated[
     | ApprovalJudged
     | ClientToolRequested
     | HookDecided
+    | GuardrailChecked
+    | HandedOff
     | ReplySent
     | StateChanged
     | Ended,

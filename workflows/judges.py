@@ -75,6 +75,8 @@ def _breaks(rule: Rule, arguments: dict[str, Any]) -> str | None:
             return f"{name} is {value:g}, above {rule.max:g}"
     if rule.glob is not None and (not isinstance(value, str) or not path_matches(value, rule.glob)):
         return f"{name} {json.dumps(value)} does not match {rule.glob}"
+    if rule.excludes is not None and (not isinstance(value, str) or re.search(rule.excludes, value)):
+        return f"{name} matches {rule.excludes}"  # not the match itself: it may be what must not show
     return None
 
 

@@ -10,30 +10,103 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from durable_agents.workflows.providers import PROVIDER_NAMES, Provider
 
 
-class Tagged(BaseModel):
+class Lean(BaseModel):
+    """A model with fields added later (``LATER``): each is left out of a dump while at its default,
+    so what the command lines, queries and streams showed before (and the token estimates made of
+    messages) stays the same until the field is used."""
+
+    LATER: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return self._lean(handler(self))
+
+    def _lean(self, dumped: dict[str, Any]) -> dict[str, Any]:
+        fields = type(self).model_fields
+        for name in self.LATER:
+            if name in dumped and getattr(self, name) == fields[name].get_default(call_default_factory=True):
+                del dumped[name]
+        return dumped
+
+
+class Tagged(Lean):
     """A member of a discriminated union says its tag (the field ``TAG`` names) even where payloads
     leave out defaults (durable_agents/converter.py): it tells the members apart when read back."""
 
     TAG: ClassVar[str] = "kind"
 
     @model_serializer(mode="wrap")
-    def _with_tag(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {self.TAG: getattr(self, self.TAG), **handler(self)}
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {self.TAG: getattr(self, self.TAG), **self._lean(handler(self))}
 
 
 class SystemMessage(Tagged):
+    LATER = ("handoff",)
+
     kind: Literal["system"] = "system"
     text: str
+    handoff: bool = False
+    """The prompt of an agent the conversation was handed to: the model sees it, first, instead of
+    the prompts before it (workflows/transcript.py)."""
+
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The image formats both providers take."""
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest image sent whole (Anthropic's limit); a larger one goes by URL."""
+
+
+class Image(BaseModel):
+    """An image in a user message: a URL the provider fetches, or the image itself (``data``,
+    base64, with its ``media_type``). A large one is no burden on history: payloads past the payload
+    store's threshold are kept there, and history holds a reference (durable_agents/converter.py)."""
+
+    model_config = {"extra": "forbid"}
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+
+    @model_validator(mode="after")
+    def _url_or_data(self) -> Image:
+        if (self.url is None) == (self.data is None):
+            raise ValueError("an image is a 'url' or 'data' (base64) with its 'media_type', not both")
+        if self.url is not None and not self.url.startswith(("https://", "http://")):
+            raise ValueError(f"image url {self.url[:60]!r}: give an http(s) URL (or the image as 'data')")
+        if self.data is not None:
+            if self.media_type not in IMAGE_TYPES:
+                raise ValueError(f"image media_type {self.media_type!r}: one of {', '.join(IMAGE_TYPES)}")
+            if len(self.data) * 3 // 4 > MAX_IMAGE_BYTES:
+                raise ValueError(
+                    f"image of {len(self.data) * 3 // 4} bytes: at most {MAX_IMAGE_BYTES} (else by url)"
+                )
+        return self
+
+    @property
+    def data_url(self) -> str:
+        """The image as OpenAI takes it: its URL, or a ``data:`` URL."""
+        return self.url if self.url is not None else f"data:{self.media_type};base64,{self.data}"
 
 
 class UserMessage(Tagged):
+    LATER = ("images",)
+
     kind: Literal["user"] = "user"
     text: str
+    images: list[Image] = Field(default_factory=list)
+    """Images the user sent with the text (both providers see them, in their own format)."""
 
 
 class ToolCall(BaseModel):
@@ -98,19 +171,22 @@ Message = Annotated[
 ]
 
 
-class Usage(BaseModel):
+class Usage(Lean):
+    LATER = ("reasoning_tokens", "cached_input_tokens")
+
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_input_tokens: int = Field(default=0, exclude_if=lambda tokens: tokens == 0)
-    """Input tokens the provider read from its prompt cache, as it reports them (OpenAI's are among
-    ``input_tokens``, Anthropic's are not); left out of payloads and answers while 0."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those the model spent reasoning (OpenAI's reasoning models say so)."""
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache (priced at the models
+    table's ``cached_input``)."""
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-        )
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(**{name: getattr(self, name) - getattr(other, name) for name in Usage.model_fields})
 
     @property
     def total_tokens(self) -> int:
@@ -131,6 +207,9 @@ OnText = Callable[[str], None]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningSummary = Literal["auto", "concise", "detailed"]
+
 
 class ModelSettings(BaseModel):
     """Which model to call and how. Keys and base URLs stay in the worker's environment."""
@@ -139,6 +218,16 @@ class ModelSettings(BaseModel):
     model: str
     max_tokens: int = 1024
     temperature: float | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks before it answers (OpenAI's ``reasoning.effort``, sent by
+    both OpenAI adapters); None: the model's default. Anthropic has no such setting: its adapter
+    sends none."""
+    reasoning_summary: ReasoningSummary | None = None
+    """Ask for a summary of the model's reasoning (``openai_responses`` only): it is recorded with the
+    model call's response and shown on the event stream."""
+    prompt_cache: bool = True
+    """Anthropic: mark cache breakpoints on the system prompt, the tools and the transcript so far,
+    so the next call reads them from the cache; False sends none. (OpenAI caches on its own.)"""
     stream: bool = False
     """Stream the answer from the provider; the partial text shows in ``starter.py watch``."""
     context_window: int | None = Field(default=None, ge=1)
@@ -212,6 +301,8 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
     model: str = ""
+    reasoning: str = ""
+    """The summary of the model's reasoning, when the request asked for one (``reasoning_summary``)."""
 
 
 ModelSettings.model_rebuild()

@@ -90,6 +90,7 @@ class ModelCalls:
                 tool_calls=message.tool_calls,
                 usage=response.usage,
                 finish_reason=response.finish_reason,
+                reasoning=response.reasoning,
             )
         )
         self._count(agent, response)
@@ -268,7 +269,11 @@ class ModelCalls:
         by_name = [
             t
             for t in agent.tools
-            if not whole and t.mcp_server is None and t.subagent is None and t.client is None
+            if not whole
+            and t.mcp_server is None
+            and t.subagent is None
+            and t.client is None
+            and t.handoff is None
         ]
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(

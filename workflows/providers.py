@@ -27,6 +27,7 @@ from typing import Literal
 ADAPTERS: dict[str, str] = {
     "openai": "openai_chat:OpenAIChatModel",
     "anthropic": "anthropic_messages:AnthropicMessagesModel",
+    "openai_responses": "openai_responses:OpenAIResponsesModel",
     "scripted": "scripted:ScriptedModel",
 }
 """By provider name: its adapter in ``activities/providers/``, as ``"module:Class"``."""

@@ -25,6 +25,7 @@ StopReason = Literal[
     "invalid_output",
     "interrupted",
     "budget_exhausted",
+    "guardrail_tripped",
 ]
 
 
@@ -37,6 +38,32 @@ class HookRecord(BaseModel):
     hook: str
     action: Literal["allow", "block", "rewrite"]
     reason: str = ""
+
+
+class GuardrailRecord(BaseModel):
+    """One guardrail's check of a user message (``input``) or of an answer (``output``)."""
+
+    stage: Literal["input", "output"]
+    guardrail: str
+    message_id: str
+    """The user message whose turn it was in."""
+    passed: bool
+    reason: str = ""
+    """Why it failed (or, a model check's, why it passed)."""
+    action: Literal["none", "end_turn", "retry"] = "none"
+    """What followed: ``retry``, the model was told why and asked again; ``end_turn``, the turn ended."""
+    usage: Usage | None = None
+    """A model check's tokens (counted in the conversation's usage)."""
+
+
+class HandoffRecord(BaseModel):
+    """The conversation went from one agent to another: the call that took it, and why."""
+
+    call_id: str
+    from_agent: str
+    to_agent: str
+    reason: str
+    at: datetime
 
 
 class ToolCallRecord(BaseModel):
@@ -267,6 +294,10 @@ class ConversationHistory(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     hooks: list[HookRecord] = Field(default_factory=list)
+    guardrails: list[GuardrailRecord] = Field(default_factory=list)
+    """Every guardrail check, passed or failed, in order."""
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
+    """Every handoff to another agent, in order."""
     allowances: list[ToolAllowance] = Field(default_factory=list)
     """Tools a person allowed for the rest of the conversation, and who revoked them."""
     model_attempts: list[ModelAttempt] = Field(default_factory=list)

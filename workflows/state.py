@@ -8,13 +8,14 @@ from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from durable_agents.workflows.activity_io import ResolvedAgent, ToolOutcome
-from durable_agents.workflows.messages import ToolCall, Usage
+from durable_agents.workflows.messages import Image, ToolCall, Usage
 from durable_agents.workflows.records import ConversationHistory, Decision, Reply
 
 
 class QueuedMessage(BaseModel):
     id: str
     text: str
+    images: list[Image] = Field(default_factory=list)
 
 
 class TurnState(BaseModel):
@@ -31,6 +32,8 @@ class TurnState(BaseModel):
     """A model response of this turn was cut at max_tokens (a cut tool call included)."""
     output_retries: int = 0
     """Answers of this turn sent back for not matching the agent's ``output_schema``."""
+    guardrail_retries: int = 0
+    """Answers of this turn an output guardrail sent back to the model."""
     interrupt: bool = False
     """The ``interrupt`` signal asked to end this turn: its model call is cancelled, or, between
     calls, the turn ends before the next one (workflows/interrupts.py)."""

@@ -29,9 +29,18 @@ SUMMARY_INSTRUCTION = (
 CHARS_PER_TOKEN = 4
 
 
+IMAGE_TOKENS = 1_600
+"""An image's tokens in the estimate (a large one, as both providers count them)."""
+LATER_FIELDS = {"images", "handoff"}
+"""Fields added after the estimate's rule: left out of its JSON, so that a recorded conversation's
+estimates (and the compaction decided on them) stay what they were; images count as ``IMAGE_TOKENS``."""
+
+
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count (JSON characters / 4) for messages no model has counted yet."""
-    return sum(len(m.model_dump_json()) for m in messages) // CHARS_PER_TOKEN
+    chars = sum(len(m.model_dump_json(exclude=LATER_FIELDS)) for m in messages)
+    images = sum(len(m.images) for m in messages if isinstance(m, UserMessage))
+    return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS
 
 
 def view_start(messages: Sequence[Message]) -> int:
@@ -44,8 +53,11 @@ def view_start(messages: Sequence[Message]) -> int:
 
 
 def model_view(messages: Sequence[Message]) -> list[Message]:
-    """What the model is sent: the leading system messages, then everything from the latest summary."""
-    return [*messages[: _system_end(messages)], *messages[view_start(messages) :]]
+    """What the model is sent: the leading system messages, then everything from the latest summary.
+    After a handoff the prompt of the agent handed to stands first instead (workflows/handoffs.py)."""
+    prompts = [m for m in messages if isinstance(m, SystemMessage) and m.handoff]
+    rest = [m for m in messages[view_start(messages) :] if not (isinstance(m, SystemMessage) and m.handoff)]
+    return [*(prompts[-1:] or messages[: _system_end(messages)]), *rest]
 
 
 def summary_request(messages: Sequence[Message]) -> list[Message]:

@@ -50,6 +50,7 @@ class ResponseBuilder:
         self._on_call = getattr(on_text, "tool_call", None)
         """Told a tool call's argument text so far, when ``on_text`` has a ``tool_call`` method too."""
         self._text = ""
+        self._reasoning = ""
         self._calls: dict[int, _Call] = {}
         self._writing: int | None = None
         """The call the latest output belonged to (None: text)."""
@@ -61,6 +62,10 @@ class ResponseBuilder:
         self._writing = None
         if self._on_text:
             self._on_text(self._text)
+
+    def reasoning(self, delta: str) -> None:
+        """Extend the summary of the model's reasoning (never part of the answer's text)."""
+        self._reasoning += delta
 
     def call(
         self, index: int, *, id: str | None = None, name: str | None = None, arguments: str = ""
@@ -92,6 +97,7 @@ class ResponseBuilder:
             usage=self.usage,
             finish_reason=self.finish,
             model=self.model,
+            reasoning=self._reasoning,
         )
 
 

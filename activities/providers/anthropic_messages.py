@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, assert_never
 
 import anthropic
-import httpx2
 
-from durable_agents.activities.errors import provider_error
-from durable_agents.activities.providers._response import ResponseBuilder, collect
-from durable_agents.activities.providers._sdk import SDKModel, client_options
+from durable_agents.activities.providers._response import ResponseBuilder
+from durable_agents.activities.providers._sdk import SDKModel, build_models
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
     FinishReason,
+    Image,
     Message,
     ModelRequest,
     ModelResponse,
@@ -26,6 +24,8 @@ from durable_agents.workflows.messages import (
     Usage,
     UserMessage,
 )
+
+build_models(anthropic.types.Message, anthropic.types.RawMessageStreamEvent)
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -41,32 +41,23 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     """Neutral request in, neutral response out, over ``messages.create``."""
 
     name = "anthropic"
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    environment = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
-        response = await self._complete(request, timeout, on_text)
-        return answer_from_tool(response) if request.output_schema is not None else response
-
-    async def _complete(self, request: ModelRequest, timeout: float, on_text: OnText | None) -> ModelResponse:
-        try:
-            with self.sdk_errors(anthropic):  # an error event inside the stream is a status error too
-                if request.settings.stream:
-                    stream = await self._client.messages.create(
-                        **to_wire(request), stream=True, timeout=timeout
-                    )
-                    return await collect(stream, add_event, ResponseBuilder(self.name, on_text))
-                message = await self._client.messages.create(**to_wire(request), timeout=timeout)
-        except httpx2.TransportError as e:  # the SDK does not wrap a stream's read errors
-            raise provider_error(self.name, f"{type(e).__name__} while reading the stream") from e
-        # No warnings: a lenient compatible server may send a tool input as text (from_wire takes it).
-        return from_wire(message.model_dump(mode="json", warnings=False))
-
-    @staticmethod
-    def client_from_environment() -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            **client_options(os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL"))
+        response = await self.create(
+            self._client.messages.create,
+            to_wire(request),
+            stream=request.settings.stream,
+            timeout=timeout,
+            on_text=on_text,
+            add=add_event,
+            whole=from_wire,
         )
+        return answer_from_tool(response) if request.output_schema is not None else response
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:
@@ -103,7 +94,31 @@ def to_wire(request: ModelRequest) -> dict[str, Any]:
             if request.tools and request.allow_tool_calls
             else {"type": "tool", "name": OUTPUT_NAME}
         )
+    if settings.prompt_cache:
+        _cache_breakpoints(wire)
     return wire
+
+
+_CACHED = {"type": "ephemeral"}
+
+
+def _cache_breakpoints(wire: dict[str, Any]) -> None:
+    """Mark the ends of what stays the same from call to call, so the next call reads it from the
+    cache: the tools, the system prompt, and the transcript up to its newest message (three of the
+    four breakpoints Anthropic allows). Below the model's smallest cacheable prompt nothing is cached."""
+    if "system" in wire:
+        wire["system"] = _blocks(wire["system"])
+    last_message = wire["messages"][-1] if wire["messages"] else None
+    if last_message is not None:
+        last_message["content"] = _blocks(last_message["content"])
+    for blocks in (wire.get("tools"), wire.get("system"), last_message and last_message["content"]):
+        if blocks:
+            blocks[-1]["cache_control"] = _CACHED
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content as blocks (only a block takes a ``cache_control``)."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 _ANSWER_TOOL = "Give your final answer: call this once, when you are done, with the answer as its input."
@@ -135,8 +150,11 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
         match message:
             case SystemMessage() | SummaryMessage():
                 continue
-            case UserMessage(text=text):
+            case UserMessage(text=text, images=[]):
                 out.append({"role": "user", "content": text})
+            case UserMessage(text=text, images=images):  # images first, as Anthropic advises
+                seen = [{"type": "image", "source": _source(image)} for image in images]
+                out.append({"role": "user", "content": [*seen, {"type": "text", "text": text}]})
             case AssistantMessage(text=text, tool_calls=calls):
                 blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
                 blocks += [
@@ -155,6 +173,12 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
             case _:
                 assert_never(message)
     return out
+
+
+def _source(image: Image) -> dict[str, Any]:
+    if image.url is not None:
+        return {"type": "url", "url": image.url}
+    return {"type": "base64", "media_type": image.media_type, "data": image.data}
 
 
 def from_wire(message: dict[str, Any]) -> ModelResponse:
@@ -218,9 +242,14 @@ def _block(builder: ResponseBuilder, index: int, block: dict[str, Any]) -> None:
 
 
 def _usage(usage: dict[str, Any], before: Usage) -> Usage:
-    """Usage of message_start, then updated by message_delta (whose counts are totals so far)."""
+    """Usage of message_start, then updated by message_delta (whose counts are totals so far).
+    Anthropic's ``input_tokens`` are those after the last cache breakpoint: the input is they, the
+    tokens written to the cache and those read from it (the cached ones)."""
+    if usage.get("input_tokens") is None:
+        return before.model_copy(update={"output_tokens": usage.get("output_tokens") or before.output_tokens})
+    read = usage.get("cache_read_input_tokens") or 0
     return Usage(
-        input_tokens=usage.get("input_tokens") or before.input_tokens,
+        input_tokens=usage["input_tokens"] + (usage.get("cache_creation_input_tokens") or 0) + read,
         output_tokens=usage.get("output_tokens") or before.output_tokens,
-        cached_input_tokens=usage.get("cache_read_input_tokens") or before.cached_input_tokens,
+        cached_input_tokens=read,
     )

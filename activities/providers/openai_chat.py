@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, assert_never
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from durable_agents.activities.errors import stream_error
-from durable_agents.activities.providers._response import ResponseBuilder, collect
-from durable_agents.activities.providers._sdk import SDKModel, client_options
+from durable_agents.activities.providers._response import ResponseBuilder
+from durable_agents.activities.providers._sdk import SDKModel, build_models
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -21,10 +20,13 @@ from durable_agents.workflows.messages import (
     OnText,
     SummaryMessage,
     SystemMessage,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
+
+build_models(ChatCompletion, ChatCompletionChunk)
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -39,28 +41,23 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """Neutral request in, neutral response out, over ``chat.completions.create``."""
 
     name = "openai"
+    sdk = openai
+    client_class = openai.AsyncOpenAI
+    environment = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
 
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
         official = self._client.base_url.host == "api.openai.com"
-        wire = to_wire(request, max_tokens_key="max_completion_tokens" if official else "max_tokens")
-        try:
-            with self.sdk_errors(openai):
-                if request.settings.stream:
-                    stream = await self._client.chat.completions.create(
-                        **wire, stream=True, stream_options={"include_usage": True}, timeout=timeout
-                    )
-                    return await collect(stream, add_chunk, ResponseBuilder(self.name, on_text))
-                completion = await self._client.chat.completions.create(**wire, timeout=timeout)
-        except openai.APIError as e:  # an error event inside the stream; its body is the inner error
-            raise stream_error(self.name, e.body) from e
-        return from_wire(completion.model_dump(mode="json"))
-
-    @staticmethod
-    def client_from_environment() -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            **client_options(os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL"))
+        return await self.create(
+            self._client.chat.completions.create,
+            to_wire(request, max_tokens_key="max_completion_tokens" if official else "max_tokens"),
+            stream=request.settings.stream,
+            timeout=timeout,
+            on_text=on_text,
+            add=add_chunk,
+            whole=from_wire,
+            stream_options={"stream_options": {"include_usage": True}},
         )
 
 
@@ -78,6 +75,8 @@ def to_wire(request: ModelRequest, *, max_tokens_key: str = "max_tokens") -> dic
     }
     if settings.temperature is not None:
         wire["temperature"] = settings.temperature
+    if settings.reasoning_effort is not None:
+        wire["reasoning_effort"] = settings.reasoning_effort
     if request.tools:
         wire["tools"] = [
             {
@@ -100,36 +99,35 @@ def _message(message: Message) -> dict[str, Any]:
     match message:
         case SystemMessage(text=text):
             return {"role": "system", "content": text}
-        case UserMessage(text=text):
+        case UserMessage(text=text, images=[]):
             return {"role": "user", "content": text}
+        case UserMessage(text=text, images=images):
+            seen = [{"type": "image_url", "image_url": {"url": image.data_url}} for image in images]
+            return {"role": "user", "content": [{"type": "text", "text": text}, *seen]}
         case SummaryMessage():
             return {"role": "system", "content": message.context}
         case AssistantMessage(text=text, tool_calls=calls):
             out: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 out["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {
-                            "name": c.name,
-                            "arguments": c.raw_arguments
-                            if c.raw_arguments is not None
-                            else json.dumps(c.arguments),
-                        },
-                    }
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments(c)}}
                     for c in calls
                 ]
             return out
-        case ToolResultMessage(call_id=call_id, content=content, is_error=is_error):
-            # Chat Completions has no error flag: say it in the content.
-            return {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": f"Error: {content}" if is_error else content,
-            }
+        case ToolResultMessage(call_id=call_id):
+            return {"role": "tool", "tool_call_id": call_id, "content": result_text(message)}
         case _:
             assert_never(message)
+
+
+def arguments(call: ToolCall) -> str:
+    """A call's arguments as the model gets them back: as it wrote them when they were unusable."""
+    return call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+
+
+def result_text(message: ToolResultMessage) -> str:
+    """A tool result's text: OpenAI's APIs have no error flag, so an error says so in the content."""
+    return f"Error: {message.content}" if message.is_error else message.content
 
 
 def from_wire(completion: dict[str, Any]) -> ModelResponse:
@@ -150,6 +148,7 @@ def add_chunk(builder: ResponseBuilder, chunk: dict[str, Any]) -> None:
         builder.usage = Usage(
             input_tokens=usage.get("prompt_tokens") or 0,
             output_tokens=usage.get("completion_tokens") or 0,
+            reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0,
             cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
         )
     for choice in chunk.get("choices") or []:

@@ -34,6 +34,7 @@ from durable_agents.client.conversations import (
     resent_while_rolling_over,
     start_conversation,
 )
+from durable_agents.client.images import image
 from durable_agents.client.live import listening, live, next_offset
 from durable_agents.settings import Settings
 from durable_agents.workflows.agent import AgentWorkflow
@@ -50,6 +51,7 @@ from durable_agents.workflows.events import (
     ReplySent,
     TextDelta,
 )
+from durable_agents.workflows.messages import Image
 from durable_agents.workflows.records import (
     ApprovalRecord,
     ClientCall,
@@ -329,13 +331,22 @@ async def _answer_in_chat(handle: WorkflowHandle, call: ClientCall) -> bool:
     return True
 
 
-def message_input(text: str) -> MessageInput:
-    return valid("message", lambda: MessageInput(text=text))
+def message_input(text: str, images: list[str] | None = None) -> MessageInput:
+    return valid("message", lambda: MessageInput(text=text, images=images_of(images)))
 
 
-async def send_message(handle: WorkflowHandle, text: str) -> Reply:
-    """The reply to ``text``; a message refused while the conversation continues as new is sent again."""
-    message = message_input(text)
+def images_of(given: list[str] | None) -> list[Image]:
+    """``--image`` values: files or URLs (durable_agents/client/images.py), each refused in one line."""
+    try:
+        return [image(each) for each in given or []]
+    except ValueError as e:
+        raise CommandError(f"--image: {e}") from e
+
+
+async def send_message(handle: WorkflowHandle, text: str, images: list[str] | None = None) -> Reply:
+    """The reply to ``text`` (and ``images``, paths or URLs); a message refused while the conversation
+    continues as new is sent again."""
+    message = message_input(text, images)
     try:
         return await resent_while_rolling_over(
             lambda: handle.execute_update(AgentWorkflow.send_message, message, result_type=Reply)

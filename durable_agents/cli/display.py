@@ -23,6 +23,8 @@ from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
     Event,
+    GuardrailChecked,
+    HandedOff,
     HookDecided,
     MessageAdded,
     ModelCallFinished,
@@ -39,9 +41,10 @@ from durable_agents.workflows.messages import (
     SummaryMessage,
     SystemMessage,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
-from durable_agents.workflows.records import ApprovalRecord, Reply
+from durable_agents.workflows.records import ApprovalRecord, GuardrailRecord, HandoffRecord, Reply
 
 
 def format_transcript(messages: Sequence[Message]) -> str:
@@ -76,6 +79,20 @@ def format_approval(record: ApprovalRecord) -> str:
     return f"[approval {record.call_id}] {record.tool} {record.state} by {by} via {record.via}{why}"
 
 
+def format_guardrail(record: GuardrailRecord) -> str:
+    """One guardrail check, as ``watch`` and ``history`` print it."""
+    head = f"[guardrail {record.guardrail}] {record.stage} of {record.message_id}"
+    if record.passed:
+        return f"{head} passed"
+    then = {"retry": "; the model answers again", "end_turn": "; the turn ends", "none": ""}[record.action]
+    return f"{head} failed: {record.reason}{then}"
+
+
+def format_handoff(record: HandoffRecord) -> str:
+    """One handoff, as ``watch`` and ``history`` print it."""
+    return f"[handoff {record.call_id}] {record.from_agent} -> {record.to_agent}: {record.reason}"
+
+
 def format_result(result: ConversationResult) -> str:
     usage = result.usage
     flags = " (truncated at max_tokens)" if result.truncated else ""
@@ -83,8 +100,13 @@ def format_result(result: ConversationResult) -> str:
         f"{result.final_text}\n"
         f"-- stop reason: {result.stop_reason}{flags}; iterations: {result.iterations}; "
         f"model calls: {result.model_calls}; tool calls: {len(result.tool_calls)}; "
-        f"tokens: {usage.input_tokens} in / {usage.output_tokens} out"
+        f"tokens: {usage.input_tokens} in{cached(usage)} / {usage.output_tokens} out"
     )
+
+
+def cached(usage: Usage) -> str:
+    """The input tokens read from the prompt cache, when some were."""
+    return f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
 
 
 def format_reply(reply: Reply, workflow_id: str) -> str:
@@ -162,9 +184,10 @@ def format_event(event: Event) -> list[str]:
             return [format_transcript([UserMessage(text=text)])]
         case SummaryAdded(text=text, replaces=replaces):
             return [format_transcript([SummaryMessage(text=text, replaces=replaces)])]
-        case ModelCallFinished(text=text, tool_calls=calls):
+        case ModelCallFinished(text=text, tool_calls=calls, reasoning=reasoning):
             found = format_transcript([AssistantMessage(text=text, tool_calls=calls)])
-            return found.splitlines() if found else []
+            thought = [f"[reasoning] {line}" for line in reasoning.splitlines() if line]
+            return thought + (found.splitlines() if found else [])
         case ToolCallFinished(call_id=call_id, tool=tool, content=content, is_error=is_error):
             return [
                 format_transcript(
@@ -181,6 +204,10 @@ def format_event(event: Event) -> list[str]:
                 f"[client tool {call.tool} ({call.call_id})] waits for the client:"
                 f" {json.dumps(call.arguments)}"
             ]
+        case GuardrailChecked(record=record):
+            return [format_guardrail(record)]
+        case HandedOff(record=record):
+            return [format_handoff(record)]
         case HookDecided(record=record):
             why = f": {record.reason}" if record.reason else ""
             return [f"[hook {record.hook}] {record.action} ({record.event} {record.target}){why}"]

@@ -40,10 +40,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.agent_names import AgentNames
 from durable_agents.cli import CommandError, program, valid, versioning_of
-from durable_agents.cli.chat import chat, message_input, send_message, signer_of
+from durable_agents.cli.chat import chat, images_of, message_input, send_message, signer_of
 from durable_agents.cli.display import (
     deadline_text,
     format_approval,
+    format_guardrail,
+    format_handoff,
     format_reply,
     format_result,
     format_transcript,
@@ -112,12 +114,15 @@ from durable_agents.workflows.records import (
 )
 from durable_agents.workflows.waiting import waiting_line
 
+IMAGE_HELP = "an image sent with the message: a .png/.jpg/.gif/.webp file or an http(s) URL (repeatable)"
+
 
 async def start(client: Client, args: argparse.Namespace) -> None:
     prompt = _text(args.prompt, args.file, "prompt")
     try:
         conversation = ConversationInput(
             prompt=prompt,
+            images=images_of(args.image),
             agent=args.agent,
             overrides={  # validated with the rest, so the first error is the first field's
                 "max_iterations": args.max_iterations,
@@ -204,7 +209,7 @@ async def send(client: Client, args: argparse.Namespace) -> None:
             reply = await send_or_start(
                 client,
                 args.workflow_id,
-                message_input(text).text,
+                message_input(text, args.image),
                 agent=args.agent,
                 task_queue=args.task_queue,
                 versioning=versioning_of(args),
@@ -218,7 +223,7 @@ async def send(client: Client, args: argparse.Namespace) -> None:
         print(reply.text)
         return
     handle = client.get_workflow_handle(args.workflow_id)
-    print((await send_message(handle, text)).text)
+    print((await send_message(handle, text, args.image)).text)
 
 
 async def _refuse_another_agent(handle: WorkflowHandle, agent: str) -> None:
@@ -312,6 +317,10 @@ async def history(client: Client, args: argparse.Namespace) -> None:
         print(format_transcript(found.messages))
         for record in found.approvals:
             print(format_approval(record))
+        for check in found.guardrails:
+            print(format_guardrail(check))
+        for handoff in found.handoffs:
+            print(format_handoff(handoff))
         for attempt in found.model_attempts:
             outcome = f"failed: {attempt.error}" if attempt.error else "answered"
             print(f"[model call {attempt.model_call}] {attempt.model} {outcome}")
@@ -734,6 +743,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("start", help="start a conversation")
     s.add_argument("prompt", nargs="?", help="the first message (or --file)")
     s.add_argument("--file", metavar="PATH", help="read the prompt from a file; - reads stdin")
+    s.add_argument("--image", action="append", metavar="PATH_OR_URL", help=IMAGE_HELP)
     s.add_argument("--agent", required=True, help="the agent's name (agents/NAME.toml), such as demo")
     s.add_argument("--id", help="workflow id (default: generated)")
     s.add_argument("--wait", action="store_true", help="wait and print the answer (a chat's first reply)")
@@ -766,6 +776,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("workflow_id")
     m.add_argument("text", nargs="?", help="the message (or --file)")
     m.add_argument("--file", metavar="PATH", help="read the message from a file; - reads stdin")
+    m.add_argument("--image", action="append", metavar="PATH_OR_URL", help=IMAGE_HELP)
     m.add_argument(
         "--agent", help="start the conversation with this agent if it does not exist (refused if another's)"
     )

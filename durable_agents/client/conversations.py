@@ -114,7 +114,7 @@ def conversation_type(conversation: ConversationInput, versioning: Versioning | 
 async def send_or_start(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     *,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None = None,
@@ -125,7 +125,8 @@ async def send_or_start(
     versioning: Versioning | None = None,
     **options: Any,
 ) -> Reply:
-    """Send ``text`` to conversation ``workflow_id`` and return the reply, starting the conversation
+    """Send ``text`` (or a ``MessageInput``, with images) to conversation ``workflow_id`` and return
+    the reply, starting the conversation
     with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
     stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
     prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
@@ -145,7 +146,7 @@ async def send_or_start(
 async def start_message(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     *,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None = None,
@@ -167,7 +168,7 @@ async def start_message(
 def _sender(
     client: Client,
     workflow_id: str,
-    text: str,
+    text: str | MessageInput,
     agent: str | AgentSpec,
     overrides: AgentOverrides | None,
     task_queue: str,
@@ -188,7 +189,7 @@ def _sender(
         tenant=tenant,
         user=user,
     )
-    message = MessageInput(text=text)
+    message = text if isinstance(text, MessageInput) else MessageInput(text=text)
     options = {"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE} | options
 
     async def send() -> WorkflowUpdateHandle[Reply]:
@@ -199,7 +200,7 @@ def _sender(
             task_queue=task_queue,
             result_type=ConversationResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            **_start_options(conversation, text),
+            **_start_options(conversation, message.text),
             **options,
         )
         try:

@@ -44,12 +44,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.client import decisions
 from durable_agents.client.conversations import refusal, start_message
+from durable_agents.client.images import image
 from durable_agents.client.live import next_offset, read_batches
 from durable_agents.serve.fanout import Hub, Subscription
 from durable_agents.serve.identities import Caller, caller_of, tenant_of
 from durable_agents.serve.protocols import AgUi, Chunk, UiMessages, ag_ui_messages, ui_messages
 from durable_agents.serve.streaming import EventStreamResponse
 from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.api import MessageInput
 from durable_agents.workflows.config import Versioning
 from durable_agents.workflows.events import (
     ApprovalDecided,
@@ -66,6 +68,7 @@ from durable_agents.workflows.events import (
     TextDelta,
     ToolCallFinished,
 )
+from durable_agents.workflows.messages import Image
 from durable_agents.workflows.records import ApprovalRecord, ClientCall, ClientResult, Reply
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -97,15 +100,18 @@ def routes(
         by = caller.user or str((body.forwardedProps or {}).get("by") or "ag-ui")
         messages = body.messages or []
         results = [] if resume else _ag_ui_results(messages)
-        text = None if resume or results else _last_user_text(messages)
-        if not resume and not results and text is None:
+        try:
+            said = None if resume or results else _last_user_message(messages)
+        except ValueError as e:  # an image it cannot send
+            return PlainTextResponse(f"{e}\n", status_code=400)
+        if not resume and not results and said is None:
             if body.threadId is None:
                 why = "the last message must be the user's or a tool's (or give a threadId to reconnect)\n"
                 return PlainTextResponse(why, status_code=400)
             if refused := await _refused(client, caller, thread_id):
                 return refused
             return await _reconnect(client, hub, AgUi(thread_id, body.runId or str(uuid.uuid4())))
-        agent = request.path_params["agent"] if text is not None else None
+        agent = request.path_params["agent"] if said is not None else None
         if refused := await _refused(
             client, caller, thread_id, agent=agent, deciding=bool(resume), agents=agents
         ):
@@ -122,8 +128,8 @@ def routes(
                 elif results:
                     reply, error = None, await _deliver(client, thread_id, results)
                 else:
-                    assert text is not None and agent is not None
-                    reply, error = await _send(client, thread_id, text, agent, task_queue, caller, agents)
+                    assert said is not None and agent is not None
+                    reply, error = await _send(client, thread_id, said, agent, task_queue, caller, agents)
                 if error is not None:
                     yield (run.failed(error))
                     return
@@ -141,8 +147,11 @@ def routes(
             return PlainTextResponse("only trigger submit-message is supported\n", status_code=400)
         messages = body.messages or []
         results, responses = _ui_results(messages), _ui_approvals(messages)
-        text = None if results or responses else _last_user_text(messages)
-        if not results and not responses and text is None:
+        try:
+            said = None if results or responses else _last_user_message(messages)
+        except ValueError as e:  # an image it cannot send
+            return PlainTextResponse(f"{e}\n", status_code=400)
+        if not results and not responses and said is None:
             return PlainTextResponse(
                 "the last message must be the user's, or the assistant's with a tool's output or an"
                 " approval's response\n",
@@ -172,8 +181,8 @@ def routes(
                 )
             if results:
                 return None, await _deliver(client, workflow_id, results)
-            assert text is not None
-            return await _send(client, workflow_id, text, agent, task_queue, caller, agents)
+            assert said is not None
+            return await _send(client, workflow_id, said, agent, task_queue, caller, agents)
 
         return _ui_stream(hub, workflow_id, message, subscription, send)
 
@@ -704,17 +713,32 @@ async def _deliver(client: Client, workflow_id: str, results: list[ToolResult]) 
     return None
 
 
-def _last_user_text(messages: list[AgUiMessage] | list[UiMessage]) -> str | None:
-    """The text of the last message if it is the user's: AG-UI's ``content`` (a string or parts),
-    or a UI message's ``parts``."""
+def _last_user_message(messages: list[AgUiMessage] | list[UiMessage]) -> tuple[str, list[Image]] | None:
+    """The last message if it is the user's and says something: its text (AG-UI's ``content``, a
+    string or parts, or a UI message's ``parts``) and its images (AG-UI's ``binary`` parts, a UI
+    message's ``file`` parts, of an image type); ``ValueError`` for an image it cannot send."""
     if not messages or messages[-1].role != "user":
         return None
     last = messages[-1]
     content = last.content if isinstance(last, AgUiMessage) else last.parts
     if isinstance(content, str):
-        return content or None
+        return (content, []) if content else None
     parts = content if isinstance(content, list) else []
-    return "".join(p.text for p in parts if p.type == "text") or None
+    text = "".join(p.text for p in parts if p.type == "text")
+    if not text:
+        return None
+    return text, [image(url) for p in parts if (url := _image_url(p)) is not None]
+
+
+def _image_url(part: Part) -> str | None:
+    """An image part's URL (a ``data:`` URL when it came whole): AG-UI's ``binary`` part
+    (``mimeType``, ``url`` or ``data``), the AI SDK's ``file`` part (``mediaType``, ``url``)."""
+    extra = part.model_extra or {}
+    if part.type == "binary" and str(extra.get("mimeType", "")).startswith("image/"):
+        return extra.get("url") or f"data:{extra['mimeType']};base64,{extra.get('data', '')}"
+    if part.type == "file" and str(extra.get("mediaType", "")).startswith("image/"):
+        return extra.get("url")
+    return None
 
 
 async def _offset_now(client: Client, workflow_id: str) -> int:
@@ -758,7 +782,7 @@ async def _refused(
 async def _send(
     client: Client,
     workflow_id: str,
-    text: str,
+    said: tuple[str, list[Image]],
     agent: str,
     task_queue: str,
     caller: Caller,
@@ -766,11 +790,12 @@ async def _send(
 ) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
     """The accepted message's update, or why it was not sent; a conversation it starts belongs to
     the caller's tenant and user, as the workflow type of its agent's ``versioning`` (``agents``)."""
+    text, images = said
     try:
         sent = await start_message(
             client,
             workflow_id,
-            text,
+            MessageInput(text=text, images=images),
             agent=agent,
             task_queue=task_queue,
             tenant=caller.tenant,

@@ -207,7 +207,14 @@ async def test_an_edited_call_is_a_well_formed_transcript_for_the_provider(
             },
             {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": "call_w1", "content": content}],
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "call_w1",
+                        "content": content,
+                        "cache_control": {"type": "ephemeral"},  # the newest message: a cache breakpoint
+                    }
+                ],
             },
         ]
 

@@ -10,7 +10,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.errors import provider_error, retry_after, status_error, stream_error
-from durable_agents.activities.providers import anthropic_messages, openai_chat
+from durable_agents.activities.providers import anthropic_messages, openai_chat, openai_responses
 from durable_agents.activities.providers._response import CUT_OFF, ResponseBuilder
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -29,6 +29,8 @@ from tests.support.fake_provider import (
     anthropic_message,
     anthropic_stream,
     openai_completion,
+    openai_response,
+    openai_responses_stream,
     openai_stream,
 )
 from tests.support.paths import DATA
@@ -151,7 +153,9 @@ def test_openai_recorded_text_response_cut_at_max_tokens_says_length() -> None:
 
 
 def test_anthropic_request_groups_tool_results_in_one_user_message_with_is_error() -> None:
-    assert anthropic_messages.to_wire(_request("anthropic")) == {
+    request = _request("anthropic")
+    request.settings.prompt_cache = False
+    assert anthropic_messages.to_wire(request) == {
         "model": "m-1",
         "max_tokens": 256,
         "temperature": 0.2,
@@ -183,6 +187,36 @@ def test_anthropic_request_groups_tool_results_in_one_user_message_with_is_error
     }
 
 
+def test_anthropic_request_marks_cache_breakpoints_on_tools_system_and_the_newest_message() -> None:
+    wire = anthropic_messages.to_wire(_request("anthropic"))
+    cached = {"type": "ephemeral"}
+    assert wire["system"] == [{"type": "text", "text": "Be brief.", "cache_control": cached}]
+    assert wire["tools"] == [
+        {
+            "name": "add",
+            "description": "Add two numbers.",
+            "input_schema": ADD.parameters,
+            "cache_control": cached,
+        }
+    ]
+    assert wire["messages"][0] == {"role": "user", "content": "12 + 30, and 1 / 0?"}  # before: unmarked
+    assert wire["messages"][-1]["content"][-1] == {
+        "type": "tool_result",
+        "tool_use_id": "c2",
+        "content": "Cannot divide by zero.",
+        "is_error": True,
+        "cache_control": cached,
+    }
+    first_turn = anthropic_messages.to_wire(
+        _request("anthropic").model_copy(update={"messages": [UserMessage(text="hi")], "tools": []})
+    )
+    assert (first_turn["messages"], "system" in first_turn) == (
+        [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cached}]}],
+        False,
+    )
+    assert json.dumps(wire).count('"cache_control"') == 3
+
+
 def test_anthropic_request_turns_tools_off_with_tool_choice_none() -> None:
     wire = anthropic_messages.to_wire(_request("anthropic", allow_tool_calls=False))
     assert wire["tool_choice"] == {"type": "none"}
@@ -210,7 +244,7 @@ def test_cached_input_tokens_as_each_provider_reports_them() -> None:
     anthropic["usage"]["cache_read_input_tokens"] = 512
     assert (openai_chat.from_wire(openai).usage, anthropic_messages.from_wire(anthropic).usage) == (
         Usage(input_tokens=210, output_tokens=8, cached_input_tokens=128),
-        Usage(input_tokens=640, output_tokens=12, cached_input_tokens=512),
+        Usage(input_tokens=1152, output_tokens=12, cached_input_tokens=512),  # of input_tokens, as OpenAI's
     )
     assert Usage(input_tokens=1).model_dump() == {
         "input_tokens": 1,
@@ -232,6 +266,125 @@ def test_anthropic_unknown_content_block_raises_instead_of_vanishing() -> None:
     wire["content"].append({"type": "server_tool_use", "id": "x", "name": "web_search", "input": {}})
     with pytest.raises(ValueError, match="unsupported anthropic content block type 'server_tool_use'"):
         anthropic_messages.from_wire(wire)
+
+
+def test_openai_responses_request_maps_the_transcript_to_input_items() -> None:
+    request = _request("openai_responses")
+    request.settings.reasoning_effort = "low"
+    request.settings.reasoning_summary = "auto"
+    assert openai_responses.to_wire(request) == {
+        "model": "m-1",
+        "max_output_tokens": 256,
+        "store": False,
+        "temperature": 0.2,
+        "reasoning": {"effort": "low", "summary": "auto"},
+        "input": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "12 + 30, and 1 / 0?"},
+            {"role": "assistant", "content": "Computing."},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": '{"a": 12, "b": 30}'},
+            {"type": "function_call", "call_id": "c2", "name": "divide", "arguments": '{"a": 1, "b": 0}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "42"},
+            {"type": "function_call_output", "call_id": "c2", "output": "Error: Cannot divide by zero."},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "name": "add",
+                "description": "Add two numbers.",
+                "parameters": ADD.parameters,
+                "strict": False,
+            }
+        ],
+    }
+
+
+def test_openai_responses_request_turns_tools_off_and_asks_for_a_typed_answer_natively() -> None:
+    request = _request("openai_responses", allow_tool_calls=False)
+    request.output_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    wire = openai_responses.to_wire(request)
+    assert wire["tool_choice"] == "none" and "reasoning" not in wire
+    assert wire["text"] == {
+        "format": {"type": "json_schema", "name": "final_answer", "schema": request.output_schema}
+    }
+
+
+def test_openai_chat_request_sends_the_reasoning_effort() -> None:
+    request = _request("openai")
+    request.settings.reasoning_effort = "high"
+    assert openai_chat.to_wire(request)["reasoning_effort"] == "high"
+
+
+def test_openai_responses_recorded_parallel_calls_map_to_neutral_with_reasoning() -> None:
+    assert openai_responses.from_wire(_load("openai_responses_tool_calls_response.json")) == ModelResponse(
+        message=AssistantMessage(
+            text="",
+            tool_calls=[
+                ToolCall(id="call_hU0Yg4Zx3oQe1nVdB7sKpW2m", name="add", arguments={"a": 12, "b": 30}),
+                ToolCall(
+                    id="call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+                    name="multiply",
+                    arguments_error="arguments are not valid JSON (Expecting value at position 11)",
+                    raw_arguments='{"a":3,"b":',
+                ),
+            ],
+        ),
+        usage=Usage(input_tokens=143, output_tokens=179, reasoning_tokens=128),
+        finish_reason="tool_calls",
+        model="gpt-5-mini-2025-08-07",
+        reasoning="**Planning the arithmetic**\n\nThe user wants a sum; the add tool gives it.\n\n"
+        "**Checking the product**\n\nI also call multiply.",
+    )
+
+
+def test_openai_responses_recorded_text_response_maps_to_neutral() -> None:
+    assert openai_responses.from_wire(_load("openai_responses_text_response.json")) == ModelResponse(
+        message=AssistantMessage(text="12 + 30 = 42."),
+        usage=Usage(input_tokens=210, output_tokens=8),
+        finish_reason="stop",
+        model="gpt-5-mini-2025-08-07",
+    )
+
+
+def test_openai_responses_unknown_output_item_raises_instead_of_vanishing() -> None:
+    wire = _load("openai_responses_text_response.json")
+    wire["output"].append({"type": "web_search_call", "id": "ws_1", "status": "completed"})
+    with pytest.raises(ValueError, match="unsupported openai_responses output item type 'web_search_call'"):
+        openai_responses.from_wire(wire)
+
+
+@pytest.mark.parametrize(
+    ("event", "message", "kind", "retryable"),
+    [
+        (
+            {"type": "error", "code": "server_error", "message": "The server had an error", "param": None},
+            "openai_responses stream failed with server_error: The server had an error",
+            "ProviderHTTP500",
+            True,
+        ),
+        (
+            {"type": "error", "code": "rate_limit_exceeded", "message": "Slow down", "param": None},
+            "openai_responses stream failed with rate_limit_exceeded: Slow down",
+            "ProviderHTTP429",
+            True,
+        ),
+        (
+            {
+                "type": "response.failed",
+                "response": {"status": "failed", "error": {"code": "invalid_prompt", "message": "No."}},
+            },
+            "openai_responses stream failed with invalid_prompt: No.",
+            "ProviderHTTP500",
+            True,
+        ),
+    ],
+)
+def test_openai_responses_error_and_failed_events_are_classified(
+    event: dict, message: str, kind: str, retryable: bool
+) -> None:
+    with pytest.raises(ApplicationError) as info:
+        openai_responses.add_event(ResponseBuilder("openai_responses"), event)
+    assert (info.value.message, info.value.type, info.value.non_retryable) == (message, kind, not retryable)
 
 
 @pytest.mark.parametrize(
@@ -312,6 +465,15 @@ def test_openai_stream_gives_the_same_response_as_the_whole_answer(name: str) ->
     assert _streamed(openai_chat.add_chunk, openai_stream(whole), "openai") == openai_chat.from_wire(whole)
 
 
+@pytest.mark.parametrize(
+    "name", ["openai_responses_tool_calls_response.json", "openai_responses_text_response.json"]
+)
+def test_openai_responses_stream_gives_the_same_response_as_the_whole_answer(name: str) -> None:
+    whole = _load(name)
+    streamed = _streamed(openai_responses.add_event, openai_responses_stream(whole), "openai_responses")
+    assert streamed == openai_responses.from_wire(whole)
+
+
 @pytest.mark.parametrize("name", ["anthropic_tool_use_response.json", "anthropic_text_response.json"])
 def test_anthropic_stream_gives_the_same_response_as_the_whole_answer(name: str) -> None:
     whole = _load(name)
@@ -322,27 +484,26 @@ def test_anthropic_stream_gives_the_same_response_as_the_whole_answer(name: str)
 CUT = ToolCall(id="c1", name="add", arguments_error=CUT_OFF, raw_arguments='{"a": 1, "b": 23')
 
 
+WIRES = {
+    "openai": (openai_chat.add_chunk, openai_stream, openai_chat.from_wire),
+    "openai_responses": (openai_responses.add_event, openai_responses_stream, openai_responses.from_wire),
+    "anthropic": (anthropic_messages.add_event, anthropic_stream, anthropic_messages.from_wire),
+}
+"""Per provider: how a stream's events are added, its fake stream of an answer, an answer read whole."""
+
+
 @pytest.mark.parametrize(
     ("provider", "response"),
     [
         ("openai", openai_completion("", [("c1", "add", '{"a": 1, "b": 23')], "length")),
+        ("openai_responses", openai_response("", [("c1", "add", '{"a": 1, "b": 23')], "length")),
         ("anthropic", anthropic_message("", [("c1", "add", '{"a": 1, "b": 23')], "max_tokens")),
     ],
 )
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_call_cut_at_max_tokens_is_flagged_not_completed(provider: str, response: dict, stream: bool) -> None:
-    if provider == "openai":
-        neutral = (
-            _streamed(openai_chat.add_chunk, openai_stream(response), provider)
-            if stream
-            else openai_chat.from_wire(response)
-        )
-    else:
-        neutral = (
-            _streamed(anthropic_messages.add_event, anthropic_stream(response), provider)
-            if stream
-            else anthropic_messages.from_wire(response)
-        )
+    add, streamed, whole = WIRES[provider]
+    neutral = _streamed(add, streamed(response), provider) if stream else whole(response)
     assert (neutral.finish_reason, neutral.message.tool_calls) == ("length", [CUT])
 
 

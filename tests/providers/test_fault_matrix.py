@@ -1,8 +1,9 @@
 """The fault matrix: provider x mode x fault, each ending as ``tests/fault_matrix.md`` promises.
 
 Every cell runs the real ``openai`` or ``anthropic`` SDK over HTTP against the fake
-provider, through a real worker, and asserts the same outcome for all four paths
-(OpenAI and Anthropic, streamed and whole), so the adapters cannot drift apart.
+provider, through a real worker, and asserts the same outcome for all six paths
+(OpenAI Chat Completions, OpenAI Responses and Anthropic, streamed and whole), so the adapters
+cannot drift apart.
 Cells assert counts (requests the provider saw, attempts in history) and exact
 messages, never durations.
 """
@@ -38,14 +39,21 @@ from tests.support.fake_provider import (
     error_reply,
     openai_completion,
     openai_error_event,
+    openai_response,
+    openai_responses_error_event,
+    openai_responses_stream,
     openai_stream,
 )
 from tests.support.history import activity_types
 from tests.support.paths import TESTS
 from tests.support.workers import Env
 
-Provider = Literal["openai", "anthropic"]
-MODELS: dict[Provider, str] = {"openai": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}
+Provider = Literal["openai", "openai_responses", "anthropic"]
+MODELS: dict[Provider, str] = {
+    "openai": "gpt-4o-mini",
+    "openai_responses": "gpt-5-mini",
+    "anthropic": "claude-haiku-4-5",
+}
 TOOLS = ["add", "subtract", "multiply", "divide", "sqrt"]
 ANSWER = "12 + 30 = 42."
 TABLE = TESTS / "fault_matrix.md"
@@ -258,7 +266,7 @@ def _agent(provider: Provider, stream: bool, *, timeout: float) -> AgentSpec:
             max_attempts=3,
             initial_retry_seconds=0.05,
             max_retry_seconds=0.05,
-            heartbeat_seconds=2,
+            heartbeat_seconds=10,  # beats every 3 s: a loaded machine keeps them
         ),
     )
 
@@ -271,14 +279,15 @@ class _Wire:
     stream: bool
 
     def _reply(self, text: str, calls: list[tuple[str, str, Arguments]], finish: str, delay: float) -> Reply:
-        if self.provider == "openai":
-            body = openai_completion(text, calls, finish)
-            reply = openai_stream(body, delay) if self.stream else Reply(body=body, delay=delay)
-        else:
-            stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[finish]
-            body = anthropic_message(text, calls, stop)
-            reply = anthropic_stream(body, delay) if self.stream else Reply(body=body, delay=delay)
-        return reply
+        match self.provider:
+            case "openai":
+                body, stream = openai_completion(text, calls, finish), openai_stream
+            case "openai_responses":
+                body, stream = openai_response(text, calls, finish), openai_responses_stream
+            case "anthropic":
+                stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[finish]
+                body, stream = anthropic_message(text, calls, stop), anthropic_stream
+        return stream(body, delay) if self.stream else Reply(body=body, delay=delay)
 
     def answer(self, text: str = ANSWER, *, finish: str = "stop", delay: float = 0.0) -> Reply:
         return self._reply(text, [], finish, delay)
@@ -290,7 +299,7 @@ class _Wire:
         return {400: "max_tokens: Field required", 401: "invalid x-api-key"}[status]
 
     def status_error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
-        if self.provider == "openai":
+        if self.provider != "anthropic":
             return error_reply(status, message, headers)
         kind = {
             400: "invalid_request_error",
@@ -303,7 +312,7 @@ class _Wire:
 
     def fault(self, fault: str) -> tuple[Reply, str | None, timedelta | None]:
         """The failing first reply, and the failure type and retry delay history records for it."""
-        openai = self.provider == "openai"
+        openai = self.provider != "anthropic"
         match fault:
             case "429":
                 reply = self.status_error(429, "Rate limit reached", {"retry-after": "0.2"})
@@ -314,11 +323,11 @@ class _Wire:
                 status = 503 if openai else 529
                 return self.status_error(status, "Overloaded"), f"ProviderHTTP{status}", None
             case "stream-error":
-                event = (
-                    openai_error_event("server_error", "The server had an error")
-                    if openai
-                    else anthropic_error_event("overloaded_error", "Overloaded")
-                )
+                event = {
+                    "openai": openai_error_event,
+                    "openai_responses": openai_responses_error_event,
+                    "anthropic": lambda _, message: anthropic_error_event("overloaded_error", message),
+                }[self.provider]("server_error", "The server had an error" if openai else "Overloaded")
                 return (
                     broken_off(self.answer(), event),
                     "ProviderHTTP500" if openai else "ProviderHTTP529",
@@ -330,6 +339,10 @@ class _Wire:
 
     def tool_result_sent(self, request: dict) -> tuple[str, str]:
         """The call id and content of the tool result the next request carried back to the model."""
+        if self.provider == "openai_responses":
+            last = request["input"][-1]
+            assert last["type"] == "function_call_output" and last["output"].startswith("Error: ")
+            return last["call_id"], last["output"].removeprefix("Error: ")
         last = request["messages"][-1]
         if self.provider == "openai":
             assert last["role"] == "tool" and last["content"].startswith("Error: ")

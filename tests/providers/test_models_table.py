@@ -33,18 +33,25 @@ from tests.support.paths import ROOT
 def test_the_projects_table_loads_each_model_with_its_values() -> None:
     assert DEFAULT_MODELS == ROOT / "config" / "models.toml"
     assert dict(load_models().entries) == {
-        "gpt-4o-mini": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=0.15, output=0.60),
-        "gpt-4o": ModelEntry(context_window=128_000, max_output_tokens=16_384, input=2.50, output=10.00),
+        "gpt-4o-mini": ModelEntry(
+            context_window=128_000, max_output_tokens=16_384, input=0.15, output=0.60, cached_input=0.075
+        ),
+        "gpt-4o": ModelEntry(
+            context_window=128_000, max_output_tokens=16_384, input=2.50, output=10.00, cached_input=1.25
+        ),
+        "gpt-5-mini": ModelEntry(
+            context_window=400_000, max_output_tokens=128_000, input=0.25, output=2.00, cached_input=0.025
+        ),
         "claude-haiku-4-5": ModelEntry(
-            context_window=200_000, max_output_tokens=64_000, input=1.00, output=5.00
+            context_window=200_000, max_output_tokens=64_000, input=1.00, output=5.00, cached_input=0.10
         ),
         "claude-sonnet-4-5": ModelEntry(
-            context_window=200_000, max_output_tokens=64_000, input=3.00, output=15.00
+            context_window=200_000, max_output_tokens=64_000, input=3.00, output=15.00, cached_input=0.30
         ),
         "scripted-demo": ModelEntry(input=1.00, output=2.00),
     }
     table = load_models()
-    assert table.price("claude-sonnet-4-5") == Price(input=3.00, output=15.00)
+    assert table.price("claude-sonnet-4-5") == Price(input=3.00, output=15.00, cached_input=0.30)
     assert (table.max_output_tokens("gpt-4o-mini"), table.max_output_tokens("scripted-demo")) == (
         16_384,
         None,

@@ -28,7 +28,7 @@ ONE_OF = ", ".join(f"'{name}'" for name in PROVIDER_NAMES[:-1]) + f" or '{PROVID
 
 
 def test_the_names_are_the_adapters_keys_in_order() -> None:
-    assert PROVIDER_NAMES == tuple(ADAPTERS) == ("openai", "anthropic", "scripted")
+    assert PROVIDER_NAMES == tuple(ADAPTERS) == ("openai", "anthropic", "openai_responses", "scripted")
     assert list(PROVIDERS) == list(PROVIDER_NAMES)
 
 

@@ -9,12 +9,28 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from durable_agents.activities.agent_files import load_agent_file
+from durable_agents.activities.tools import default_registry
+from durable_agents.cli.display import format_event, format_result
+from durable_agents.client.live import follow
 from durable_agents.converter import FAILURE_LIMIT
 from durable_agents.workflows.activity_refs import CALL_MODEL
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.config import AgentSpec, CallPolicy
+from durable_agents.workflows.events import ModelCallFinished
 from durable_agents.workflows.messages import ModelProgress, ModelSettings
-from tests.support.fake_provider import FakeProvider, Reply, anthropic_stream, error_reply, openai_stream
+from tests.support.docs import block_after, docs_page
+from tests.support.fake_provider import (
+    FakeProvider,
+    Reply,
+    anthropic_message,
+    anthropic_stream,
+    error_reply,
+    openai_completion,
+    openai_response,
+    openai_responses_stream,
+    openai_stream,
+)
 from tests.support.paths import DATA
 from tests.support.workers import Env
 
@@ -90,7 +106,7 @@ async def test_anthropic_agent_runs_tools_through_real_sdk(env: Env, fake: FakeP
         first.headers.get("x-api-key"),
         first.headers.get("authorization", "").removeprefix("Bearer "),
     )
-    assert first.body["system"].startswith("You are a precise calculator assistant.")
+    assert first.body["system"][0]["text"].startswith("You are a precise calculator assistant.")
     assert second.body["messages"][-1]["role"] == "user"
     assert [b["tool_use_id"] for b in second.body["messages"][-1]["content"]] == [
         "toolu_01A09q90qw90lq917835lq9",
@@ -267,3 +283,159 @@ async def test_hung_response_times_out_and_is_retried(env: Env, fake: FakeProvid
     assert result.final_text == "12 + 30 = 42."
     assert len(fake.received) == 2
     assert fake.received[1].at - fake.received[0].at >= 1.5
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_the_responses_agent_runs_parallel_tools_and_reports_its_reasoning(
+    env: Env, fake: FakeProvider, tmp_path, stream: bool
+) -> None:
+    """docs/agents-and-tools.md's Responses agent file as written (and, whole, with ``stream`` off)."""
+    agent = block_after(docs_page("agents-and-tools"), "### The OpenAI Responses API", "toml")
+    path = tmp_path / "reasoner.toml"
+    path.write_text(agent)
+    spec = load_agent_file(path, default_registry())
+    spec.model.stream = stream
+    calls, answer = (
+        json.loads((DATA / f"openai_responses_{name}_response.json").read_text())
+        for name in ("tool_calls", "text")
+    )
+    fake.queue(
+        *(
+            (openai_responses_stream(calls), openai_responses_stream(answer))
+            if stream
+            else (Reply(body=calls), Reply(body=answer))
+        )
+    )
+    handle = await env.start(ConversationInput(prompt="12 + 30, and 3 x 4?", agent_spec=spec))
+    result = await handle.result()
+
+    assert result.final_text == "12 + 30 = 42."
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
+        ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
+        (
+            "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "multiply",
+            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
+            True,
+        ),
+    ]
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (353, 187, 128)
+    first, second = fake.received
+    assert first.path == second.path == "/v1/responses"
+    assert (first.body["model"], first.body["max_output_tokens"], first.body["store"]) == (
+        "gpt-5-mini",
+        4096,
+        False,
+    )
+    assert first.body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert first.body.get("stream", False) is stream
+    assert [t["name"] for t in first.body["tools"]] == ["add", "multiply"]
+    assert second.body["input"][-4:] == [
+        {
+            "type": "function_call",
+            "call_id": "call_hU0Yg4Zx3oQe1nVdB7sKpW2m",
+            "name": "add",
+            "arguments": '{"a": 12, "b": 30}',
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "name": "multiply",
+            "arguments": '{"a":3,"b":',
+        },
+        {"type": "function_call_output", "call_id": "call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "output": "42"},
+        {
+            "type": "function_call_output",
+            "call_id": "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+            "output": "Error: Invalid arguments for 'multiply': arguments are not valid JSON"
+            " (Expecting value at position 11)",
+        },
+    ]
+    finished = [e async for _, e in follow(env.client, handle.id) if isinstance(e, ModelCallFinished)]
+    assert [e.reasoning for e in finished] == [
+        "**Planning the arithmetic**\n\nThe user wants a sum; the add tool gives it.\n\n"
+        "**Checking the product**\n\nI also call multiply.",
+        "",
+    ]
+    assert format_event(finished[0])[:3] == [  # as ``starter.py watch`` prints it
+        "[reasoning] **Planning the arithmetic**",
+        "[reasoning] The user wants a sum; the add tool gives it.",
+        "[reasoning] **Checking the product**",
+    ]
+
+
+CACHED = {  # one answer's usage, 2000 tokens in of which 1920 read from the cache, as each provider says it
+    "openai": (
+        openai_completion,
+        openai_stream,
+        {
+            "prompt_tokens": 2000,
+            "completion_tokens": 10,
+            "total_tokens": 2010,
+            "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+        },
+        "gpt-4o-mini",
+        (80 * 0.15 + 1920 * 0.075 + 10 * 0.60) / 1e6,
+    ),
+    "openai_responses": (
+        openai_response,
+        openai_responses_stream,
+        {
+            "input_tokens": 2000,
+            "input_tokens_details": {"cached_tokens": 1920},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 2010,
+        },
+        "gpt-5-mini",
+        (80 * 0.25 + 1920 * 0.025 + 10 * 2.00) / 1e6,
+    ),
+    "anthropic": (
+        anthropic_message,
+        anthropic_stream,
+        {
+            "input_tokens": 80,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 1920,
+            "output_tokens": 10,
+        },
+        "claude-haiku-4-5",
+        (80 * 1.00 + 1920 * 0.10 + 10 * 5.00) / 1e6,
+    ),
+}
+"""Per provider: its answer, its stream of it, the usage it reports, the model and the cost at the
+models table's prices (uncached input, cached input, output)."""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("provider", list(CACHED))
+async def test_cached_input_tokens_are_reported_and_priced_at_the_cached_price(
+    env: Env, fake: FakeProvider, tmp_path, provider: str, stream: bool
+) -> None:
+    """docs/agents-and-tools.md's caching agent file as written, for Anthropic; with OpenAI's models
+    for the others, whose caching needs no setting."""
+    path = tmp_path / "handbook.toml"
+    path.write_text(block_after(docs_page("agents-and-tools"), "### Prompt caching", "toml"))
+    spec = load_agent_file(path, default_registry())
+    answer, streamed, usage, model, cost = CACHED[provider]
+    spec.model = spec.model.model_copy(update={"provider": provider, "model": model, "stream": stream})
+    body = answer("Section 4.2: 25 days of leave.") | {"usage": usage}
+    fake.queue(streamed(body) if stream else Reply(body=body))
+    result = await env.run(ConversationInput(prompt="How many days of leave?", agent_spec=spec))
+
+    assert (result.usage.input_tokens, result.usage.cached_input_tokens, result.usage.output_tokens) == (
+        2000,
+        1920,
+        10,
+    )
+    assert result.cost == pytest.approx(cost, rel=1e-12)
+    assert result.cost_by_model == {f"{provider}:{model}": pytest.approx(cost, rel=1e-12)}
+    assert format_result(result).endswith("tokens: 2000 in (1920 cached) / 10 out")
+    [sent] = fake.received
+    marked = json.dumps(sent.body).count('"cache_control"')
+    assert marked == (3 if provider == "anthropic" else 0)  # the tools, the system prompt, the message
+    if provider == "anthropic":
+        assert sent.body["system"] == [
+            {"type": "text", "text": spec.system_prompt, "cache_control": {"type": "ephemeral"}}
+        ]

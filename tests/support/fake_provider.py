@@ -1,4 +1,5 @@
-"""A local HTTP server speaking the OpenAI Chat Completions and Anthropic Messages protocols.
+"""A local HTTP server speaking the OpenAI Chat Completions, OpenAI Responses and Anthropic Messages
+protocols, as documented where tests/support/provider_sources.md says.
 
 Tests queue the responses (for any request, or for one model's); the real ``openai`` and
 ``anthropic`` SDKs talk to it over HTTP, so adapters, SDK parsing and error handling are all
@@ -173,6 +174,12 @@ def openai_error_event(kind: str, message: str) -> str:
     )
 
 
+def openai_responses_error_event(code: str, message: str) -> str:
+    """The error event the Responses API sends inside a stream that began with HTTP 200."""
+    body = {"type": "error", "code": code, "message": message, "param": None, "sequence_number": 3}
+    return f"event: error\ndata: {json.dumps(body)}\n\n"
+
+
 def broken_off(reply: Reply, error_event: str, after: int = 2) -> Reply:
     """``reply``'s stream, broken off after ``after`` events by ``error_event``."""
     assert reply.events is not None
@@ -226,6 +233,69 @@ def anthropic_message(
     }
 
 
+def openai_response(
+    text: str = "",
+    calls: Sequence[tuple[str, str, Arguments]] = (),
+    finish: str = "stop",
+    reasoning: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A Response of the Responses API: a reasoning item with the ``reasoning`` summary's parts, a
+    message with ``text``, then function ``calls`` (call_id, name, arguments); ``finish`` "length"
+    makes it incomplete at ``max_output_tokens``, any other finish complete."""
+    output: list[dict[str, Any]] = []
+    if reasoning:
+        summary = [{"type": "summary_text", "text": part} for part in reasoning]
+        output.append({"id": "rs_fake", "type": "reasoning", "summary": summary})
+    if text:
+        content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+        output.append(
+            {
+                "id": "msg_fake",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": content,
+            }
+        )
+    output += [
+        {
+            "id": f"fc_{id}",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": a if isinstance(a, str) else json.dumps(a),
+            "call_id": id,
+            "name": name,
+        }
+        for id, name, a in calls
+    ]
+    cut = finish == "length"
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1761234567,
+        "status": "incomplete" if cut else "completed",
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "instructions": None,
+        "metadata": {},
+        "model": "gpt-5-mini-2025-08-07",
+        "output": output,
+        "parallel_tool_calls": True,
+        "store": False,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "usage": {
+            "input_tokens": 100,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 110,
+        },
+    }
+
+
 def typed_answer(value: Any) -> Reply:
     """A reply that gives ``value`` the way the request asked for a typed answer."""
     return Reply(answer=value)
@@ -234,6 +304,8 @@ def typed_answer(value: Any) -> Reply:
 def _typed(received: Received, value: Any) -> Reply:
     if received.path.endswith("/chat/completions"):
         return Reply(body=openai_completion(json.dumps(value)))
+    if received.path.endswith("/responses"):
+        return Reply(body=openai_response(json.dumps(value)))
     choice = received.tool_choice or {}
     if choice.get("type") != "tool":  # not forced: the answer tool is the last one offered
         choice = {"name": received.body["tools"][-1]["name"]}
@@ -332,3 +404,74 @@ def anthropic_stream(message: dict[str, Any], delay: float = 0.0) -> Reply:
     )
     events.append(event({"type": "message_stop"}))
     return Reply(events=events, delay=delay)
+
+
+def openai_responses_stream(response: dict[str, Any], delay: float = 0.0) -> Reply:
+    """The events the Responses API streams for ``response``: each output item added, its content
+    in deltas, done; then ``response.completed`` (or ``response.incomplete``) with it all."""
+    events: list[dict[str, Any]] = []
+
+    def item_events(index: int, item: dict[str, Any]) -> None:
+        at = {"item_id": item["id"], "output_index": index}
+        match item["type"]:
+            case "reasoning":
+                events.append(
+                    {
+                        "type": "response.output_item.added",
+                        "output_index": index,
+                        "item": item | {"summary": []},
+                    }
+                )
+                for number, part in enumerate(item["summary"]):
+                    where = at | {"summary_index": number}
+                    events.append(
+                        where | {"type": "response.reasoning_summary_part.added", "part": part | {"text": ""}}
+                    )
+                    events.extend(
+                        where | {"type": "response.reasoning_summary_text.delta", "delta": piece}
+                        for piece in _pieces(part["text"])
+                    )
+                    events.append(
+                        where | {"type": "response.reasoning_summary_text.done", "text": part["text"]}
+                    )
+                    events.append(where | {"type": "response.reasoning_summary_part.done", "part": part})
+            case "message":
+                [part] = item["content"]
+                added = item | {"status": "in_progress", "content": []}
+                events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+                where = at | {"content_index": 0}
+                events.append(where | {"type": "response.content_part.added", "part": part | {"text": ""}})
+                events.extend(
+                    where | {"type": "response.output_text.delta", "delta": piece, "logprobs": []}
+                    for piece in _pieces(part["text"])
+                )
+                events.append(
+                    where | {"type": "response.output_text.done", "text": part["text"], "logprobs": []}
+                )
+                events.append(where | {"type": "response.content_part.done", "part": part})
+            case "function_call":
+                added = item | {"status": "in_progress", "arguments": ""}
+                events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+                events.extend(
+                    at | {"type": "response.function_call_arguments.delta", "delta": piece}
+                    for piece in _pieces(item["arguments"], 8)
+                )
+                events.append(
+                    at | {"type": "response.function_call_arguments.done", "arguments": item["arguments"]}
+                )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+
+    started = response | {"status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    events.append({"type": "response.created", "response": started})
+    events.append({"type": "response.in_progress", "response": started})
+    for index, item in enumerate(response["output"]):
+        item_events(index, item)
+    final = "response.completed" if response["status"] == "completed" else "response.incomplete"
+    events.append({"type": final, "response": response})
+    return Reply(
+        events=[
+            f"event: {e['type']}\ndata: {json.dumps(e | {'sequence_number': n})}\n\n"
+            for n, e in enumerate(events)
+        ],
+        delay=delay,
+    )

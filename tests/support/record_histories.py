@@ -41,6 +41,8 @@ from durable_agents.workflows.config import (
     AgentSpec,
     ApprovalPolicy,
     CallPolicy,
+    GuardrailConfig,
+    GuardrailsConfig,
     JudgeConfig,
     MCPServerConfig,
     Rule,
@@ -230,6 +232,34 @@ SHAPES: dict[str, ConversationInput] = {
             },
         )
     ),
+    # An output guardrail (rules) refuses the first answer and sends it back; the second passes.
+    "guardrail_retry": conversation(
+        scripted_agent(
+            step("Call us at 555-0100."),
+            step("Ask at the front desk."),
+            tools=[],
+            guardrails=GuardrailsConfig(
+                output=[
+                    GuardrailConfig(
+                        name="no_phone_numbers",
+                        kind="rules",
+                        rules=[Rule(argument="text", excludes=r"\d{3}-\d{4}")],
+                        on_fail="retry",
+                    )
+                ]
+            ),
+        )
+    ),
+    # A handoff, approved by a person: the agent "triage" (agents/triage.toml) answers from then on.
+    "handoff": conversation(
+        scripted_agent(
+            step("", ("transfer_to_triage", {"reason": "a support ticket"})),
+            tools=[],
+            handoffs=["triage"],
+            approval=ApprovalPolicy(require=["transfer_to_triage"]),
+        ),
+        prompt="Checkout fails for every customer",
+    ),
     # Model fallback: the model "broken" fails the first call for good, "backup" answers it; "broken"
     # answers the second.
     "model_fallback": conversation(
@@ -410,6 +440,7 @@ DECISIONS: dict[str, list[tuple[str, str, BaseModel]]] = {
 """Sent once the named call waits for a person: updates (decide, revoke) or signals. Histories
 recorded before the namespace (workflows/wire.py) got them under the old names."""
 DECISIONS["namespaced_decisions"] = DECISIONS["approval_decisions"]
+DECISIONS["handoff"] = [("call_1_0", wire.DECIDE, Decision(call_id="call_1_0", approve=True, by="recorder"))]
 DECISIONS["namespaced_judges"] = [
     ("call_1_1", wire.DECIDE, Decision(call_id="call_1_1", approve=True, by="recorder")),
 ]

@@ -118,7 +118,10 @@ def test_bad_agent_file_error_names_file_and_field(tmp_path: Path) -> None:
         load_agent_file(path, default_registry())
     message = str(info.value)
     assert message.startswith(f"{path}: ")
-    assert "field 'model.provider': Input should be 'openai', 'anthropic' or 'scripted'" in message
+    assert (
+        "field 'model.provider': Input should be 'openai', 'anthropic', 'openai_responses' or 'scripted'"
+        in message
+    )
     assert "field 'max_iterations': Input should be greater than or equal to 1" in message
 
 

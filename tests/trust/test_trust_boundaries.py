@@ -251,7 +251,7 @@ async def test_misspelt_fields_are_refused_naming_the_field_they_meant(
         ("approve", "approve: argument: unknown field; did you mean 'arguments'?")
     ]
     assert _logged(caplog, "post_message dropped") == [
-        ("post_message: urgent: unknown field; did you mean 'text'?",)
+        ("post_message: urgent: unknown field; did you mean 'images'?",)  # the closer of its two fields
     ]
 
 

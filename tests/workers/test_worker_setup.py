@@ -178,5 +178,6 @@ def test_every_provider_name_imports_its_adapter() -> None:
     assert {name: provider_class(name).__name__ for name in PROVIDERS} == {
         "openai": "OpenAIChatModel",
         "anthropic": "AnthropicMessagesModel",
+        "openai_responses": "OpenAIResponsesModel",
         "scripted": "ScriptedModel",
     }

@@ -165,7 +165,8 @@ def test_anthropic_forces_the_answer_tool_or_makes_it_one_of_the_choices() -> No
         "input_schema": SCHEMA,
     }
     alone = anthropic_messages.to_wire(_request("anthropic", tools=False))
-    assert (alone["tools"], alone["tool_choice"]) == ([answer], {"type": "tool", "name": "final_answer"})
+    cached = answer | {"cache_control": {"type": "ephemeral"}}  # the last tool: a cache breakpoint
+    assert (alone["tools"], alone["tool_choice"]) == ([cached], {"type": "tool", "name": "final_answer"})
     among = anthropic_messages.to_wire(_request("anthropic", tools=True))
     assert ([t["name"] for t in among["tools"]], among["tool_choice"]) == (
         ["add", "final_answer"],
@@ -232,7 +233,10 @@ async def test_anthropic_typed_answer_comes_by_the_answer_tool_and_is_corrected(
     assert first.body["tools"][-1]["input_schema"] == SCHEMA
     assert second.body["messages"][-2:] == [
         {"role": "assistant", "content": [{"type": "text", "text": '{"city": "Paris"}'}]},
-        {"role": "user", "content": MISSING},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": MISSING, "cache_control": {"type": "ephemeral"}}],
+        },
     ]
 
 

@@ -95,6 +95,7 @@ def test_adapters_send_the_summary_with_the_system_prompt() -> None:
         {"role": "system", "content": told},
         {"role": "user", "content": "two"},
     ]
+    request.settings.prompt_cache = False  # the text alone, without cache breakpoints
     wire = anthropic_messages.to_wire(request)
     assert wire["system"] == f"Be brief.\n\n{told}"
     assert wire["messages"] == [{"role": "user", "content": "two"}]

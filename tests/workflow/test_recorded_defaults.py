@@ -84,4 +84,4 @@ def test_payloads_leave_out_defaults_and_read_back_the_same() -> None:
 
 if __name__ == "__main__":  # pins the defaults of new fields; a changed one stays as it was
     pinned = {**recorded_defaults(), **json.loads(PINNED.read_text())}
-    PINNED.write_text(json.dumps(pinned, indent=1, sort_keys=True) + "\n")
+    PINNED.write_text(json.dumps(pinned, indent=2, sort_keys=True) + "\n")

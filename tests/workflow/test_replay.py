@@ -31,6 +31,8 @@ def test_histories_are_checked_in() -> None:
         "continued_approval",
         "follow_ups",
         "fork",
+        "guardrail_retry",
+        "handoff",
         "interrupted",
         "interrupted_streamed",
         "lean_start",

@@ -148,6 +148,18 @@ CHANGES = {
         f"                {SLEEP}\n",
         {"namespaced_tenant_budget"},
     ),
+    "an answer an output guardrail sent back": Change(
+        "durable_agents.workflows.agent",
+        "            turn.guardrail_retries += 1\n",
+        f"            {SLEEP}\n",
+        {"guardrail_retry"},
+    ),
+    "a handoff to another agent": Change(
+        "durable_agents.workflows.agent",
+        "        self._s.agent = target\n",
+        f"        {SLEEP}\n",
+        {"handoff"},
+    ),
 }
 
 

@@ -54,6 +54,10 @@ _WHERE = {
     "conversation_result": "durable_agents.client.conversations",
     "ui_link": "durable_agents.client.conversations",
     "NoWorkerError": "durable_agents.client.conversations",
+    "delete_conversation": "durable_agents.client.lifecycle",
+    "forget_user": "durable_agents.client.lifecycle",
+    "ErasureRefused": "durable_agents.client.lifecycle",
+    "ErasureReport": "durable_agents.workflows.erasure",
 }
 
 __all__ = [
@@ -67,6 +71,8 @@ __all__ = [
     "ConversationResult",
     "ConversationStatus",
     "Decision",
+    "ErasureRefused",
+    "ErasureReport",
     "HookContext",
     "HookDecision",
     "MCPServerConfig",
@@ -86,6 +92,8 @@ __all__ = [
     "data_converter",
     "default_hooks",
     "default_registry",
+    "delete_conversation",
+    "forget_user",
     "fork_conversation",
     "hook",
     "send_or_start",
@@ -127,6 +135,7 @@ if TYPE_CHECKING:
         start_conversation,
         ui_link,
     )
+    from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
     from durable_agents.connection import connect
     from durable_agents.converter import data_converter
     from durable_agents.settings import Settings
@@ -141,5 +150,6 @@ if TYPE_CHECKING:
         MessageInput,
     )
     from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, CallPolicy, MCPServerConfig
+    from durable_agents.workflows.erasure import ErasureReport
     from durable_agents.workflows.messages import ModelSettings
     from durable_agents.workflows.records import ConversationHistory, Decision

@@ -68,6 +68,7 @@ from durable_agents.client.conversations import (
     start_conversation,
     ui_link,
 )
+from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
 from durable_agents.client.live import follow, listening, live, next_offset
 from durable_agents.connection import connect, connect_config
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
@@ -96,6 +97,7 @@ from durable_agents.workflows.api import (
     ConversationStatus,
     MessageInput,
 )
+from durable_agents.workflows.erasure import ErasureReport
 from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
@@ -975,6 +977,33 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
     _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
 
 
+async def delete(client: Client, args: argparse.Namespace) -> None:
+    """A conversation and its sub-agents, from Temporal and every store (a worker removes it)."""
+    try:
+        report = await delete_conversation(
+            client, args.workflow_id, cancel=args.cancel, task_queue=args.task_queue
+        )
+    except ErasureRefused as e:
+        raise CommandError(f"not deleted: {e}") from e
+    _print_erased(f"Deleted {args.workflow_id}", report)
+
+
+async def forget(client: Client, args: argparse.Namespace) -> None:
+    """Every conversation of a user, and the user's name in the ledger."""
+    try:
+        report = await forget_user(client, args.user, tenant=args.tenant, task_queue=args.task_queue)
+    except ErasureRefused as e:
+        raise CommandError(f"not forgotten: {e}") from e
+    whose = f"user {args.user}" + (f" of tenant {args.tenant}" if args.tenant is not None else "")
+    _print_erased(f"Forgot {whose}", report)
+
+
+def _print_erased(line: str, report: ErasureReport) -> None:
+    names = ", ".join(report.conversations)
+    print(f"{line}: {len(report.conversations)} conversation(s){f' ({names})' if names else ''}.")
+    _print_table(("STORE", "REMOVED"), [(store, str(count)) for store, count in report.removed.items()])
+
+
 def _failure_message(error: WorkflowFailureError) -> str:
     """Past the wrappers to the first error that says what went wrong, not the SDK's raw one below it."""
     cause = error.cause
@@ -1199,6 +1228,20 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
+
+    dl = sub.add_parser(
+        "delete", help="remove a conversation and its sub-agents from Temporal and every store"
+    )
+    dl.add_argument("workflow_id")
+    dl.add_argument("--cancel", action="store_true", help="cancel it first if it is running (else refused)")
+    dl.set_defaults(func=delete)
+
+    fg = sub.add_parser(
+        "forget", help="erase every conversation of a user; the ledger keeps anonymous totals"
+    )
+    fg.add_argument("--user", required=True, help="the user (AgentUser)")
+    fg.add_argument("--tenant", help="only the user's conversations in this tenant (default: every tenant)")
+    fg.set_defaults(func=forget)
 
     us = sub.add_parser("usage", help="spend of tenants and users this day or month (the shared ledger)")
     us.add_argument("--tenant", help="only this tenant")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -218,6 +219,47 @@ class Ledger:
         sql += " GROUP BY tenant, user_name ORDER BY tenant, user_name"
         rows = await self._transact(lambda tx: tx.fetch(sql, *args))
         return [Spend(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows]
+
+    # -- forgetting -----------------------------------------------------------------
+
+    async def forget_conversation(self, conversation: str) -> int:
+        """The conversation's reservations go, and its settled rows become day totals of its
+        tenant and user that name no conversation: budgets still count what it spent. How many
+        rows it had."""
+        return await self._fold("conversation = ?", [conversation], keep_user=True)
+
+    async def forget_user(self, user: str, tenant: str | None = None) -> int:
+        """The user's rows (in ``tenant``, or in every tenant) become anonymous day totals of their
+        tenant: the tenant's budgets still count them. How many rows the user had."""
+        where, args = "user_name = ?", [user]
+        if tenant is not None:
+            where, args = f"{where} AND tenant = ?", [user, tenant]
+        return await self._fold(where, args, keep_user=False)
+
+    async def _fold(self, where: str, args: list[Any], *, keep_user: bool) -> int:
+        """The rows ``where`` says: reservations removed, settled ones replaced by one row per
+        tenant (and user, if kept), model and day, under a fresh id and no conversation."""
+        group = "tenant, user_name, model, day, month" if keep_user else "tenant, model, day, month"
+        who = "user_name" if keep_user else "''"
+
+        async def op(tx: Tx) -> int:
+            [(count,)] = await tx.fetch(f"SELECT count(*) FROM agent_ledger WHERE {where}", *args)
+            totals = await tx.fetch(
+                f"SELECT tenant, {who}, model, day, month, min(at), sum(input_tokens), sum(output_tokens),"
+                f" sum(cost) FROM agent_ledger WHERE expires_at IS NULL AND {where} GROUP BY {group}",
+                *args,
+            )
+            await tx.execute(f"DELETE FROM agent_ledger WHERE {where}", *args)
+            for tenant, user, model, day, month, at, input_tokens, output_tokens, cost in totals:
+                await tx.execute(
+                    "INSERT INTO agent_ledger VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                    f"total/{uuid.uuid4()}", tenant, user, model, day, month, float(at),
+                    int(input_tokens), int(output_tokens), int(input_tokens) + int(output_tokens),
+                    float(cost),
+                )  # fmt: skip
+            return int(count)
+
+        return await self._transact(op)
 
     # -- provider limits ------------------------------------------------------------
 

@@ -31,6 +31,12 @@ from durable_agents.workflows.activity_refs import (
 )
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.erasure import (
+    CANCEL_CONVERSATION,
+    ERASE_CONVERSATION,
+    FIND_CONVERSATIONS,
+    FORGET_SPENDER,
+)
 from durable_agents.workflows.records import ApprovalSignal
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
@@ -77,7 +83,7 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
         1000,
         timedelta(seconds=10),
     )
-    assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow", "ErasureWorkflow"]
 
 
 async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_workflows_unwrapped(
@@ -163,7 +169,13 @@ def test_activity_names_are_namespaced_and_the_worker_registers_each_under_it_an
     assert [r.old_name for r in refs] == old
     registered = AgentPlugin(workspace_root=tmp_path).activities  # what SimplePlugin hands to workers
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
-    assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name])  # judge: no old name
+    erasure = [
+        FIND_CONVERSATIONS,
+        CANCEL_CONVERSATION,
+        ERASE_CONVERSATION,
+        FORGET_SPENDER,
+    ]  # new: no old names
+    assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name] + [r.name for r in erasure])
 
 
 async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plugin(
@@ -201,7 +213,7 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
         "durable_agents.call_model",
     ]
     active = worker.config(active_config=True)
-    assert [w.__name__ for w in active["workflows"]] == ["Reviewed", "AgentWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == ["Reviewed", "AgentWorkflow", "ErasureWorkflow"]
     registered = active["activities"]
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
     # The user's call_model; ours, namespaced; and our other old names, for conversations from before.

@@ -55,6 +55,7 @@ _WHERE = {
     "ui_link": "durable_agents.client.conversations",
     "NoWorkerError": "durable_agents.client.conversations",
     "delete_conversation": "durable_agents.client.lifecycle",
+    "export_conversation": "durable_agents.client.export",
     "forget_user": "durable_agents.client.lifecycle",
     "ErasureRefused": "durable_agents.client.lifecycle",
     "ErasureReport": "durable_agents.workflows.erasure",
@@ -93,6 +94,7 @@ __all__ = [
     "default_hooks",
     "default_registry",
     "delete_conversation",
+    "export_conversation",
     "forget_user",
     "fork_conversation",
     "hook",
@@ -135,6 +137,7 @@ if TYPE_CHECKING:
         start_conversation,
         ui_link,
     )
+    from durable_agents.client.export import export_conversation
     from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
     from durable_agents.connection import connect
     from durable_agents.converter import data_converter

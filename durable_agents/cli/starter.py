@@ -68,6 +68,7 @@ from durable_agents.client.conversations import (
     start_conversation,
     ui_link,
 )
+from durable_agents.client.export import export_conversation
 from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
 from durable_agents.client.live import follow, listening, live, next_offset
 from durable_agents.connection import connect, connect_config
@@ -977,6 +978,12 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
     _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
 
 
+async def export(client: Client, args: argparse.Namespace) -> None:
+    """The conversation and its sub-agents as JSON Lines (``durable_agents/client/export.py``)."""
+    for line in await export_conversation(client, args.workflow_id):
+        print(json.dumps(line, ensure_ascii=False))
+
+
 async def delete(client: Client, args: argparse.Namespace) -> None:
     """A conversation and its sub-agents, from Temporal and every store (a worker removes it)."""
     try:
@@ -1228,6 +1235,10 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
+
+    ex = sub.add_parser("export", help="a conversation and its sub-agents as JSON Lines, for an audit")
+    ex.add_argument("workflow_id")
+    ex.set_defaults(func=export)
 
     dl = sub.add_parser(
         "delete", help="remove a conversation and its sub-agents from Temporal and every store"

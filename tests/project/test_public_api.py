@@ -43,6 +43,7 @@ PUBLIC = [
     "default_hooks",
     "default_registry",
     "delete_conversation",
+    "export_conversation",
     "forget_user",
     "fork_conversation",
     "hook",

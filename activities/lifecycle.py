@@ -1,20 +1,23 @@
 """The erasure's activities (workflows/erasure.py): which conversations, cancelled and waited for,
-then removed from every store of this worker and from Temporal."""
+then removed from every store of this worker and from Temporal; and the retention's batches
+(workflows/retention.py), which remove what the stores keep of conversations closed long enough."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest, DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.stores.conversations import ConversationStore
+from durable_agents.stores.conversations import ConversationStore, PayloadMissingError
 from durable_agents.stores.idempotency import IdempotencyStore
 from durable_agents.stores.ledger import Ledger
 from durable_agents.stores.workspaces import Workspaces
@@ -29,6 +32,7 @@ from durable_agents.workflows.erasure import (
     ErasureRequest,
     ErasureTarget,
 )
+from durable_agents.workflows.retention import RETENTION_BATCH, RetentionBatch, RetentionRequest
 from durable_agents.workflows.tenancy import scoped_key
 
 CONVERSATION_TYPE = "AgentWorkflow"
@@ -63,16 +67,47 @@ class Lifecycle:
         self._payloads = payloads
         self._ledger = ledger
 
-    async def forget(self, key: str, workflow_id: str) -> dict[str, int]:
+    async def forget(self, key: str, workflow_id: str | None) -> dict[str, int]:
         """Everything the stores keep of one conversation, removed: how many items of each store.
-        Safe to repeat (what is gone counts 0)."""
+        Safe to repeat (what is gone counts 0). ``workflow_id`` owns its payloads; None when that
+        id now names a later conversation, whose payloads they may be."""
         return {
             "messages": await self._store.forget(key),
             "once results": await self._idempotency.forget(key),
             "workspace files": await self._workspaces.forget(key),
-            "payloads": await self._payloads.forget(workflow_id),
+            "payloads": await self._payloads.forget(workflow_id) if workflow_id is not None else 0,
             "ledger rows": await self._ledger().forget_conversation(key),
         }
+
+    @RETENTION_BATCH.defn
+    async def retention_batch(self, request: RetentionRequest) -> RetentionBatch:
+        """The next ``request.batch`` conversations after the cursor: the data of each one closed
+        longer ago than the retention, or unknown to Temporal, removed. The first batch of a pass
+        also folds the ledger's past months."""
+        client = activity.client()
+        seconds = request.retention_seconds
+        retention = timedelta(seconds=seconds) if seconds is not None else await namespace_retention(client)
+        cutoff = datetime.now(UTC) - retention
+        removed: dict[str, int] = {}
+        if not request.cursor:
+            removed["ledger rows folded"] = await self._ledger().fold_past(time.time())
+        keys = await self._store.conversations_after(request.cursor, request.batch)
+        conversations = 0
+        for key in keys:
+            activity.heartbeat(key)
+            workflow_id, run_id = conversation_of(key)
+            expired = await _expired(client, workflow_id, run_id, cutoff)
+            if expired is None:
+                continue
+            conversations += 1
+            for store, count in (await self.forget(key, workflow_id if expired else None)).items():
+                removed[store] = removed.get(store, 0) + count
+        return RetentionBatch(
+            cursor=keys[-1] if keys else request.cursor,
+            done=len(keys) < request.batch,
+            conversations=conversations,
+            removed=removed,
+        )
 
     @FIND_CONVERSATIONS.defn
     async def find_conversations(self, request: ErasureRequest) -> list[ErasureTarget]:
@@ -132,6 +167,7 @@ class Lifecycle:
 
     def activities(self) -> list:
         return [
+            self.retention_batch,
             self.find_conversations,
             self.cancel_conversation,
             self.erase_conversation,
@@ -158,7 +194,7 @@ async def _target(client: Client, workflow_id: str, must_exist: bool = True) -> 
             non_retryable=True,
         )
     first = described.raw_description.workflow_execution_info.first_run_id or described.run_id
-    tenant = await _tenant(client, workflow_id, first) or described.typed_search_attributes.get(AGENT_TENANT)
+    tenant = described.typed_search_attributes.get(AGENT_TENANT) or await _tenant(client, workflow_id, first)
     key = scoped_key(f"{workflow_id}/{first}", tenant)
     runs = [wf.run_id async for wf in client.list_workflows(f"WorkflowId = {quoted(workflow_id)}")]
     chain = [
@@ -172,10 +208,44 @@ async def _target(client: Client, workflow_id: str, must_exist: bool = True) -> 
     )
 
 
+async def namespace_retention(client: Client) -> timedelta:
+    """How long Temporal keeps a closed run in this namespace (DescribeNamespace)."""
+    described = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=client.namespace)
+    )
+    return described.config.workflow_execution_retention_ttl.ToTimedelta()
+
+
+def conversation_of(key: str) -> tuple[str, str]:
+    """The workflow id and first run id of a conversation key (``[tenants/<tenant>/]<id>/<run>``)."""
+    rest, _, run_id = key.rpartition("/")
+    if rest.startswith("tenants/"):
+        rest = rest.split("/", 2)[2]
+    return rest, run_id
+
+
+async def _expired(client: Client, workflow_id: str, run_id: str, cutoff: datetime) -> bool | None:
+    """Is the conversation's data past its retention? True: yes, its workflow id is its own (or
+    unknown to Temporal: an orphan); False: yes, but the id names a later conversation now (that one
+    started after this one closed, before ``cutoff``); None: not yet, or it runs."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return True
+        raise
+    first = described.raw_description.workflow_execution_info.first_run_id or described.run_id
+    if first != run_id:
+        return False if described.start_time < cutoff else None
+    if described.status == WorkflowExecutionStatus.RUNNING or described.close_time is None:
+        return None
+    return True if described.close_time < cutoff else None
+
+
 async def _tenant(client: Client, workflow_id: str, first_run: str) -> str | None:
     """The tenant the conversation's first run started with (it scopes the stores' key), from its
     start input: a conversation started without ``start_conversation`` has no ``AgentTenant``.
-    None once Temporal removed that run (then the search attribute says)."""
+    None once Temporal removed that run, or the payload store its input (erased already)."""
     handle = client.get_workflow_handle(workflow_id, run_id=first_run)
     try:
         async for event in handle.fetch_history_events(page_size=1):
@@ -185,6 +255,8 @@ async def _tenant(client: Client, workflow_id: str, first_run: str) -> str | Non
     except RPCError as e:
         if e.status != RPCStatusCode.NOT_FOUND:
             raise
+    except PayloadMissingError:
+        pass
     return None
 
 

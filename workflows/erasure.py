@@ -68,7 +68,7 @@ ERASE_CONVERSATION = ActivityRef(wire.namespaced("erase_conversation"), ErasureT
 FORGET_SPENDER = ActivityRef(wire.namespaced("forget_spender"), ErasureRequest, dict[str, int])
 
 
-async def _call(ref: ActivityRef, arg: BaseModel) -> object:
+async def call_step(ref: ActivityRef, arg: BaseModel) -> object:
     """Each step may take long on a big conversation (a heartbeat says it is alive) and is safe to
     repeat; an error that says what is wrong is not retried."""
     return await workflow.execute_activity(
@@ -85,7 +85,7 @@ async def _call(ref: ActivityRef, arg: BaseModel) -> object:
 class ErasureWorkflow:
     @workflow.run
     async def run(self, request: ErasureRequest) -> ErasureReport:
-        targets: list[ErasureTarget] = await _call(FIND_CONVERSATIONS, request)  # type: ignore[assignment]
+        targets: list[ErasureTarget] = await call_step(FIND_CONVERSATIONS, request)  # type: ignore[assignment]
         running = [target for target in targets if target.running]
         if running and not request.cancel:
             names = ", ".join(target.workflow_id for target in running)
@@ -96,12 +96,12 @@ class ErasureWorkflow:
             )
         if running:
             for target in running:
-                await _call(CANCEL_CONVERSATION, target)
+                await call_step(CANCEL_CONVERSATION, target)
             # their sub-agents closed with them, and the runs they closed in are known now
-            targets = await _call(FIND_CONVERSATIONS, request)  # type: ignore[assignment]
+            targets = await call_step(FIND_CONVERSATIONS, request)  # type: ignore[assignment]
         report = ErasureReport(conversations=[target.workflow_id for target in targets])
         for target in targets:
-            report.add(await _call(ERASE_CONVERSATION, target))  # type: ignore[arg-type]
+            report.add(await call_step(ERASE_CONVERSATION, target))  # type: ignore[arg-type]
         if request.user is not None:
-            report.add(await _call(FORGET_SPENDER, request))  # type: ignore[arg-type]
+            report.add(await call_step(FORGET_SPENDER, request))  # type: ignore[arg-type]
         return report

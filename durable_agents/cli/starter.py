@@ -69,7 +69,13 @@ from durable_agents.client.conversations import (
     ui_link,
 )
 from durable_agents.client.export import export_conversation
-from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
+from durable_agents.client.lifecycle import (
+    ErasureRefused,
+    delete_conversation,
+    forget_user,
+    run_retention,
+    schedule_retention,
+)
 from durable_agents.client.live import follow, listening, live, next_offset
 from durable_agents.connection import connect, connect_config
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
@@ -1005,6 +1011,22 @@ async def forget(client: Client, args: argparse.Namespace) -> None:
     _print_erased(f"Forgot {whose}", report)
 
 
+async def retention(client: Client, args: argparse.Namespace) -> None:
+    """One retention pass now, or (``--every``) the Schedule of passes, created or updated."""
+    days = args.days if args.days is not None else args.settings.retention_days
+    kept = f"{days:g} day(s)" if days is not None else "the namespace's retention"
+    keep = timedelta(days=days) if days is not None else None
+    if args.every is not None:
+        await schedule_retention(
+            client, every=timedelta(hours=args.every), retention=keep, task_queue=args.task_queue
+        )
+        print(f"Retention: a pass every {args.every:g} hour(s), keeping closed conversations' data {kept}.")
+        return
+    done = await run_retention(client, retention=keep, task_queue=args.task_queue)
+    print(f"Retention pass (keeping {kept}): {done.conversations} conversation(s) removed.")
+    _print_table(("STORE", "REMOVED"), [(store, str(count)) for store, count in done.removed.items()])
+
+
 def _print_erased(line: str, report: ErasureReport) -> None:
     names = ", ".join(report.conversations)
     print(f"{line}: {len(report.conversations)} conversation(s){f' ({names})' if names else ''}.")
@@ -1253,6 +1275,19 @@ def parser() -> argparse.ArgumentParser:
     fg.add_argument("--user", required=True, help="the user (AgentUser)")
     fg.add_argument("--tenant", help="only the user's conversations in this tenant (default: every tenant)")
     fg.set_defaults(func=forget)
+
+    rt = sub.add_parser(
+        "retention", help="remove closed conversations' data past the retention, now or on a schedule"
+    )
+    rt.add_argument(
+        "--days",
+        type=float,
+        help="keep closed conversations' data this long (default: AGENT_RETENTION_DAYS, else Temporal's)",
+    )
+    rt.add_argument(
+        "--every", type=float, metavar="HOURS", help="create or update the Schedule of passes, not one now"
+    )
+    rt.set_defaults(func=retention)
 
     us = sub.add_parser("usage", help="spend of tenants and users this day or month (the shared ledger)")
     us.add_argument("--tenant", help="only this tenant")

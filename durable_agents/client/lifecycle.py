@@ -5,14 +5,31 @@ deleted from Temporal once its report is read: it named what it erased."""
 from __future__ import annotations
 
 import hashlib
+import uuid
+from datetime import timedelta
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+    WorkflowFailureError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.lifecycle import delete_run
 from durable_agents.settings import DEFAULT_TASK_QUEUE
 from durable_agents.workflows.erasure import ErasureReport, ErasureRequest, ErasureWorkflow
+from durable_agents.workflows.retention import RetentionRequest, RetentionWorkflow
+
+RETENTION_SCHEDULE = "durable-agents-retention"
 
 
 class ErasureRefused(Exception):
@@ -57,3 +74,47 @@ async def erase(
         raise
     await delete_run(client, handle.id, handle.result_run_id or "")
     return report
+
+
+async def run_retention(
+    client: Client, *, retention: timedelta | None = None, task_queue: str = DEFAULT_TASK_QUEUE
+) -> RetentionRequest:
+    """One retention pass now (``retention`` None: the namespace's); what it removed."""
+    handle = await client.start_workflow(
+        RetentionWorkflow.run,
+        _retention(retention),
+        id=f"{RETENTION_SCHEDULE}-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+    )
+    return await handle.result()
+
+
+async def schedule_retention(
+    client: Client,
+    *,
+    every: timedelta,
+    retention: timedelta | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+) -> None:
+    """The Schedule of retention passes, created, or updated to these settings if it exists: safe
+    to run from every worker's start script. One pass at a time (a pass still running when the next
+    is due makes it skip)."""
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            RetentionWorkflow.run, _retention(retention), id=RETENTION_SCHEDULE, task_queue=task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        await client.create_schedule(RETENTION_SCHEDULE, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def update(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=schedule)
+
+        await client.get_schedule_handle(RETENTION_SCHEDULE).update(update)
+
+
+def _retention(retention: timedelta | None) -> RetentionRequest:
+    return RetentionRequest(retention_seconds=retention.total_seconds() if retention is not None else None)

@@ -124,6 +124,9 @@ class ConversationStore(Protocol):
     async def forget(self, key: str) -> int:
         """Remove every message of conversation ``key``; how many there were."""
 
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        """Up to ``limit`` conversation keys after ``key`` in order: the retention's batches."""
+
     async def identity(self) -> str:
         """Made with the store and kept in it: a conversation runs only on workers whose stores
         have the identity it started with (``durable_agents/stores/errors.py``, ``stores_differ``)."""
@@ -157,12 +160,19 @@ class SQLiteConversationStore:
     async def forget(self, key: str) -> int:
         return await self._file.delete(FORGET_MESSAGES.format(messages="messages"), (key,))
 
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        rows = await self._file.read(CONVERSATIONS_AFTER.format(messages="messages"), (key, limit))
+        return [row[0] for row in rows]
+
     async def identity(self) -> str:
         return await self._file.identity()
 
 
 FORGET_MESSAGES = "DELETE FROM {messages} WHERE conversation = ?"
 """A conversation's transcript gone (``forget``), on SQLite and (``numbered``) PostgreSQL alike."""
+CONVERSATIONS_AFTER = (
+    "SELECT DISTINCT conversation FROM {messages} WHERE conversation > ? ORDER BY conversation LIMIT ?"
+)
 
 
 def payload_owner(context: StorageDriverStoreContext) -> str | None:

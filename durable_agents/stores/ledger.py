@@ -236,6 +236,22 @@ class Ledger:
             where, args = f"{where} AND tenant = ?", [user, tenant]
         return await self._fold(where, args, keep_user=False)
 
+    async def fold_past(self, now: float) -> int:
+        """Housekeeping of the retention: settled rows of months before ``now``'s become day totals
+        (no conversation named: budgets count only this month's), lapsed reservations and rate-log
+        places go. How many rows went."""
+        folded = await self._fold(
+            "month < ? AND conversation <> ''", [period_key("month", now)], keep_user=True
+        )
+
+        async def lapsed(tx: Tx) -> int:
+            [(count,)] = await tx.fetch("SELECT count(*) FROM agent_ledger WHERE expires_at < ?", now)
+            await tx.execute("DELETE FROM agent_ledger WHERE expires_at < ?", now)
+            await tx.execute("DELETE FROM agent_rate WHERE live_until < ?", now)
+            return int(count)
+
+        return folded + await self._transact(lapsed)
+
     async def _fold(self, where: str, args: list[Any], *, keep_user: bool) -> int:
         """The rows ``where`` says: reservations removed, settled ones replaced by one row per
         tenant (and user, if kept), model and day, under a fresh id and no conversation."""

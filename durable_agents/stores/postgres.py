@@ -28,6 +28,7 @@ from temporalio.converter import (
 )
 
 from durable_agents.stores.conversations import (
+    CONVERSATIONS_AFTER,
     FORGET_MESSAGES,
     FORGET_PAYLOADS,
     MESSAGE,
@@ -282,6 +283,10 @@ class PostgresConversationStore:
 
     async def forget(self, key: str) -> int:
         return await self._db.delete(FORGET_MESSAGES.format(messages="agent_messages"), key)
+
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        sql = numbered(CONVERSATIONS_AFTER.format(messages="agent_messages"))
+        return [row[0] for row in await self._db.run(lambda c: c.fetch(sql, key, limit))]
 
     async def identity(self) -> str:
         await self._db.run(lambda c: c.fetchval("SELECT 1"))

@@ -57,6 +57,7 @@ from durable_agents.worker.versioning import deployment_config, name_releases, v
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.erasure import ErasureWorkflow
+from durable_agents.workflows.retention import RetentionWorkflow
 from durable_agents.workflows.wire import OLD_NAMES
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,9 @@ class AgentPlugin(SimplePlugin):
             else None,
             budgets=BudgetsFile(settings.budgets_file) if role in ("all", "models") else None,
         )
-        workflows = [AgentWorkflow, ErasureWorkflow] if role in ("all", "workflows") else []
+        workflows = (
+            [AgentWorkflow, ErasureWorkflow, RetentionWorkflow] if role in ("all", "workflows") else []
+        )
         # The SDKs of the providers the agents name import while the worker starts polling
         # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
         self._providers_to_import = (

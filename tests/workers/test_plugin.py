@@ -38,10 +38,14 @@ from durable_agents.workflows.erasure import (
     FORGET_SPENDER,
 )
 from durable_agents.workflows.records import ApprovalSignal
+from durable_agents.workflows.retention import RETENTION_BATCH
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
 from tests.support.history import activity_types
 from tests.support.workers import running_worker
+
+OURS = ["AgentWorkflow", "ErasureWorkflow", "RetentionWorkflow"]
+"""The workflows the plugin adds to a worker."""
 
 
 async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
@@ -83,7 +87,12 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
         1000,
         timedelta(seconds=10),
     )
-    assert [w.__name__ for w in active["workflows"]] == ["Greeting", "AgentWorkflow", "ErasureWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == [
+        "Greeting",
+        "AgentWorkflow",
+        "ErasureWorkflow",
+        "RetentionWorkflow",
+    ]
 
 
 async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_workflows_unwrapped(
@@ -174,6 +183,7 @@ def test_activity_names_are_namespaced_and_the_worker_registers_each_under_it_an
         CANCEL_CONVERSATION,
         ERASE_CONVERSATION,
         FORGET_SPENDER,
+        RETENTION_BATCH,
     ]  # new: no old names
     assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name] + [r.name for r in erasure])
 
@@ -213,7 +223,12 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
         "durable_agents.call_model",
     ]
     active = worker.config(active_config=True)
-    assert [w.__name__ for w in active["workflows"]] == ["Reviewed", "AgentWorkflow", "ErasureWorkflow"]
+    assert [w.__name__ for w in active["workflows"]] == [
+        "Reviewed",
+        "AgentWorkflow",
+        "ErasureWorkflow",
+        "RetentionWorkflow",
+    ]
     registered = active["activities"]
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
     # The user's call_model; ours, namespaced; and our other old names, for conversations from before.

@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.client import ScheduleActionStartWorkflow
 
+from durable_agents.client.lifecycle import RETENTION_SCHEDULE
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.workflows.api import ConversationInput
 from durable_agents.workflows.retention import RetentionRequest, RetentionWorkflow
@@ -114,3 +117,28 @@ async def test_two_hosts_passes_at_once_remove_each_row_once_and_fail_nothing(
             assert removed == sum(held[store] for held in before), store
         for handle in handles:
             assert await stores.held(keys[handle.id], handle.id) == NOTHING
+
+
+async def test_the_retention_schedule_is_created_once_and_updated_in_place(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = env.client.get_schedule_handle(RETENTION_SCHEDULE)
+    try:
+        for hours in ("6", "6", "12"):
+            code, out, err = await starter_cli(env, capsys, "retention", "--every", hours, "--days", "30")
+            assert (code, err) == (0, "")
+            assert (
+                out
+                == f"Retention: a pass every {hours} hour(s), keeping closed conversations' data 30 day(s).\n"
+            )
+            described = await handle.describe()
+            assert [i.every for i in described.schedule.spec.intervals] == [timedelta(hours=int(hours))]
+        action = described.schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow)
+        assert (action.workflow, action.id, action.task_queue) == (
+            "durable_agents.Retention", RETENTION_SCHEDULE, env.task_queue,
+        )  # fmt: skip
+        schedules = [s.id async for s in await env.client.list_schedules()]
+        assert schedules.count(RETENTION_SCHEDULE) == 1
+    finally:
+        await handle.delete()

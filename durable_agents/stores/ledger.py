@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -253,8 +252,9 @@ class Ledger:
         return folded + await self._transact(lapsed)
 
     async def _fold(self, where: str, args: list[Any], *, keep_user: bool) -> int:
-        """The rows ``where`` says: reservations removed, settled ones replaced by one row per
-        tenant (and user, if kept), model and day, under a fresh id and no conversation."""
+        """The rows ``where`` says: reservations removed, settled ones added to the one row per
+        tenant (and user, if kept), model and day that names no conversation (``total/...``): the
+        totals stay as many as the days, however many conversations go."""
         group = "tenant, user_name, model, day, month" if keep_user else "tenant, model, day, month"
         who = "user_name" if keep_user else "''"
 
@@ -268,8 +268,12 @@ class Ledger:
             await tx.execute(f"DELETE FROM agent_ledger WHERE {where}", *args)
             for tenant, user, model, day, month, at, input_tokens, output_tokens, cost in totals:
                 await tx.execute(
-                    "INSERT INTO agent_ledger VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                    f"total/{uuid.uuid4()}", tenant, user, model, day, month, float(at),
+                    "INSERT INTO agent_ledger VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+                    " ON CONFLICT (id) DO UPDATE SET input_tokens = agent_ledger.input_tokens"
+                    " + excluded.input_tokens, output_tokens = agent_ledger.output_tokens"
+                    " + excluded.output_tokens, tokens = agent_ledger.tokens + excluded.tokens,"
+                    " cost = agent_ledger.cost + excluded.cost",
+                    f"total/{tenant}/{user}/{model}/{day}", tenant, user, model, day, month, float(at),
                     int(input_tokens), int(output_tokens), int(input_tokens) + int(output_tokens),
                     float(cost),
                 )  # fmt: skip

@@ -119,12 +119,13 @@ async def test_forget_erases_every_conversation_of_a_user_and_keeps_the_others(
         "payloads                      5",  # one start input both had: one payload
         "ledger rows                   8",
         "temporal runs                 4",
-        "ledger totals made anonymous  4",
+        "ledger totals made anonymous  1",  # carol's day total, now acme's with no user
     ]
     for handle in (first, first_helper, second, second_helper):
         assert await stores.held(keys[handle.id], handle.id) == NOTHING
     assert await stores.held(keys[dave.id], dave.id) == before
     assert carol not in await stores.ledger_users()
+    assert "" in await stores.ledger_users()  # the anonymous total
     assert dave_name in await stores.ledger_users()
 
     code, out, err = await starter_cli(env, capsys, "forget", "--user", carol, "--tenant", "acme")

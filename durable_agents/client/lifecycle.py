@@ -22,7 +22,7 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from durable_agents.activities.lifecycle import delete_run
 from durable_agents.settings import DEFAULT_TASK_QUEUE
@@ -69,8 +69,9 @@ async def erase(
         report = await handle.result()
     except WorkflowFailureError as e:
         await delete_run(client, handle.id, handle.result_run_id or "")
-        if isinstance(e.cause, ApplicationError) and e.cause.non_retryable:
-            raise ErasureRefused(e.cause.message) from e
+        cause = e.cause.cause if isinstance(e.cause, ActivityError) else e.cause  # an activity's refusal
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ErasureRefused(cause.message) from e
         raise
     await delete_run(client, handle.id, handle.result_run_id or "")
     return report

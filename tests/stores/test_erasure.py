@@ -134,3 +134,13 @@ async def test_forget_erases_every_conversation_of_a_user_and_keeps_the_others(
     removed = dict(line.rsplit(maxsplit=1) for line in out.splitlines()[2:])
     assert removed["ledger totals made anonymous"] == "0"
     assert {count for store, count in removed.items() if store != "temporal runs"} == {"0"}
+
+
+async def test_delete_of_an_unknown_conversation_says_so_in_one_line(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = f"nosuch-{uuid.uuid4().hex[:8]}"
+
+    code, out, err = await starter_cli(env, capsys, "delete", missing)
+
+    assert (code, out, err) == (1, "", f"error: not deleted: no conversation {missing}\n")

@@ -31,6 +31,7 @@ from durable_agents.workflows.erasure import (
     STILL_RUNNING,
     ErasureRequest,
     ErasureTarget,
+    added,
 )
 from durable_agents.workflows.retention import RETENTION_BATCH, RetentionBatch, RetentionRequest
 from durable_agents.workflows.tenancy import scoped_key
@@ -100,8 +101,7 @@ class Lifecycle:
             if expired is None:
                 continue
             conversations += 1
-            for store, count in (await self.forget(key, workflow_id if expired else None)).items():
-                removed[store] = removed.get(store, 0) + count
+            removed = added(removed, await self.forget(key, workflow_id if expired else None))
         return RetentionBatch(
             cursor=keys[-1] if keys else request.cursor,
             done=len(keys) < request.batch,

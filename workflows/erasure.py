@@ -58,8 +58,12 @@ class ErasureReport(BaseModel):
     removed: dict[str, int] = Field(default_factory=dict)
 
     def add(self, removed: dict[str, int]) -> None:
-        for store, count in removed.items():
-            self.removed[store] = self.removed.get(store, 0) + count
+        self.removed = added(self.removed, removed)
+
+
+def added(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """Counts by store, ``more`` added (the stores of both, in the order they first came)."""
+    return {store: counts.get(store, 0) + more.get(store, 0) for store in {**counts, **more}}
 
 
 FIND_CONVERSATIONS = ActivityRef(wire.namespaced("find_conversations"), ErasureRequest, list[ErasureTarget])

@@ -17,7 +17,7 @@ from temporalio import workflow
 
 from durable_agents.workflows import wire
 from durable_agents.workflows.activity_refs import ActivityRef
-from durable_agents.workflows.erasure import call_step
+from durable_agents.workflows.erasure import added, call_step
 
 BATCHES_PER_RUN = 200
 """Batches one run of a pass takes before it continues as new (its history stays small)."""
@@ -56,14 +56,11 @@ class RetentionWorkflow:
     async def run(self, request: RetentionRequest) -> RetentionRequest:
         for _ in range(BATCHES_PER_RUN):
             batch: RetentionBatch = await call_step(RETENTION_BATCH, request)  # type: ignore[assignment]
-            removed = dict(request.removed)
-            for store, count in batch.removed.items():
-                removed[store] = removed.get(store, 0) + count
             request = request.model_copy(
                 update={
                     "cursor": batch.cursor,
                     "conversations": request.conversations + batch.conversations,
-                    "removed": removed,
+                    "removed": added(request.removed, batch.removed),
                 }
             )
             if batch.done:

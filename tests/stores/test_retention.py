@@ -7,6 +7,7 @@ are checked with SQL of the test's own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -142,3 +143,39 @@ async def test_the_retention_schedule_is_created_once_and_updated_in_place(
         assert schedules.count(RETENTION_SCHEDULE) == 1
     finally:
         await handle.delete()
+
+
+async def test_a_pass_whose_worker_stops_midway_finishes_on_another_and_counts_each_conversation_once(
+    server: EmbeddedServer, postgres: Postgres, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The first worker stops as a host being replaced does (its running batch finishes, no next one
+    starts); the pass, its cursor in history, goes on on the second. (A worker killed mid-batch has
+    its batch tried again after the heartbeat timeout; every removal is idempotent.)"""
+    url = await postgres.new_database()
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    orphans = [f"tenants/acme/gone-{n:03}/{uuid.uuid4()}" for n in range(300)]
+    async with contextlib.AsyncExitStack() as first:
+        env, stores = await first.enter_async_context(
+            lifecycle_worker(url, server, monkeypatch, tmp_path / "a", task_queue)
+        )
+        for key in orphans:
+            await stores.plant(key)
+        handle = await env.client.start_workflow(
+            RetentionWorkflow.run,
+            RetentionRequest(retention_seconds=0, batch=1),
+            id=f"retention-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        async with asyncio.timeout(60):
+            while sum([(await stores.held(key, key))["messages"] for key in orphans[:1]]) > 0:
+                await asyncio.sleep(0.05)
+    # the first worker stopped with the pass under way (its batches' cursor in the pass's history)
+    assert (await stores.held(orphans[-1], orphans[-1]))["messages"] == 1
+
+    async with lifecycle_worker(url, server, monkeypatch, tmp_path / "b", task_queue):
+        done = await handle.result()
+
+    assert done.conversations == len(orphans)
+    assert done.removed["messages"] == len(orphans)
+    for key in orphans:
+        assert await stores.held(key, key) == NOTHING

@@ -1,6 +1,7 @@
 """Deleting a conversation and erasing a user: each one ``ErasureWorkflow`` (workflows/erasure.py)
 run on the conversations' task queue, whose worker holds the stores. The erasure's own run is
-deleted from Temporal once its report is read: it named what it erased."""
+deleted from Temporal once its report is read: it named what it erased. And the retention: a pass
+of ``RetentionWorkflow`` (workflows/retention.py) now, or the Schedule of passes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``AgentActivities``: the seven activities over one worker's tools, agents, stores and providers.
+"""``AgentActivities``: the seven activities of conversations, and the erasure's, over one worker's
+tools, agents, stores and providers.
 
 Each activity lives with its concern (``agent_resolution``, ``model_call``, ``tool_calls``,
 ``mcp_activity``, ``hooks``, ``approver_keys``); this class builds them from the worker's
@@ -7,6 +8,7 @@ collaborators and says which a worker of each role runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +21,7 @@ from durable_agents.activities.budgets import BudgetsFile
 from durable_agents.activities.delta_channel import DeltaSender
 from durable_agents.activities.hooks import HookActivities, HookRegistry, default_hooks
 from durable_agents.activities.judge_activity import JudgeActivities
+from durable_agents.activities.lifecycle import Lifecycle
 from durable_agents.activities.mcp_activity import LazyMCPPool, MCPActivities
 from durable_agents.activities.metering import Meter
 from durable_agents.activities.model_activity import ModelActivities
@@ -96,7 +99,10 @@ class AgentActivities:
         )
         store = store or stores.conversation_store()
         identity = StoreIdentity(store.identity)
-        meter = Meter(stores.ledger, budgets)
+        idempotency = idempotency or stores.idempotency_store()
+        payloads = stores.payload_driver()
+        ledger = functools.cache(stores.ledger)  # one connection (pool), made on first use
+        meter = Meter(ledger, budgets)
         self._models = ModelActivities(store, providers, registry, identity, deltas, meter)
         resolver = AgentResolver(
             agents,
@@ -110,11 +116,11 @@ class AgentActivities:
         tools = ToolActivities(
             registry,
             workspaces,
-            idempotency or stores.idempotency_store(),
+            idempotency,
             hooks,
             self._mcp,
             identity,
-            stores.payload_driver().ping,
+            payloads.ping,
         )
         self.resolve_agent = resolver.resolve_agent
         self.call_model = self._models.call_model
@@ -124,6 +130,7 @@ class AgentActivities:
         self.verify_decision = ApproverKeys(approver_keys or {}).verify_decision
         self.judge = JudgeActivities(self._models.provider, meter).judge
         self.notify = (notifier or Notifier(None, DEFAULT_CONSOLE_URL)).notify
+        self.lifecycle = Lifecycle(store, idempotency, workspaces, payloads, ledger)  # type: ignore[arg-type]
 
     @property
     def mcp(self) -> MCPPool:
@@ -159,4 +166,9 @@ class AgentActivities:
             case "tools":  # MCP servers run beside the other tools
                 refs = [RUN_TOOL, LIST_MCP_TOOLS]
         old = [ref for ref in refs if ref.name in wire.OLD_NAMES]  # JUDGE came with the namespace
-        return [activities[ref] for ref in refs] + [ref.under_old_name(activities[ref]) for ref in old]
+        erasure = self.lifecycle.activities() if role in ("all", "workflows") else []
+        return [
+            *(activities[ref] for ref in refs),
+            *(ref.under_old_name(activities[ref]) for ref in old),
+            *erasure,
+        ]

@@ -67,6 +67,11 @@ _WHERE = {
     "ui_link": "durable_agents.client.conversations",
     "image": "durable_agents.client.images",
     "NoWorkerError": "durable_agents.client.conversations",
+    "delete_conversation": "durable_agents.client.lifecycle",
+    "export_conversation": "durable_agents.client.export",
+    "forget_user": "durable_agents.client.lifecycle",
+    "ErasureRefused": "durable_agents.client.lifecycle",
+    "ErasureReport": "durable_agents.workflows.erasure",
 }
 
 __all__ = [
@@ -80,6 +85,8 @@ __all__ = [
     "ConversationResult",
     "ConversationStatus",
     "Decision",
+    "ErasureRefused",
+    "ErasureReport",
     "GuardrailConfig",
     "GuardrailsConfig",
     "HookContext",
@@ -102,6 +109,9 @@ __all__ = [
     "data_converter",
     "default_hooks",
     "default_registry",
+    "delete_conversation",
+    "export_conversation",
+    "forget_user",
     "fork_conversation",
     "hook",
     "image",
@@ -144,6 +154,8 @@ if TYPE_CHECKING:
         start_conversation,
         ui_link,
     )
+    from durable_agents.client.export import export_conversation
+    from durable_agents.client.lifecycle import ErasureRefused, delete_conversation, forget_user
     from durable_agents.connection import connect
     from durable_agents.converter import data_converter
     from durable_agents.settings import Settings
@@ -158,5 +170,6 @@ if TYPE_CHECKING:
         MessageInput,
     )
     from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, CallPolicy, MCPServerConfig
+    from durable_agents.workflows.erasure import ErasureReport
     from durable_agents.workflows.messages import ModelSettings
     from durable_agents.workflows.records import ConversationHistory, Decision

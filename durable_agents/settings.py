@@ -142,6 +142,9 @@ class Settings:
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
     role: str = "all"
     """``AGENT_WORKER_ROLE``: the worker's share of the work (``--role``)."""
+    retention_days: float | None = None
+    """``AGENT_RETENTION_DAYS``: days the stores keep a closed conversation's data (``starter.py
+    retention``); unset: as long as Temporal keeps its history (the namespace's retention)."""
     decide_timeout: float = 10.0
     """``AGENT_DECIDE_TIMEOUT``: seconds the starter's ``approve``/``reject`` (the ``decide`` update)
     wait for a sub-agent to take a decision made at its parent before answering why not (0 < s <= 600)."""
@@ -191,6 +194,7 @@ class Settings:
         if max_body is not None and max_body <= 0:
             raise ValueError(f"AGENT_SERVE_MAX_BODY must be a number of bytes above 0, not {max_body}")
         decide_timeout = number("AGENT_DECIDE_TIMEOUT", environ.get("AGENT_DECIDE_TIMEOUT"), float)
+        retention_days = number("AGENT_RETENTION_DAYS", environ.get("AGENT_RETENTION_DAYS"), float)
         dead = number("AGENT_LEASE_DEAD_SECONDS", environ.get("AGENT_LEASE_DEAD_SECONDS"), float)
         if dead is not None and not dead > 2 * REFRESH_SECONDS:
             raise ValueError(
@@ -248,6 +252,7 @@ class Settings:
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
             decide_timeout=10.0 if decide_timeout is None else decide_timeout,
+            retention_days=retention_days,
             **_deployment(environ),
         )
 

@@ -70,6 +70,14 @@ from durable_agents.client.conversations import (
     start_conversation,
     ui_link,
 )
+from durable_agents.client.export import export_conversation
+from durable_agents.client.lifecycle import (
+    ErasureRefused,
+    delete_conversation,
+    forget_user,
+    run_retention,
+    schedule_retention,
+)
 from durable_agents.client.live import follow, listening
 from durable_agents.connection import connect, connect_config
 from durable_agents.converter import PayloadStoreMismatchError, data_converter
@@ -98,6 +106,7 @@ from durable_agents.workflows.api import (
     ConversationStatus,
 )
 from durable_agents.workflows.config import Versioning
+from durable_agents.workflows.erasure import ErasureReport
 from durable_agents.workflows.events import (
     ApprovalRequested,
     ClientToolRequested,
@@ -674,6 +683,55 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
     _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
 
 
+async def export(client: Client, args: argparse.Namespace) -> None:
+    """The conversation and its sub-agents as JSON Lines (``durable_agents/client/export.py``)."""
+    for line in await export_conversation(client, args.workflow_id):
+        print(json.dumps(line, ensure_ascii=False))
+
+
+async def delete(client: Client, args: argparse.Namespace) -> None:
+    """A conversation and its sub-agents, from Temporal and every store (a worker removes it)."""
+    try:
+        report = await delete_conversation(
+            client, args.workflow_id, cancel=args.cancel, task_queue=args.task_queue
+        )
+    except ErasureRefused as e:
+        raise CommandError(f"not deleted: {e}") from e
+    _print_erased(f"Deleted {args.workflow_id}", report)
+
+
+async def forget(client: Client, args: argparse.Namespace) -> None:
+    """Every conversation of a user, and the user's name in the ledger."""
+    try:
+        report = await forget_user(client, args.user, tenant=args.tenant, task_queue=args.task_queue)
+    except ErasureRefused as e:
+        raise CommandError(f"not forgotten: {e}") from e
+    whose = f"user {args.user}" + (f" of tenant {args.tenant}" if args.tenant is not None else "")
+    _print_erased(f"Forgot {whose}", report)
+
+
+async def retention(client: Client, args: argparse.Namespace) -> None:
+    """One retention pass now, or (``--every``) the Schedule of passes, created or updated."""
+    days = args.days if args.days is not None else args.settings.retention_days
+    kept = f"{days:g} day(s)" if days is not None else "the namespace's retention"
+    keep = timedelta(days=days) if days is not None else None
+    if args.every is not None:
+        await schedule_retention(
+            client, every=timedelta(hours=args.every), retention=keep, task_queue=args.task_queue
+        )
+        print(f"Retention: a pass every {args.every:g} hour(s), keeping closed conversations' data {kept}.")
+        return
+    done = await run_retention(client, retention=keep, task_queue=args.task_queue)
+    print(f"Retention pass (keeping {kept}): {done.conversations} conversation(s) removed.")
+    _print_table(("STORE", "REMOVED"), [(store, str(count)) for store, count in done.removed.items()])
+
+
+def _print_erased(line: str, report: ErasureReport) -> None:
+    names = ", ".join(report.conversations)
+    print(f"{line}: {len(report.conversations)} conversation(s){f' ({names})' if names else ''}.")
+    _print_table(("STORE", "REMOVED"), [(store, str(count)) for store, count in report.removed.items()])
+
+
 def _failure_message(error: WorkflowFailureError) -> str:
     """Past the wrappers to the first error that says what went wrong, not the SDK's raw one below it."""
     cause = error.cause
@@ -913,6 +971,37 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
+
+    ex = sub.add_parser("export", help="a conversation and its sub-agents as JSON Lines, for an audit")
+    ex.add_argument("workflow_id")
+    ex.set_defaults(func=export)
+
+    dl = sub.add_parser(
+        "delete", help="remove a conversation and its sub-agents from Temporal and every store"
+    )
+    dl.add_argument("workflow_id")
+    dl.add_argument("--cancel", action="store_true", help="cancel it first if it is running (else refused)")
+    dl.set_defaults(func=delete)
+
+    fg = sub.add_parser(
+        "forget", help="erase every conversation of a user; the ledger keeps anonymous totals"
+    )
+    fg.add_argument("--user", required=True, help="the user (AgentUser)")
+    fg.add_argument("--tenant", help="only the user's conversations in this tenant (default: every tenant)")
+    fg.set_defaults(func=forget)
+
+    rt = sub.add_parser(
+        "retention", help="remove closed conversations' data past the retention, now or on a schedule"
+    )
+    rt.add_argument(
+        "--days",
+        type=float,
+        help="keep closed conversations' data this long (default: AGENT_RETENTION_DAYS, else Temporal's)",
+    )
+    rt.add_argument(
+        "--every", type=float, metavar="HOURS", help="create or update the Schedule of passes, not one now"
+    )
+    rt.set_defaults(func=retention)
 
     us = sub.add_parser("usage", help="spend of tenants and users this day or month (the shared ledger)")
     us.add_argument("--tenant", help="only this tenant")

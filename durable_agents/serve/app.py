@@ -20,7 +20,8 @@ read from other pages (``AGENT_SERVE_ORIGINS``, CORS). Every route, the console'
 the host names it serves (``AGENT_SERVE_HOSTS``), state-changing requests only from no page or from
 an allowed one, and bodies up to ``AGENT_SERVE_MAX_BODY`` (``_Guard``). The operator console
 (``console/``) is mounted at ``/console/``: its pages need a login with the same token, its actions
-a CSRF token as well.
+a CSRF token as well. ``GET /conversations/ID/export`` answers the conversation as ``starter.py
+export`` writes it (JSON Lines), to a token that reaches its tenant.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from durable_agents.activities.delta_channel import DeltaListener
+from durable_agents.client.conversations import NoWorkerError
+from durable_agents.client.export import export_conversation
 from durable_agents.serve import runs
 from durable_agents.serve.console import routes as console_routes
 from durable_agents.serve.fanout import Entry, Hub, Subscription
@@ -86,6 +89,18 @@ def app(
         subscription = hub.subscribe(workflow_id, start)
         return EventStreamResponse(_sse(subscription), subscription.dropped, failed=_sse_error)  # type: ignore[return-value]
 
+    async def export(request: Request) -> Response:
+        """The conversation as ``starter.py export`` writes it (``durable_agents/client/export.py``)."""
+        workflow_id = request.path_params["workflow_id"]
+        if (missing := await _missing(client, workflow_id, caller_of(request.scope))) is not None:
+            return missing
+        try:
+            lines = await export_conversation(client, workflow_id)
+        except NoWorkerError as e:
+            return PlainTextResponse(f"{workflow_id}: {e}\n", status_code=503)
+        body = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+        return PlainTextResponse(body, media_type="application/x-ndjson")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         try:
@@ -96,6 +111,7 @@ def app(
     # ``path``: a sub-agent's id holds a ``/``; an encoded one (``%2F``) arrives decoded, as the same id.
     routes = [
         Route("/conversations/{workflow_id:path}/events", events),
+        Route("/conversations/{workflow_id:path}/export", export),
         *runs.routes(client, hub, task_queue, agents),
         Route("/", lambda _: RedirectResponse(f"{console_routes.BASE}/", status_code=307)),
         console_routes.mount(

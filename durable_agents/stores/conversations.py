@@ -27,6 +27,7 @@ from temporalio.converter import (
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
 )
 
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
@@ -73,6 +74,10 @@ class SQLiteFile:
     async def read(self, sql: str, params: tuple | list) -> list[tuple]:
         return await patiently(lambda: self._in_thread(self._read, sql, params), self._outage_seconds)
 
+    async def delete(self, sql: str, params: tuple | list) -> int:
+        """One statement that removes rows, committed: how many it removed."""
+        return await patiently(lambda: self._in_thread(self._delete, sql, params), self._outage_seconds)
+
     async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
@@ -100,6 +105,10 @@ class SQLiteFile:
         with self._lock, self._db:
             self._db.executemany(sql, rows)
 
+    def _delete(self, sql: str, params: tuple | list) -> int:
+        with self._lock, self._db:
+            return self._db.execute(sql, params).rowcount
+
     def _read(self, sql: str, params: tuple | list) -> list[tuple]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
@@ -120,6 +129,12 @@ class ConversationStore(Protocol):
 
     async def load(self, key: str, count: int) -> list[Message] | None:
         """The first ``count`` messages of ``key``, or None when the store holds fewer."""
+
+    async def forget(self, key: str) -> int:
+        """Remove every message of conversation ``key``; how many there were."""
+
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        """Up to ``limit`` conversation keys after ``key`` in order: the retention's batches."""
 
     async def identity(self) -> str:
         """Made with the store and kept in it: a conversation runs only on workers whose stores
@@ -148,8 +163,40 @@ class SQLiteConversationStore(SQLiteStore):
             return None
         return [MESSAGE.validate_json(body) for (body,) in rows]
 
+    async def forget(self, key: str) -> int:
+        return await self._file.delete(FORGET_MESSAGES.format(messages="messages"), (key,))
+
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        rows = await self._file.read(CONVERSATIONS_AFTER.format(messages="messages"), (key, limit))
+        return [row[0] for row in rows]
+
     async def identity(self) -> str:
         return await self._file.identity()
+
+
+FORGET_MESSAGES = "DELETE FROM {messages} WHERE conversation = ?"
+"""A conversation's transcript gone (``forget``), on SQLite and (``numbered``) PostgreSQL alike."""
+CONVERSATIONS_AFTER = (
+    "SELECT DISTINCT conversation FROM {messages} WHERE conversation > ? ORDER BY conversation LIMIT ?"
+)
+
+
+def payload_owner(context: StorageDriverStoreContext) -> str | None:
+    """The workflow a payload is stored for (a conversation's, a sub-agent's, a start's): its id
+    owns the payload, so ``forget`` of that workflow removes it unless another owns it too
+    (payloads are content-addressed). None for a standalone activity's: owned by nobody."""
+    target = context.target
+    return target.id if isinstance(target, StorageDriverWorkflowInfo) else None
+
+
+FORGET_PAYLOADS = (
+    "DELETE FROM {payloads} WHERE key IN (SELECT key FROM {owners} WHERE owner = ?) AND NOT EXISTS"
+    " (SELECT 1 FROM {owners} o WHERE o.key = {payloads}.key AND o.owner <> ?)",
+    "DELETE FROM {owners} WHERE owner = ?",
+)
+"""A workflow's payloads that no other workflow owns, then its ownerships, in that order: a payload
+store that stops between the two forgets the rest when asked again. A store writes the owner before
+the payload (``store``), so a payload stored meanwhile by another owner is kept or written anew."""
 
 
 class PayloadMissingError(RuntimeError):
@@ -170,7 +217,12 @@ class SQLitePayloadDriver(SQLiteStore, StorageDriver):
     Workers on several hosts use ``PostgresPayloadDriver`` instead (``AGENT_DATABASE_URL``).
     """
 
-    SCHEMA = "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL)"
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL);"
+        " CREATE TABLE IF NOT EXISTS payload_owners (owner TEXT NOT NULL, key TEXT NOT NULL,"
+        " PRIMARY KEY (owner, key));"
+        " CREATE INDEX IF NOT EXISTS payload_owners_key ON payload_owners (key)"
+    )
 
     def name(self) -> str:
         return "agent-sqlite"
@@ -187,8 +239,19 @@ class SQLitePayloadDriver(SQLiteStore, StorageDriver):
         rows = [
             (hashlib.sha256(data).hexdigest(), data) for data in (p.SerializeToString() for p in payloads)
         ]
+        if (owner := payload_owner(context)) is not None:
+            owned = [(owner, key) for key, _ in rows]
+            await self._file.write("INSERT OR IGNORE INTO payload_owners VALUES (?, ?)", owned)
         await self._file.write("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
         return [StorageDriverClaim(claim_data={"key": key}) for key, _ in rows]
+
+    async def forget(self, owner: str) -> int:
+        """Remove the payloads of workflow ``owner`` that no other workflow owns; how many."""
+        tables = {"payloads": "payloads", "owners": "payload_owners"}
+        removing, unowning = (sql.format(**tables) for sql in FORGET_PAYLOADS)
+        removed = await self._file.delete(removing, (owner, owner))
+        await self._file.delete(unowning, (owner,))
+        return removed
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]

@@ -71,6 +71,22 @@ class IdempotencyStore(Protocol):
     async def release(self, key: str, claimant: str) -> None:
         """Give the claim up (fn raised): a retry may run the step at once."""
 
+    async def forget(self, conversation_key: str) -> int:
+        """Remove the results and claims of every step of the conversation; how many results."""
+
+
+FORGET_STEPS = (
+    "DELETE FROM {results} WHERE substr(key, 1, ?) = ?",
+    "DELETE FROM {claims} WHERE substr(key, 1, ?) = ?",
+)
+"""A conversation's steps (keys ``<conversation key>/<call id>/<step>``), on SQLite and PostgreSQL."""
+
+
+def steps_of(conversation_key: str) -> tuple[int, str]:
+    """The arguments of ``FORGET_STEPS``: the prefix of the conversation's step keys, and its length."""
+    prefix = f"{conversation_key}/"
+    return len(prefix), prefix
+
 
 class SQLiteIdempotencyStore(SQLiteStore):
     """A SQLite file, persistent across worker restarts; shared by the worker processes of one
@@ -119,6 +135,12 @@ class SQLiteIdempotencyStore(SQLiteStore):
 
     async def release(self, key: str, claimant: str) -> None:
         await self._file.write("DELETE FROM claims WHERE key = ? AND claimant = ?", [(key, claimant)])
+
+    async def forget(self, conversation_key: str) -> int:
+        results, claims = (sql.format(results="results", claims="claims") for sql in FORGET_STEPS)
+        removed = await self._file.delete(results, steps_of(conversation_key))
+        await self._file.delete(claims, steps_of(conversation_key))
+        return removed
 
 
 async def run_once(

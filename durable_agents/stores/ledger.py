@@ -249,6 +249,68 @@ class Ledger:
         rows = await self._transact(lambda tx: tx.fetch(sql, *args))
         return [Spend(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows]
 
+    # -- forgetting -----------------------------------------------------------------
+
+    async def forget_conversation(self, conversation: str) -> int:
+        """The conversation's reservations go, and its settled rows become day totals of its
+        tenant and user that name no conversation: budgets still count what it spent. How many
+        rows it had."""
+        return await self._fold("conversation = ?", [conversation], keep_user=True)
+
+    async def forget_user(self, user: str, tenant: str | None = None) -> int:
+        """The user's rows (in ``tenant``, or in every tenant) become anonymous day totals of their
+        tenant: the tenant's budgets still count them. How many rows the user had."""
+        where, args = "user_name = ?", [user]
+        if tenant is not None:
+            where, args = f"{where} AND tenant = ?", [user, tenant]
+        return await self._fold(where, args, keep_user=False)
+
+    async def fold_past(self, now: float) -> int:
+        """Housekeeping of the retention: settled rows of months before ``now``'s become day totals
+        (no conversation named: budgets count only this month's), lapsed reservations and rate-log
+        places go. How many rows went."""
+        folded = await self._fold(
+            "month < ? AND conversation <> ''", [period_key("month", now)], keep_user=True
+        )
+
+        async def lapsed(tx: Tx) -> int:
+            [(count,)] = await tx.fetch("SELECT count(*) FROM agent_ledger WHERE expires_at < ?", now)
+            await tx.execute("DELETE FROM agent_ledger WHERE expires_at < ?", now)
+            await tx.execute("DELETE FROM agent_rate WHERE live_until < ?", now)
+            return int(count)
+
+        return folded + await self._transact(lapsed)
+
+    async def _fold(self, where: str, args: list[Any], *, keep_user: bool) -> int:
+        """The rows ``where`` says: reservations removed, settled ones added to the one row per
+        tenant (and user, if kept), model and day that names no conversation (``total/...``): the
+        totals stay as many as the days, however many conversations go."""
+        group = "tenant, user_name, model, day, month" if keep_user else "tenant, model, day, month"
+        who = "user_name" if keep_user else "''"
+
+        async def op(tx: Tx) -> int:
+            [(count,)] = await tx.fetch(f"SELECT count(*) FROM agent_ledger WHERE {where}", *args)
+            totals = await tx.fetch(
+                f"SELECT tenant, {who}, model, day, month, min(at), sum(input_tokens), sum(output_tokens),"
+                f" sum(cost) FROM agent_ledger WHERE expires_at IS NULL AND {where} GROUP BY {group}",
+                *args,
+            )
+            await tx.execute(f"DELETE FROM agent_ledger WHERE {where}", *args)
+            for tenant, user, model, day, month, at, input_tokens, output_tokens, cost in totals:
+                await tx.execute(
+                    "INSERT INTO agent_ledger VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+                    " ON CONFLICT (id) DO UPDATE SET input_tokens = agent_ledger.input_tokens"
+                    " + excluded.input_tokens, output_tokens = agent_ledger.output_tokens"
+                    " + excluded.output_tokens, tokens = agent_ledger.tokens + excluded.tokens,"
+                    " cost = agent_ledger.cost + excluded.cost",
+                    f"total/{tenant}/{user}/{model}/{day}", tenant, user, model, day, month, float(at),
+                    int(input_tokens), int(output_tokens), int(input_tokens) + int(output_tokens),
+                    float(cost),
+                )  # fmt: skip
+            return int(count)
+
+        return await self._transact(op)
+
     # -- provider limits ------------------------------------------------------------
 
     async def take_rate(

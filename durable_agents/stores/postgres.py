@@ -27,9 +27,17 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from durable_agents.stores.conversations import MESSAGE, masked, stored_payloads
+from durable_agents.stores.conversations import (
+    CONVERSATIONS_AFTER,
+    FORGET_MESSAGES,
+    FORGET_PAYLOADS,
+    MESSAGE,
+    masked,
+    payload_owner,
+    stored_payloads,
+)
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, first_line, outage, patiently
-from durable_agents.stores.idempotency import StaleEpoch
+from durable_agents.stores.idempotency import FORGET_STEPS, StaleEpoch, steps_of
 from durable_agents.stores.layouts import folder_name
 from durable_agents.stores.ledger import TABLES as LEDGER_TABLES
 from durable_agents.stores.ledger import Ledger, Tx, numbered
@@ -38,7 +46,7 @@ from durable_agents.workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -62,6 +70,11 @@ _MIGRATIONS: dict[int, list[str]] = {
         " taken_at timestamptz NOT NULL, record text)",
         "CREATE TABLE agent_claims (key text PRIMARY KEY, claimant text NOT NULL, epoch bigint,"
         " expires_at timestamptz NOT NULL)",
+    ],
+    5: [  # which workflow each large payload is kept for (forget, retention)
+        "CREATE TABLE agent_payload_owners (owner text NOT NULL, key text NOT NULL,"
+        " PRIMARY KEY (owner, key))",
+        "CREATE INDEX agent_payload_owners_key ON agent_payload_owners (key)",
     ],
 }
 _SCHEMA_LOCK = 7_233_001
@@ -140,6 +153,11 @@ class Database:
     async def run(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """``op`` on a pooled connection, tried again while the database is out (``patiently``)."""
         return await patiently(lambda: self._once(op), self.outage_seconds)
+
+    async def delete(self, sql: str, *args: object) -> int:
+        """One statement that removes rows (``?`` placeholders, as the SQLite stores'): how many."""
+        status = await self.run(lambda c: c.execute(numbered(sql), *args))
+        return int(status.rpartition(" ")[2])
 
     async def _once(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         try:
@@ -263,6 +281,13 @@ class PostgresConversationStore:
             return None
         return [MESSAGE.validate_json(row[0]) for row in rows]
 
+    async def forget(self, key: str) -> int:
+        return await self._db.delete(FORGET_MESSAGES.format(messages="agent_messages"), key)
+
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        sql = numbered(CONVERSATIONS_AFTER.format(messages="agent_messages"))
+        return [row[0] for row in await self._db.run(lambda c: c.fetch(sql, key, limit))]
+
     async def identity(self) -> str:
         await self._db.run(lambda c: c.fetchval("SELECT 1"))
         assert self._db.identity is not None
@@ -340,6 +365,12 @@ class PostgresIdempotencyStore:
             lambda c: c.execute("DELETE FROM agent_claims WHERE key = $1 AND claimant = $2", key, claimant),
         )
 
+    async def forget(self, conversation_key: str) -> int:
+        results, claims = (sql.format(results="agent_results", claims="agent_claims") for sql in FORGET_STEPS)
+        removed = await self._db.delete(results, *steps_of(conversation_key))
+        await self._db.delete(claims, *steps_of(conversation_key))
+        return removed
+
 
 class PostgresPayloadDriver(StorageDriver):
     """Payloads too large for history, content-addressed, readable by every worker and the starter."""
@@ -376,6 +407,15 @@ class PostgresPayloadDriver(StorageDriver):
     ) -> list[StorageDriverClaim]:
         blobs = [p.SerializeToString() for p in payloads]
         keys = [hashlib.sha256(data).hexdigest() for data in blobs]
+        if (owner := payload_owner(context)) is not None:
+            await self._db.run(
+                lambda c: c.execute(
+                    "INSERT INTO agent_payload_owners (owner, key) SELECT $1, unnest($2::text[])"
+                    " ON CONFLICT DO NOTHING",
+                    owner,
+                    keys,
+                ),
+            )
         await self._db.run(
             lambda c: c.execute(
                 "INSERT INTO agent_payloads (key, data) SELECT * FROM unnest($1::text[], $2::bytea[])"
@@ -394,6 +434,15 @@ class PostgresPayloadDriver(StorageDriver):
             lambda c: c.fetch("SELECT key, data FROM agent_payloads WHERE key = ANY($1::text[])", keys),
         )
         return stored_payloads(self.name(), keys, {row[0]: row[1] for row in rows})
+
+    async def forget(self, owner: str) -> int:
+        """Remove the payloads of workflow ``owner`` that no other workflow owns; how many."""
+        removing, unowning = (
+            sql.format(payloads="agent_payloads", owners="agent_payload_owners") for sql in FORGET_PAYLOADS
+        )
+        removed = await self._db.delete(removing, owner, owner)
+        await self._db.delete(unowning, owner)
+        return removed
 
 
 class PostgresWorkspace:
@@ -480,6 +529,9 @@ class PostgresWorkspaces:
 
     def open(self, conversation_key: str) -> PostgresWorkspace:
         return PostgresWorkspace(self._db, conversation_key)
+
+    async def forget(self, conversation_key: str) -> int:
+        return await self._db.delete("DELETE FROM agent_files WHERE workspace = ?", conversation_key)
 
 
 class PostgresLedger(Ledger):

@@ -61,6 +61,9 @@ class Workspaces(Protocol):
     def open(self, conversation_key: str) -> Workspace:
         """The workspace of the conversation ``<workflow id>/<first run id>``."""
 
+    async def forget(self, conversation_key: str) -> int:
+        """Remove the conversation's workspace; how many files it held."""
+
 
 class LocalWorkspace:
     """A folder on this host's disk. A full disk (or quota, or an I/O error) is a ``StoreDown``,
@@ -194,6 +197,11 @@ class LocalWorkspaces:
         changed = await asyncio.to_thread(last_change, earlier)
         return started is None or changed >= started.timestamp() - CLOCK_SLACK
 
+    async def forget(self, conversation_key: str) -> int:
+        """Its folder in today's layout; an earlier release's folder of it is left (``layouts.py``:
+        a conversation that crossed an upgrade moved its files in at its first file call)."""
+        return await asyncio.to_thread(remove_folder, self.root / folder_name(conversation_key))
+
     def _move(self, source: Path, target: Path) -> None:
         with self._moving:
             move_into(source, target)
@@ -214,6 +222,13 @@ def last_change(folder: Path) -> float:
         for name in dirs + files:
             latest = max(latest, (Path(parent) / name).lstat().st_mtime)
     return latest
+
+
+def remove_folder(folder: Path) -> int:
+    """Remove ``folder`` and everything in it; how many files it held (0: it was not there)."""
+    files = sum(len(names) for _, _, names in os.walk(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+    return files
 
 
 def move_into(source: Path, target: Path) -> None:

@@ -60,6 +60,8 @@ from durable_agents.worker.tuning import WorkerTuning
 from durable_agents.worker.versioning import deployment_config, name_releases, version_config
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec
+from durable_agents.workflows.erasure import ErasureWorkflow
+from durable_agents.workflows.retention import RetentionWorkflow
 from durable_agents.workflows.wire import OLD_NAMES
 
 logger = logging.getLogger(__name__)
@@ -159,7 +161,9 @@ class AgentPlugin(SimplePlugin):
             notifier=Notifier(settings.notify_secret.encode() or None, settings.console_url),
             notify_url=settings.notify_url,
         )
-        workflows = [AgentWorkflow] if role in ("all", "workflows") else []
+        workflows = (
+            [AgentWorkflow, ErasureWorkflow, RetentionWorkflow] if role in ("all", "workflows") else []
+        )
         # The SDKs of the providers the agents name import while the worker starts polling
         # (~1 s each); the others load on first use, so a worker carries only the SDKs it uses.
         self._providers_to_import = (

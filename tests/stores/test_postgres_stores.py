@@ -67,6 +67,7 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
         "agent_messages",
         "agent_results",
         "agent_payloads",
+        "agent_payload_owners",  # the workflows that stored each payload (delete, forget)
         "agent_files",
         "agent_workers",  # the worker leases (durable_agents/worker/lost_calls.py)
         "agent_takeovers",  # leases taken, their epochs fenced (durable_agents/stores/leases.py)

@@ -39,11 +39,21 @@ from durable_agents.workflows.activity_refs import (
 )
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.erasure import (
+    CANCEL_CONVERSATION,
+    ERASE_CONVERSATION,
+    FIND_CONVERSATIONS,
+    FORGET_SPENDER,
+)
 from durable_agents.workflows.records import ApprovalSignal
+from durable_agents.workflows.retention import RETENTION_BATCH
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
 from tests.support.history import activity_types
 from tests.support.workers import running_worker
+
+OURS = ["AgentWorkflow", "ErasureWorkflow", "RetentionWorkflow"]
+"""The workflows the plugin adds to a worker."""
 
 
 async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
@@ -88,6 +98,8 @@ async def test_a_plain_worker_runs_a_conversation_beside_an_unrelated_workflow(
     assert [w.__name__ for w in active["workflows"]] == [
         "Greeting",
         "AgentWorkflow",
+        "ErasureWorkflow",
+        "RetentionWorkflow",
         "UnversionedAutoUpgradingAgentWorkflow",
     ]
 
@@ -177,8 +189,16 @@ def test_activity_names_are_namespaced_and_the_worker_registers_each_under_it_an
     assert [r.old_name for r in refs] == old
     registered = AgentPlugin(workspace_root=tmp_path).activities  # what SimplePlugin hands to workers
     names = [activity._Definition.must_from_callable(fn).name for fn in registered]  # type: ignore[union-attr]
-    # judge and notify came with the namespace: no old name
-    assert sorted(names) == sorted([r.name for r in refs] + old + [JUDGE.name, NOTIFY.name])
+    erasure = [
+        FIND_CONVERSATIONS,
+        CANCEL_CONVERSATION,
+        ERASE_CONVERSATION,
+        FORGET_SPENDER,
+        RETENTION_BATCH,
+    ]  # new: no old names; judge and notify came with the namespace too
+    assert sorted(names) == sorted(
+        [r.name for r in refs] + old + [JUDGE.name, NOTIFY.name] + [r.name for r in erasure]
+    )
 
 
 async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plugin(
@@ -219,6 +239,8 @@ async def test_a_users_own_call_model_activity_and_approve_signal_beside_the_plu
     assert [w.__name__ for w in active["workflows"]] == [
         "Reviewed",
         "AgentWorkflow",
+        "ErasureWorkflow",
+        "RetentionWorkflow",
         "UnversionedAutoUpgradingAgentWorkflow",
     ]
     registered = active["activities"]

@@ -1,0 +1,68 @@
+"""Retention: the stores keep a closed conversation's data for the retention period, then a pass of
+``RetentionWorkflow`` (a Temporal Schedule starts one, ``starter.py retention``) removes it.
+
+A pass walks the conversation store's keys in order, a bounded batch per activity
+(``RETENTION_BATCH``), the cursor in its history: a worker killed mid-batch has the batch run again
+(every removal is idempotent), and the pass continues as new after ``BATCHES_PER_RUN`` batches.
+A conversation's data goes once its last run closed longer ago than the retention, or once Temporal
+no longer knows it (deleted there: its orphans); a running conversation's never. Removal is
+``DELETE`` statements on the stores: passes on several hosts at once remove each row once, and each
+counts only the rows it removed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+
+from durable_agents.workflows import wire
+from durable_agents.workflows.activity_refs import ActivityRef
+from durable_agents.workflows.erasure import added, call_step
+
+BATCHES_PER_RUN = 200
+"""Batches one run of a pass takes before it continues as new (its history stays small)."""
+
+
+class RetentionRequest(BaseModel):
+    """One pass, and how far it came (carried across continue-as-new)."""
+
+    retention_seconds: float | None = None
+    """How long a closed conversation's data is kept; None: the namespace's own retention."""
+    batch: int = Field(default=100, gt=0)
+    """Conversations looked at per activity."""
+    cursor: str = ""
+    """The last conversation key looked at."""
+    conversations: int = 0
+    """Conversations whose data the pass removed so far."""
+    removed: dict[str, int] = Field(default_factory=dict)
+    """Items removed so far, by store."""
+
+
+class RetentionBatch(BaseModel):
+    """What the pass's next batch ends with."""
+
+    cursor: str
+    done: bool
+    conversations: int = 0
+    removed: dict[str, int] = Field(default_factory=dict)
+
+
+RETENTION_BATCH = ActivityRef(wire.namespaced("retention_batch"), RetentionRequest, RetentionBatch)
+
+
+@workflow.defn(name="durable_agents.Retention", sandboxed=False)  # as AgentWorkflow (see there)
+class RetentionWorkflow:
+    @workflow.run
+    async def run(self, request: RetentionRequest) -> RetentionRequest:
+        for _ in range(BATCHES_PER_RUN):
+            batch: RetentionBatch = await call_step(RETENTION_BATCH, request)  # type: ignore[assignment]
+            request = request.model_copy(
+                update={
+                    "cursor": batch.cursor,
+                    "conversations": request.conversations + batch.conversations,
+                    "removed": added(request.removed, batch.removed),
+                }
+            )
+            if batch.done:
+                return request
+        workflow.continue_as_new(request)

@@ -63,6 +63,8 @@ def names_the_code_reads_from_the_environment() -> set[str]:
         r"""(?:os\.)?(?:environ\.get|getenv)\(\s*["'](\w+)["']"""
         r"""|os\.environ\[\s*["'](\w+)["']\s*\](?!\s*=[^=])"""
         r"""|["'](\w+)["']\s+(?:not\s+)?in\s+os\.environ"""
+        # a provider adapter's key and base URL (activities/providers/_sdk.py reads them)
+        r"""|\benvironment\s*=\s*\(\s*["'](\w+)["']\s*,\s*["'](\w+)["']\s*\)"""
     )
     names = set()
     for folder, subfolders, files in os.walk(ROOT):
@@ -71,7 +73,7 @@ def names_the_code_reads_from_the_environment() -> set[str]:
         for file in files:
             if file.endswith(".py"):
                 for match in pattern.finditer(Path(folder, file).read_text()):
-                    names.add(next(group for group in match.groups() if group))
+                    names |= {group for group in match.groups() if group}
     return names
 
 

@@ -157,8 +157,9 @@ async def test_a_database_whose_disk_fills_while_tool_results_wait_keeps_its_wor
 async def test_a_sqlite_payload_store_whose_disk_fills_while_tool_results_wait_is_waited_out(
     server: EmbeddedServer, tmp_path: Path
 ) -> None:
-    """The payload store's SQLite file alone on a 1 MiB tmpfs: full (SQLITE_FULL) for 20 s."""
-    with _tmpfs(tmp_path / "disk", "1m") as disk:
+    """The payload store's SQLite file alone on a 4 MiB tmpfs (room for its WAL, which grows to 4 MiB
+    before a checkpoint): full (SQLITE_FULL) for 20 s."""
+    with _tmpfs(tmp_path / "disk", "4m") as disk:
         payloads = disk / "payloads.db"
         host = Host(
             tmp_path / "host",

@@ -5,13 +5,10 @@ PostgreSQL; another user's conversation untouched (docs/production.md, "Deleting
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from durable_agents.dev_server import EmbeddedServer
 from durable_agents.workflows.api import ConversationInput
 from tests.support.cli import starter_cli
 from tests.support.conversations import until_state
@@ -22,24 +19,14 @@ from tests.support.lifecycle import (
     conversation_key,
     finished,
     gone,
-    lifecycle_worker,
 )
 from tests.support.workers import Env
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def setup(
-    request: pytest.FixtureRequest, server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> AsyncIterator[tuple[Env, Stores]]:
-    url = await request.getfixturevalue("postgres").new_database() if request.param == "postgresql" else None
-    async with lifecycle_worker(url, server, monkeypatch, tmp_path) as worker:
-        yield worker
-
-
 async def test_delete_removes_a_conversation_and_its_subagent_from_every_store_and_from_temporal(
-    setup: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
+    lifecycle: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env, stores = setup
+    env, stores = lifecycle
     ann_name, bob_name = a_user("ann"), a_user("bob")
     (ann, ann_helper), (bob, _) = await finished(env, ann_name), await finished(env, bob_name)
     keys = {h.id: await conversation_key(h) for h in (ann, ann_helper, bob)}
@@ -72,9 +59,9 @@ async def test_delete_removes_a_conversation_and_its_subagent_from_every_store_a
 
 
 async def test_delete_refuses_a_running_conversation_and_cancels_it_with_cancel(
-    setup: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
+    lifecycle: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env, stores = setup
+    env, stores = lifecycle
     handle = await env.start(ConversationInput(prompt="hi", agent="chatty"), f"chat-{uuid.uuid4().hex[:8]}")
     await until_state(handle, "idle", timeout=60)
     key = await conversation_key(handle, tenant=None)
@@ -98,9 +85,9 @@ async def test_delete_refuses_a_running_conversation_and_cancels_it_with_cancel(
 
 
 async def test_forget_erases_every_conversation_of_a_user_and_keeps_the_others(
-    setup: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
+    lifecycle: tuple[Env, Stores], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env, stores = setup
+    env, stores = lifecycle
     carol, dave_name = a_user("carol"), a_user("dave")
     (first, first_helper), (second, second_helper) = await finished(env, carol), await finished(env, carol)
     (dave, _) = await finished(env, dave_name)

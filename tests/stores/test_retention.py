@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,19 +34,10 @@ from tests.support.postgres import Postgres
 from tests.support.workers import Env
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def setup(
-    request: pytest.FixtureRequest, server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> AsyncIterator[tuple[Env, Stores]]:
-    url = await request.getfixturevalue("postgres").new_database() if request.param == "postgresql" else None
-    async with lifecycle_worker(url, server, monkeypatch, tmp_path) as worker:
-        yield worker
-
-
 async def test_retention_removes_closed_and_orphaned_conversations_data_and_keeps_a_running_ones(
-    setup: tuple[Env, Stores], server: EmbeddedServer, capsys: pytest.CaptureFixture[str]
+    lifecycle: tuple[Env, Stores], server: EmbeddedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env, stores = setup
+    env, stores = lifecycle
     user = a_user("erin")
     chat = await env.start(ConversationInput(prompt="hi", agent="chatty"), f"chat-{uuid.uuid4().hex[:8]}")
     await until_state(chat, "idle", timeout=60)

@@ -285,6 +285,25 @@ async def _until_lease(url: str, host: Host, holds: Callable[[dict | None], bool
     raise AssertionError(f"the lease of {host.folder.name} is {await _lease(url, host)}")
 
 
+async def _until_reclaimed(url: str, host: Host) -> None:
+    """Another host took the lease and has reclaimed what it named (its conversations are off
+    the host's sticky queue): the takeover's record is cleared only after ``reclaim`` returns, while
+    the lease's row goes first (a decision sent between the two would wait on the sticky queue)."""
+    for _ in range(1200):  # a minute, more on a loaded machine
+        connection = await asyncpg.connect(url)
+        try:
+            taken = await connection.fetch(
+                "SELECT record FROM agent_takeovers WHERE starts_with(worker, $1)",
+                f"{host.proc.pid}@",  # type: ignore[union-attr]
+            )
+        finally:
+            await connection.close()
+        if [row["record"] for row in taken] == [None]:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the takeover of {host.folder.name}'s lease is {taken}")
+
+
 async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_without_a_timeout(
     shared: Client, hosts: tuple[Host, Host, str], database_url: str
 ) -> None:
@@ -319,7 +338,7 @@ async def test_a_killed_hosts_calls_and_conversations_move_to_the_other_host_wit
     )
     await asyncio.to_thread(b.start)
     a.kill()
-    await _until_lease(database_url, a, lambda lease: lease is None)  # B reclaimed it
+    await _until_reclaimed(database_url, a)
     for handle in approvals:
         decision = Decision(call_id="call_1_0", approve=True, by="alice")
         assert (await handle.execute_update(AgentWorkflow.decide, decision)).state == "approved"

@@ -98,6 +98,8 @@ class Trial:
     others_share: float = 0.0
     history_bytes: int = 0
     events: Counter[str] = field(default_factory=Counter)
+    event_bytes: Counter[str] = field(default_factory=Counter)
+    """Event type → bytes of those events in the histories (what makes the history's size)."""
     activities: Counter[str] = field(default_factory=Counter)
     retried_activities: Counter[str] = field(default_factory=Counter)
     """``activity type: cause of the last failure`` → activities whose last attempt was > 1."""
@@ -155,6 +157,7 @@ async def read_histories(client: Client, trial: Trial, workflow_ids: list[str]) 
             kind = event.event_type
             at[event.event_id] = event.event_time.ToMilliseconds()
             trial.events[_camel(EventType.Name(kind), "EVENT_TYPE_")] += 1
+            trial.event_bytes[_camel(EventType.Name(kind), "EVENT_TYPE_")] += event.ByteSize()
             if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 name = event.activity_task_scheduled_event_attributes.activity_type.name
                 scheduled[event.event_id] = name
@@ -340,6 +343,10 @@ def summarize(trials: list[Trial]) -> dict[str, dict[str, Any]]:
                 kind: round(count / conversations, 2)
                 for kind, count in sorted(sum((t.events for t in mine), Counter()).items())
             },
+            "event_bytes_by_type_per_conv": {
+                kind: round(size / conversations)
+                for kind, size in sorted(sum((t.event_bytes for t in mine), Counter()).items())
+            },
             "workflow_task_wait_ms": percentiles([ms for t in mine for ms in t.workflow_task_wait_ms]),
             "activity_wait_ms": percentiles([ms for t in mine for ms in t.activity_wait_ms]),
             "activity_run_ms_p50": {
@@ -429,12 +436,21 @@ def tables(summary: dict[str, dict[str, Any]], burst: int, delay_ms: float) -> s
     kinds = sorted({kind for s in summary.values() for kind in s["events_by_type_per_conv"]})
     lines += [
         "",
-        _row(["events per conversation", *(SYSTEMS[n] for n in summary)]),
+        _row(["events per conversation (bytes)", *(SYSTEMS[n] for n in summary)]),
         "|---|" + "---:|" * len(summary),
     ]
     for kind in kinds:
         lines.append(
-            _row([kind, *(f"{s['events_by_type_per_conv'].get(kind, 0):g}" for s in summary.values())])
+            _row(
+                [
+                    kind,
+                    *(
+                        f"{s['events_by_type_per_conv'].get(kind, 0):g}"
+                        f" ({s['event_bytes_by_type_per_conv'].get(kind, 0):,})"
+                        for s in summary.values()
+                    ),
+                ]
+            )
         )
     lines += [
         "",

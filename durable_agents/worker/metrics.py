@@ -82,6 +82,12 @@ def count_outage(meter: MetricMeter, err: ApplicationError, now: float) -> None:
         ).record(max(0.0, now - outage.since))
 
 
+def exports_metrics(client: Client) -> bool:
+    """Whether the client's runtime (which its workers share) has a metrics exporter or buffer."""
+    runtime = client.service_client.config.runtime or Runtime.default()
+    return runtime.metric_meter is not MetricMeter.noop
+
+
 def count_takeover(client: Client) -> None:
     """A dead worker's lease taken over (durable_agents/worker/lost_calls.py), on the client's runtime."""
     runtime = client.service_client.config.runtime or Runtime.default()

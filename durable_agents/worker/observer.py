@@ -83,15 +83,20 @@ class Observer(Interceptor):
         self._calls = CallSpans(self._tracer, capture_content, prices)
         self._waiting: dict[str, int] = {}
         """Approvals this process saw asked and not yet decided, by agent (a gauge per worker)."""
+        self.metrics = True
+        """Whether the worker's runtime exports metrics (``AgentPlugin`` says): without them and
+        without spans, the workflow sends its calls no labels (84 bytes of history per call)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _ActivityObserver(next, self._calls)
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor]:
+    ) -> type[WorkflowInboundInterceptor] | None:
         input.unsafe_extern_functions[OBSERVER] = self._observe
-        return _WorkflowObserver if self._ids is not None else _WorkflowLabels
+        if self._ids is not None:
+            return _WorkflowObserver
+        return _WorkflowLabels if self.metrics else None
 
     # -- what workflow code publishes (in its thread, never while replaying) --------------
 

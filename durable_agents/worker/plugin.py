@@ -54,6 +54,7 @@ from durable_agents.worker.lost_calls import (
     lease_store,
     run_with_lease,
 )
+from durable_agents.worker.metrics import exports_metrics
 from durable_agents.worker.observer import Observer
 from durable_agents.worker.runners import EagerUnlessRefused
 from durable_agents.worker.tuning import WorkerTuning
@@ -193,6 +194,7 @@ class AgentPlugin(SimplePlugin):
         identity = config.get("identity") or tagged(client.identity)  # the others read our release
         config["identity"] = identity
         fleet = Fleet(client, config["task_queue"], identity)  # type: ignore[typeddict-item]
+        self._observer.metrics = exports_metrics(client)
         config["patch_activation_callback"] = fleet.callback(config.get("patch_activation_callback"))
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)

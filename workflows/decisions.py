@@ -116,6 +116,8 @@ class PersonKind(Kind):
 
     STATE: ClassVar[Literal["approved", "rejected"]] = "approved"
     """What it makes of the record's ``state``."""
+    KEEPS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """(record field, own field) pairs it copies into the record, beyond who, why and when."""
     by: str
     """Who decided."""
     reason: str
@@ -140,6 +142,8 @@ class PersonKind(Kind):
         record.via = via
         record.edited_arguments = None
         record.remember = False
+        for field, own in self.KEEPS:
+            setattr(record, field, getattr(self, own))
 
     def allowance(self, record: ApprovalRecord, now: datetime) -> ToolAllowance | None:
         """The standing allowance it grants the record's tool, if any."""
@@ -164,6 +168,7 @@ class Edit(PersonKind):
     """Approved with ``arguments`` instead: the call runs with them, its result led by a note of the edit."""
 
     NAME: ClassVar[str] = "edit"
+    KEEPS: ClassVar[tuple[tuple[str, str], ...]] = (("edited_arguments", "arguments"),)
 
     by: str
     reason: str
@@ -179,10 +184,6 @@ class Edit(PersonKind):
             raise ValueError(f"cannot check edited arguments: {tool} is no longer offered")
         if (error := schema_error(self.arguments, schema)) is not None:
             raise ValueError(f"edited arguments for {tool} do not fit its schema: {error}")
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        super().take(record, now, via, verdict)
-        record.edited_arguments = self.arguments
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,7 @@ class RecordResult(PersonKind):
     """Do not run it again: ``result`` is its result (the person found out what happened)."""
 
     NAME: ClassVar[str] = "result"
+    KEEPS: ClassVar[tuple[tuple[str, str], ...]] = (("result", "result"),)
 
     by: str
     result: str
@@ -279,10 +281,6 @@ class RecordResult(PersonKind):
 
     def then(self, call: ToolCall) -> Answer:
         return Answer(f"[the outcome of this call was unknown; {self.by} recorded its result] {self.result}")
-
-    def take(self, record: ApprovalRecord, now: datetime, via: Channel, verdict: Verdict | None) -> None:
-        super().take(record, now, via, verdict)
-        record.result = self.result
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,7 @@ class Meter:
                 id,
                 conversation=input.conversation_key,
                 model=model,
-                input_tokens=used.input_tokens,
-                output_tokens=used.output_tokens,
+                used=used,
                 cost=input.price.cost(used) if input.price else 0.0,
                 now=time.time(),
             )
@@ -133,7 +132,7 @@ class Meter:
         used = response.usage
         if owned:
             cost = input.price.cost(used) if input.price else 0.0
-            await ledger.settle(id, used.input_tokens, used.output_tokens, cost)
+            await ledger.settle(id, used, cost)
         if limit is not None:
             await ledger.settle_rate(id, used.total_tokens, time.time() + budgets.window_seconds)
         return response

@@ -94,6 +94,7 @@ from durable_agents.serve.identities import Tokens, new_token, token_hash
 from durable_agents.settings import Settings
 from durable_agents.stores.conversations import PayloadMissingError
 from durable_agents.stores.errors import StoreDown
+from durable_agents.stores.ledger import Spend
 from durable_agents.worker.fleet import releases_polling
 from durable_agents.worker.versioning import cannot_replay, releases_in
 from durable_agents.workflows.agent import AgentWorkflow
@@ -670,17 +671,17 @@ async def usage(client: Client | None, args: argparse.Namespace) -> None:
     if not spent:
         print(f"No model calls recorded this {args.period}.")
         return
-    rows = [
-        (s.tenant or ("(no tenant)" if not s.user else "-"), s.user or "-", str(s.calls),
-         str(s.input_tokens), str(s.output_tokens), str(s.tokens), f"{s.cost:.6f}")
-        for s in spent
-    ]  # fmt: skip
-    total = (
-        "TOTAL", "", str(sum(s.calls for s in spent)), str(sum(s.input_tokens for s in spent)),
-        str(sum(s.output_tokens for s in spent)), str(sum(s.tokens for s in spent)),
-        f"{sum(s.cost for s in spent):.6f}",
-    )  # fmt: skip
-    _print_table(("TENANT", "USER", "CALLS", "INPUT", "OUTPUT", "TOKENS", "COST USD"), [*rows, total])
+    rows = [(s.tenant or ("(no tenant)" if not s.user else "-"), s.user or "-", *_spent([s])) for s in spent]
+    header = ("TENANT", "USER", "CALLS", "INPUT", "CACHED", "OUTPUT", "TOKENS", "COST USD")
+    _print_table(header, [*rows, ("TOTAL", "", *_spent(spent))])
+
+
+def _spent(spends: list[Spend]) -> list[str]:
+    """``usage``'s columns of one row, or of the total: calls, input (of it cached), output and all
+    tokens, and US dollars."""
+    counts = ("calls", "input_tokens", "cached_input_tokens", "output_tokens", "tokens")
+    sums = [sum(getattr(s, name) for s in spends) for name in counts]
+    return [*map(str, sums), f"{sum(s.cost for s in spends):.6f}"]
 
 
 async def export(client: Client, args: argparse.Namespace) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from durable_agents.stores.conversations import SQLiteFile
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
+from durable_agents.workflows.messages import Usage
 
 T = TypeVar("T")
 Period = Literal["day", "month"]
@@ -48,6 +49,16 @@ TABLES = [
     " until DOUBLE PRECISION NOT NULL, factor DOUBLE PRECISION NOT NULL)",
 ]
 """The ledger's tables, the same on SQLite and PostgreSQL (migration 3 of postgres.py)."""
+CACHED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS agent_ledger_cached (id TEXT PRIMARY KEY,"
+    " cached_input_tokens BIGINT NOT NULL)"
+)
+"""Of a settled row's input tokens, those read from the provider's prompt cache (migration 6 of
+postgres.py); a row without one had none. A table beside ``agent_ledger``, not a column of it: the
+previous release inserts its rows by position, which a column added to a shared ``ledger.db`` would
+break during a rolling deploy or a rollback."""
+_WITH_CACHED = "agent_ledger LEFT JOIN agent_ledger_cached USING (id)"
+"""The ledger's rows with their cached input tokens (``coalesce(cached_input_tokens, 0)``)."""
 _SLOWDOWN = "SELECT factor FROM agent_slowdown WHERE model = ? AND until > ?"
 
 
@@ -80,6 +91,8 @@ class Spend:
     input_tokens: int
     output_tokens: int
     cost: float
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache."""
 
     @property
     def tokens(self) -> int:
@@ -175,19 +188,22 @@ class Ledger:
 
         return await self._transact(op)
 
-    async def settle(self, id: str, input_tokens: int, output_tokens: int, cost: float) -> None:
+    async def settle(self, id: str, used: Usage, cost: float) -> None:
         """The reservation ``id`` becomes what the call used."""
-        await self._transact(
-            lambda tx: tx.execute(
+
+        async def op(tx: Tx) -> None:
+            await tx.execute(
                 "UPDATE agent_ledger SET input_tokens = ?, output_tokens = ?, tokens = ?, cost = ?,"
                 " expires_at = NULL WHERE id = ?",
-                input_tokens,
-                output_tokens,
-                input_tokens + output_tokens,
+                used.input_tokens,
+                used.output_tokens,
+                used.total_tokens,
                 cost,
                 id,
             )
-        )
+            await _cached(tx, id, used.cached_input_tokens)
+
+        await self._transact(op)
 
     async def record(
         self,
@@ -195,15 +211,15 @@ class Ledger:
         *,
         conversation: str,
         model: str,
-        input_tokens: int,
-        output_tokens: int,
+        used: Usage,
         cost: float,
         now: float,
     ) -> None:
         """A call of no tenant or user, settled at once (nothing to reserve against): ``usage`` shows
         these calls as a row of their own."""
-        await self._transact(
-            lambda tx: tx.execute(
+
+        async def op(tx: Tx) -> None:
+            await tx.execute(
                 "INSERT INTO agent_ledger VALUES (?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
                 " ON CONFLICT (id) DO NOTHING",
                 id,
@@ -212,12 +228,14 @@ class Ledger:
                 period_key("day", now),
                 period_key("month", now),
                 now,
-                input_tokens,
-                output_tokens,
-                input_tokens + output_tokens,
+                used.input_tokens,
+                used.output_tokens,
+                used.total_tokens,
                 cost,
             )
-        )
+            await _cached(tx, id, used.cached_input_tokens)
+
+        await self._transact(op)
 
     async def release(self, id: str) -> None:
         """The call did not reach the provider's answer: its reservation goes (a settled one stays)."""
@@ -237,8 +255,9 @@ class Ledger:
     ) -> list[Spend]:
         """Settled spend of the period of ``now``, by tenant and user ("" for none)."""
         sql = (
-            "SELECT tenant, user_name, count(*), sum(input_tokens), sum(output_tokens), sum(cost)"
-            f" FROM agent_ledger WHERE expires_at IS NULL AND {period} = ?"
+            "SELECT tenant, user_name, count(*), sum(input_tokens), sum(output_tokens), sum(cost),"
+            f" sum(coalesce(cached_input_tokens, 0)) FROM {_WITH_CACHED}"
+            f" WHERE expires_at IS NULL AND {period} = ?"
         )
         args: list[Any] = [period_key(period, now)]
         for column, value in (("tenant", tenant), ("user_name", user)):
@@ -247,7 +266,7 @@ class Ledger:
                 args.append(value)
         sql += " GROUP BY tenant, user_name ORDER BY tenant, user_name"
         rows = await self._transact(lambda tx: tx.fetch(sql, *args))
-        return [Spend(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows]
+        return [Spend(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5]), int(r[6])) for r in rows]
 
     # -- forgetting -----------------------------------------------------------------
 
@@ -292,21 +311,28 @@ class Ledger:
             [(count,)] = await tx.fetch(f"SELECT count(*) FROM agent_ledger WHERE {where}", *args)
             totals = await tx.fetch(
                 f"SELECT tenant, {who}, model, day, month, min(at), sum(input_tokens), sum(output_tokens),"
-                f" sum(cost) FROM agent_ledger WHERE expires_at IS NULL AND {where} GROUP BY {group}",
+                f" sum(cost), sum(coalesce(cached_input_tokens, 0)) FROM {_WITH_CACHED}"
+                f" WHERE expires_at IS NULL AND {where} GROUP BY {group}",
+                *args,
+            )
+            await tx.execute(
+                f"DELETE FROM agent_ledger_cached WHERE id IN (SELECT id FROM agent_ledger WHERE {where})",
                 *args,
             )
             await tx.execute(f"DELETE FROM agent_ledger WHERE {where}", *args)
-            for tenant, user, model, day, month, at, input_tokens, output_tokens, cost in totals:
+            for tenant, user, model, day, month, at, input_tokens, output_tokens, cost, cached in totals:
+                id = f"total/{tenant}/{user}/{model}/{day}"
                 await tx.execute(
                     "INSERT INTO agent_ledger VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
                     " ON CONFLICT (id) DO UPDATE SET input_tokens = agent_ledger.input_tokens"
                     " + excluded.input_tokens, output_tokens = agent_ledger.output_tokens"
                     " + excluded.output_tokens, tokens = agent_ledger.tokens + excluded.tokens,"
                     " cost = agent_ledger.cost + excluded.cost",
-                    f"total/{tenant}/{user}/{model}/{day}", tenant, user, model, day, month, float(at),
+                    id, tenant, user, model, day, month, float(at),
                     int(input_tokens), int(output_tokens), int(input_tokens) + int(output_tokens),
                     float(cost),
                 )  # fmt: skip
+                await _cached(tx, id, int(cached), added=True)
             return int(count)
 
         return await self._transact(op)
@@ -378,6 +404,19 @@ class Ledger:
         return await self._transact(op)
 
 
+async def _cached(tx: Tx, id: str, tokens: int, *, added: bool = False) -> None:
+    """Row ``id``'s cached input tokens are ``tokens`` (``added``: that many more, for a fold's
+    total); none is no row in ``agent_ledger_cached``."""
+    if tokens:
+        before = "agent_ledger_cached.cached_input_tokens + " if added else ""
+        await tx.execute(
+            "INSERT INTO agent_ledger_cached VALUES (?, ?) ON CONFLICT (id) DO UPDATE"
+            f" SET cached_input_tokens = {before}excluded.cached_input_tokens",
+            id,
+            tokens,
+        )
+
+
 class SQLiteLedger(Ledger):
     """A SQLite file shared by the worker processes of one machine; each decision holds its write
     lock (``BEGIN IMMEDIATE``) from the first read to the commit."""
@@ -387,7 +426,7 @@ class SQLiteLedger(Ledger):
         self._path = path
         self._outage_seconds = outage_seconds
         with self._file._lock, self._file._db:
-            for statement in TABLES[1:]:
+            for statement in [*TABLES[1:], CACHED_TABLE]:
                 self._file._db.execute(statement)
 
     def __str__(self) -> str:

@@ -39,6 +39,7 @@ from durable_agents.stores.conversations import (
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, first_line, outage, patiently
 from durable_agents.stores.idempotency import FORGET_STEPS, StaleEpoch, steps_of
 from durable_agents.stores.layouts import folder_name
+from durable_agents.stores.ledger import CACHED_TABLE as LEDGER_CACHED
 from durable_agents.stores.ledger import TABLES as LEDGER_TABLES
 from durable_agents.stores.ledger import Ledger, Tx, numbered
 from durable_agents.stores.workspaces import WorkspaceError, relative
@@ -46,7 +47,7 @@ from durable_agents.workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -76,6 +77,7 @@ _MIGRATIONS: dict[int, list[str]] = {
         " PRIMARY KEY (owner, key))",
         "CREATE INDEX agent_payload_owners_key ON agent_payload_owners (key)",
     ],
+    6: [LEDGER_CACHED],  # the ledger's cached input tokens
 }
 _SCHEMA_LOCK = 7_233_001
 _LEDGER_LOCK = 7_233_002

@@ -98,10 +98,10 @@ async def test_usage_shows_model_calls_without_a_tenant_as_their_own_row(
 
         assert await starter_cli(env, capsys, "usage") == (
             0,
-            "TENANT       USER  CALLS  INPUT  OUTPUT  TOKENS  COST USD\n"
-            "(no tenant)  -     2      20     10      30      0.000000\n"
-            "acme         ann   1      10     5       15      0.000000\n"
-            "TOTAL              3      30     15      45      0.000000\n",
+            "TENANT       USER  CALLS  INPUT  CACHED  OUTPUT  TOKENS  COST USD\n"
+            "(no tenant)  -     2      20     0       10      30      0.000000\n"
+            "acme         ann   1      10     0       5       15      0.000000\n"
+            "TOTAL              3      30     0       15      45      0.000000\n",
             "",
         )
         assert await starter_cli(env, capsys, "usage", "--period", "month", "--tenant", "nobody") == (

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 from playwright.async_api import Browser, Page, expect
+from temporalio.client import Client
 
 from durable_agents.client.conversations import start_conversation
 from durable_agents.dev_server import EmbeddedServer
@@ -26,16 +27,18 @@ from durable_agents.workflows.config import (
     AgentSpec,
     ApprovalPolicy,
     ClientToolConfig,
+    GuardrailConfig,
+    GuardrailsConfig,
     JudgeConfig,
     Rule,
 )
 from durable_agents.workflows.messages import ModelSettings
 from tests.support.browser import browser, log_in
 from tests.support.conversations import delegating, find_workflows, wait_for_pending
-from tests.support.fake_provider import FakeProvider, openai_completion, openai_stream
+from tests.support.fake_provider import FakeProvider, Reply, openai_completion, openai_stream
 from tests.support.paths import ROOT
 from tests.support.serving import Served, serving
-from tests.support.workers import Env
+from tests.support.workers import Env, running_worker
 
 TOKEN = "console-s3cret"
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
@@ -140,7 +143,7 @@ async def test_an_edit_the_schema_refuses_is_shown_inline_then_the_fixed_call_ru
     await expect(page.locator(".toolcall .approval")).to_contain_text("approved by alice")
     await expect(page.locator(".toolcall pre.edited")).to_contain_text('"a": 6')
     per_model = page.locator("table.per-model tr[data-model='scripted:scripted-demo'] td")
-    await expect(per_model).to_have_text(["20", "10", "$0.000040"])
+    await expect(per_model).to_have_text(["20", "0", "10", "$0.000040"])
     await page.screenshot(path=images / "console-conversation.png", full_page=True)
     assert (await handle.result()).tool_calls[0].arguments == {"a": 6, "b": 7}
 
@@ -424,3 +427,55 @@ async def test_interrupt_ends_the_running_turn_and_the_chat_takes_the_next_messa
     assert [(r.message_id, r.stop_reason) for r in replies] == [("m1", "interrupted"), ("m2", "completed")]
     await handle.signal(AgentWorkflow.end)
     await handle.result()
+
+
+def _guarded(name: str, stage: str, excludes: str, **kwargs) -> GuardrailsConfig:
+    rules = [Rule(argument="text", excludes=excludes)]
+    return GuardrailsConfig(**{stage: [GuardrailConfig(name=name, kind="rules", rules=rules, **kwargs)]})
+
+
+async def test_the_conversation_page_lists_guardrail_checks_and_handoffs_and_shows_cached_tokens(
+    client: Client, fake: FakeProvider, page: Page, served: Served, tmp_path: Path
+) -> None:
+    model = ModelSettings(provider="openai", model="gpt-4o-mini")
+    agents = {
+        "front-desk": AgentSpec(
+            name="front-desk", model=model, tools=[], handoffs=["billing"],
+            guardrails=_guarded("no_card_numbers", "input", r"\b(?:\d[ -]?){13,16}\b"),
+        ),
+        "billing": AgentSpec(
+            name="billing", model=model, tools=[],
+            guardrails=_guarded("no_phone_numbers", "output", r"\d{3}-\d{4}", on_fail="retry"),
+        ),
+    }  # fmt: skip
+    cached = {
+        "prompt_tokens": 2000,
+        "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 1920},
+    }
+    reason = "An invoice question."
+    answers = [
+        openai_completion("", [("call_1", "transfer_to_billing", {"reason": reason})], "tool_calls"),
+        openai_completion("Call us at 555-0100."),
+        openai_completion("Your last invoice was 42 EUR."),
+    ]
+    fake.queue(*(Reply(body=answer | {"usage": cached}) for answer in answers))
+    async with running_worker(client, tmp_path, agents=agents) as env:
+        handle = await env.start(ConversationInput(prompt="What was my last invoice?", agent="front-desk"))
+        assert (await handle.result()).final_text == "Your last invoice was 42 EUR."
+        await page.goto(f"{served.url}/console/c/{quote(handle.id, safe='')}")
+
+        await expect(page.locator("ol.checks li")).to_have_text(
+            [
+                "no_card_numbers input of m1: passed",
+                "no_phone_numbers output of m1: failed: text matches \\d{3}-\\d{4}; the model answered again",
+                "no_phone_numbers output of m1: passed",
+            ]
+        )
+        await expect(page.locator("ol.checks li.failed b")).to_have_text(["no_phone_numbers"])
+        await expect(page.locator("ol.handoffs li .what")).to_have_text([f"front-desk → billing: {reason}"])
+        await expect(page.locator("ol.handoffs li small")).to_contain_text("call_1, ")
+        facts = page.locator("section[aria-label=Usage] dd")
+        await expect(facts).to_have_text(["6000", "5760", "30", "$0.000486", "3"])
+        per_model = page.locator("table.per-model tr[data-model='openai:gpt-4o-mini'] td")
+        await expect(per_model).to_have_text(["6000", "5760", "30", "$0.000486"])

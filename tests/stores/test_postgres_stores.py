@@ -73,6 +73,7 @@ async def test_tables_are_created_once_with_a_schema_version_by_workers_starting
         "agent_takeovers",  # leases taken, their epochs fenced (durable_agents/stores/leases.py)
         "agent_claims",  # ctx.once steps running (durable_agents/stores/idempotency.py)
         "agent_ledger",  # the shared ledger (durable_agents/stores/ledger.py)
+        "agent_ledger_cached",  # its rows' cached input tokens
         "agent_rate",
         "agent_slowdown",
     }

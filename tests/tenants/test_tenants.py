@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from durable_agents.activities.budgets import BudgetsFile
 from durable_agents.client.conversations import send_or_start, start_conversation
 from durable_agents.settings import Settings
-from durable_agents.stores.ledger import Ledger, Limit, SQLiteLedger
+from durable_agents.stores.ledger import TABLES, Ledger, Limit, Spend, SQLiteLedger, period_key
 from durable_agents.stores.postgres import Database, PostgresLedger
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow
@@ -23,8 +25,9 @@ from durable_agents.workflows.api import AGENT_TENANT, AGENT_USER, ConversationI
 from durable_agents.workflows.config import AgentSpec, ApprovalPolicy, JudgeConfig, Price
 from durable_agents.workflows.messages import ModelSettings, Usage
 from durable_agents.workflows.records import Decision
+from tests.support.cli import starter_cli
 from tests.support.conversations import wait_for_pending
-from tests.support.fake_provider import FakeProvider, Reply, error_reply, openai_completion
+from tests.support.fake_provider import FakeProvider, Reply, anthropic_message, error_reply, openai_completion
 from tests.support.workers import Env, running_worker
 
 WINDOW = 1.0
@@ -235,10 +238,82 @@ async def test_a_reservation_is_replaced_by_the_calls_next_attempt_or_lapses(led
     assert "limit of 100 tokens reached" in (await reserve("wf/run/2/1", now + 2) or "")  # another call
     assert await ledger.pending(now + 12) == 0  # nobody came back: it lapsed
     assert await reserve("wf/run/2/1", now + 12) is None
-    await ledger.settle("wf/run/2/1", 30, 10, 0.0)
+    await ledger.settle("wf/run/2/1", Usage(input_tokens=30, output_tokens=10), 0.0)
     assert await ledger.pending(now + 12) == 0
     [row] = await ledger.usage(period="day", now=now + 12, tenant="acme")
     assert (row.calls, row.tokens) == (1, 40)
+
+
+CACHED_USAGE = {"input_tokens": 80, "cache_read_input_tokens": 1920, "output_tokens": 10}
+"""An Anthropic answer's usage: 2000 tokens in, 1920 of them read from the prompt cache."""
+CACHED_COST = (80 * 1.00 + 1920 * 0.10 + 10 * 5.00) / 1e6
+"""Its cost at the models table's prices of claude-haiku-4-5 (input, cached input, output)."""
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_cached_input_tokens_are_in_the_ledger_its_folded_totals_and_usage(
+    client: Client,
+    fake: FakeProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    store: str,
+) -> None:
+    if store == "sqlite":
+        monkeypatch.setenv("AGENT_STORE", str(tmp_path / "conversations.db"))  # a ledger of this test's own
+    else:
+        monkeypatch.setenv("AGENT_DATABASE_URL", await request.getfixturevalue("postgres").new_database())
+    fake.queue(*[Reply(body=anthropic_message("Leave: 25 days.") | {"usage": CACHED_USAGE})] * 3)
+    agent = AgentSpec(
+        name="handbook", model=ModelSettings(provider="anthropic", model="claude-haiku-4-5", max_tokens=50)
+    )
+    async with running_worker(client, tmp_path) as env:
+        for tenant, user in [("acme", "ann"), ("acme", "ann"), (None, None)]:  # settled; recorded at once
+            await env.run(ConversationInput(prompt="Leave?", agent_spec=agent, tenant=tenant, user=user))
+        assert await starter_cli(env, capsys, "usage") == (
+            0,
+            "TENANT       USER  CALLS  INPUT  CACHED  OUTPUT  TOKENS  COST USD\n"
+            "(no tenant)  -     1      2000   1920    10      2010    0.000000\n"  # no owner: no price
+            "acme         ann   2      4000   3840    20      4020    0.000644\n"
+            "TOTAL              3      6000   5760    30      6030    0.000644\n",
+            "",
+        )
+        ledger = Settings.from_env().stores.ledger()
+        assert await ledger.forget_user("ann", "acme") == 2  # folded into acme's anonymous day total
+        [total] = await ledger.usage(period="month", now=time.time(), tenant="acme")
+        counts = (total.calls, total.input_tokens, total.cached_input_tokens, total.output_tokens)
+        assert (total.user, counts) == ("", (1, 4000, 3840, 20))
+        assert total.cost == pytest.approx(2 * CACHED_COST, rel=1e-12)
+        assert await starter_cli(env, capsys, "usage", "--tenant", "acme") == (
+            0,
+            "TENANT  USER  CALLS  INPUT  CACHED  OUTPUT  TOKENS  COST USD\n"
+            "acme    -     1      4000   3840    20      4020    0.000644\n"
+            "TOTAL         1      4000   3840    20      4020    0.000644\n",
+            "",
+        )
+
+
+async def test_a_ledger_file_of_the_previous_release_keeps_its_rows_and_takes_its_writes_beside_cached_tokens(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    old_row = "INSERT INTO agent_ledger VALUES (?, 'acme', 'ann', 'c', 'm', ?, ?, ?, 30, 10, 40, 0.5, NULL)"
+    now = time.time()
+    day, month = period_key("day", now), period_key("month", now)
+    with closing(sqlite3.connect(path)) as db, db:  # as the previous release made it and wrote a call
+        for statement in TABLES:
+            db.execute(statement)
+        db.execute(old_row, ("old/1", day, month, now))
+    ledger = SQLiteLedger(path)
+    used = Usage(input_tokens=20, cached_input_tokens=16)
+    await ledger.record("new/1", conversation="c", model="m", used=used, cost=0.0, now=now)
+    with closing(sqlite3.connect(path)) as db, db:  # the previous release's worker, still running beside
+        db.execute(old_row, ("old/2", day, month, now))
+    assert await ledger.usage(period="day", now=now) == [
+        Spend("", "", 1, 20, 0, 0.0, cached_input_tokens=16),
+        Spend("acme", "ann", 2, 60, 20, 1.0),
+    ]
 
 
 def _most_in_a_window(received: list, tokens: bool) -> int:

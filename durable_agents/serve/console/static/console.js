@@ -74,7 +74,7 @@ function follow() {
     const status = document.getElementById("status");
     if (status) status.textContent = JSON.parse(e.data).state;
   });
-  for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "client_tool_requested", "reply", "summary"]) {
+  for (const type of ["message", "tool_call_started", "tool_call_finished", "approval_requested", "approval_decided", "client_tool_requested", "reply", "summary", "guardrail_checked", "handed_off"]) {
     source.addEventListener(type, refresh);
   }
   for (const type of ["model_call_finished", "model_call_interrupted"]) {

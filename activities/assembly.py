@@ -102,11 +102,12 @@ class AgentActivities:
         idempotency = idempotency or stores.idempotency_store()
         payloads = stores.payload_driver()
         ledger = functools.cache(stores.ledger)  # one connection (pool), made on first use
-        meter = Meter(ledger, budgets)
+        models = models if models is not None else load_models()
+        meter = Meter(ledger, budgets, models.price)
         self._models = ModelActivities(store, providers, registry, identity, deltas, meter)
         resolver = AgentResolver(
             agents,
-            models if models is not None else load_models(),
+            models,
             registry,
             hooks,
             self._mcp,

@@ -52,10 +52,18 @@ class Meter:
     """The worker's view of the ledger and the budgets file; ``ledger`` is made on first use. Without
     a budgets file (or a ledger) every call passes straight through."""
 
-    def __init__(self, ledger: Callable[[], Ledger] | None, budgets: BudgetsFile | None) -> None:
+    def __init__(
+        self,
+        ledger: Callable[[], Ledger] | None,
+        budgets: BudgetsFile | None,
+        prices: Callable[[str], Price | None] = lambda model: None,
+    ) -> None:
         self._make_ledger = ledger
         self._ledger: Ledger | None = None
         self._budgets = budgets
+        self._prices = prices
+        """The worker's models table: the price of a call whose conversation sent none (only a
+        tenant's or user's conversation sends its own)."""
 
     def _the_ledger(self) -> Ledger:
         if self._ledger is None:
@@ -72,6 +80,7 @@ class Meter:
         model = f"{request.settings.provider}/{request.settings.model}"
         limit = budgets.limits.get(model)
         owned = input.tenant is not None or input.user is not None
+        price = input.price or self._prices(request.settings.model)
         ledger = self._the_ledger()
         info = activity.info()
         call = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/"
@@ -84,7 +93,7 @@ class Meter:
                 conversation=input.conversation_key,
                 model=model,
                 used=used,
-                cost=input.price.cost(used) if input.price else 0.0,
+                cost=price.cost(used) if price else 0.0,
                 now=time.time(),
             )
             return response
@@ -93,7 +102,6 @@ class Meter:
         worst = prompt + request.settings.max_tokens
         if owned:
             now = time.time()
-            price = input.price
             refused = await ledger.reserve(
                 id,
                 tenant=input.tenant or "",
@@ -131,7 +139,7 @@ class Meter:
             raise
         used = response.usage
         if owned:
-            cost = input.price.cost(used) if input.price else 0.0
+            cost = price.cost(used) if price else 0.0
             await ledger.settle(id, used, cost)
         if limit is not None:
             await ledger.settle_rate(id, used.total_tokens, time.time() + budgets.window_seconds)

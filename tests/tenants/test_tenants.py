@@ -274,9 +274,9 @@ async def test_cached_input_tokens_are_in_the_ledger_its_folded_totals_and_usage
         assert await starter_cli(env, capsys, "usage") == (
             0,
             "TENANT       USER  CALLS  INPUT  CACHED  OUTPUT  TOKENS  COST USD\n"
-            "(no tenant)  -     1      2000   1920    10      2010    0.000000\n"  # no owner: no price
+            "(no tenant)  -     1      2000   1920    10      2010    0.000322\n"  # at the worker's prices
             "acme         ann   2      4000   3840    20      4020    0.000644\n"
-            "TOTAL              3      6000   5760    30      6030    0.000644\n",
+            "TOTAL              3      6000   5760    30      6030    0.000966\n",
             "",
         )
         ledger = Settings.from_env().stores.ledger()

@@ -3,6 +3,7 @@ client with our data converter and our names on the wire, and the namespace's se
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, Interceptor, Plugin
-from temporalio.common import SearchAttributeIndexedValueType
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
@@ -28,7 +29,12 @@ from durable_agents.workflows.api import (
 )
 
 DEFAULT_ADDRESS = "localhost:7233"
+_log = logging.getLogger(__name__)
 
+AGENT_PROMPT = SearchAttributeKey.for_text("AgentPrompt")
+"""The start of a conversation's first prompt (a Text: a query matches whole words), set by the client
+that starts it (``durable_agents.client.search``), never by the workflow: a namespace without it
+loses only the search by prompt."""
 SEARCH_ATTRIBUTES = (
     AGENT_STATUS,
     AGENT_NAME,
@@ -37,11 +43,15 @@ SEARCH_ATTRIBUTES = (
     AGENT_TENANT,
     AGENT_USER,
     AGENT_COST,
+    AGENT_PROMPT,
 )
-"""Keywords, but AgentCost (a Double)."""
+"""Keywords, but AgentCost (a Double) and AgentPrompt (a Text)."""
+OPTIONAL_SEARCH_ATTRIBUTES = (AGENT_PROMPT,)
+"""Those a worker starts without when it may not register them: no workflow writes them."""
 CLI_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: "Keyword",
     SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.TEXT: "Text",
 }
 """Each type of ours as ``temporal operator search-attribute create --type`` names it."""
 
@@ -78,11 +88,12 @@ async def connect(
 
 
 async def ensure_search_attributes(client: Client) -> None:
-    """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant, AgentUser and AgentCost
-    if the namespace lacks them.
+    """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant, AgentUser, AgentCost and
+    AgentPrompt if the namespace lacks them.
 
-    Without them every status change would fail the workflow task. Raises
-    ``RuntimeError`` with the command to run when this client may not register them.
+    Without the first seven every status change would fail the workflow task: ``RuntimeError`` with
+    the commands to run when this client may not register them. Without AgentPrompt only the search
+    by prompt is lost: a warning with the command.
     """
     namespace = client.namespace
     wanted = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in SEARCH_ATTRIBUTES}
@@ -107,10 +118,15 @@ async def ensure_search_attributes(client: Client) -> None:
             return
         create = f"  temporal operator search-attribute create --namespace {namespace}"
         commands = "\n".join(f"{create} --type {types[name]} --name {name}" for name in missing)
-        raise RuntimeError(
+        told = (
             f"the namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this worker "
-            f"may not add them ({e.message}). Ask an operator to run:\n{commands}\n"
-            "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"
+            f"may not add them ({e.message}). Ask an operator to run:\n{commands}"
+        )
+        if set(missing) <= {key.name for key in OPTIONAL_SEARCH_ATTRIBUTES}:
+            _log.warning("%s\n(until then conversations start without them)", told)
+            return
+        raise RuntimeError(
+            f"{told}\n(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"
         ) from e
 
 

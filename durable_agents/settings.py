@@ -138,6 +138,10 @@ class Settings:
     trace_encrypted_content: bool = False
     """``AGENT_TRACE_ENCRYPTED_CONTENT=1``: with ``trace_content``, a worker that encrypts payloads
     (``AGENT_ENCRYPTION_KEY``) puts contents in spans too, in clear; without it, none."""
+    search_encrypted_prompts: bool = False
+    """``AGENT_SEARCH_ENCRYPTED_PROMPTS=1``: a client that encrypts payloads (``AGENT_ENCRYPTION_KEY``)
+    sets AgentPrompt too, in clear in Temporal's visibility store; without it, a conversation it
+    starts cannot be searched by prompt."""
     rate_limit: float | None = None
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""
     role: str = "all"
@@ -249,6 +253,7 @@ class Settings:
             trace_content=environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").lower()
             == "true",
             trace_encrypted_content=environ.get("AGENT_TRACE_ENCRYPTED_CONTENT") == "1",
+            search_encrypted_prompts=environ.get("AGENT_SEARCH_ENCRYPTED_PROMPTS") == "1",
             rate_limit=number("AGENT_RATE_LIMIT", environ.get("AGENT_RATE_LIMIT"), float),
             role=choice("AGENT_WORKER_ROLE", environ.get("AGENT_WORKER_ROLE"), ROLES) or "all",
             decide_timeout=10.0 if decide_timeout is None else decide_timeout,

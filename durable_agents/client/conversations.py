@@ -29,11 +29,17 @@ from temporalio.client import (
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
-from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    Priority,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.budgets import BudgetsFile
+from durable_agents.client.search import prompt_attribute
 from durable_agents.settings import DEFAULT_TASK_QUEUE, DEFAULT_UI_URL, Settings
 from durable_agents.workflows.agent import ROLLING_OVER, AgentWorkflow
 from durable_agents.workflows.api import (
@@ -96,7 +102,9 @@ async def start_conversation(
         id=id,
         task_queue=task_queue,
         result_type=ConversationResult,
-        **_start_options(conversation, conversation.prompt or "", fork_of=fork_of, priority=priority),
+        **await _start_options(
+            client, conversation, conversation.prompt or "", fork_of=fork_of, priority=priority
+        ),
         **options,
     )
     return cast(WorkflowHandle[AgentWorkflow, ConversationResult], handle)
@@ -200,7 +208,7 @@ def _sender(
             task_queue=task_queue,
             result_type=ConversationResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            **_start_options(conversation, message.text),
+            **await _start_options(client, conversation, message.text),
             **options,
         )
         try:
@@ -236,19 +244,24 @@ async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: 
     raise AssertionError("unreachable")
 
 
-def _start_options(
+async def _start_options(
+    client: Client,
     conversation: ConversationInput,
     first_message: str,
     fork_of: str | None = None,
     priority: int | None = None,
 ) -> dict[str, Any]:
-    """The Web UI summary and the search attributes a conversation starts with."""
+    """The Web UI summary and the search attributes a conversation starts with (AgentPrompt where
+    ``prompt_attribute`` allows it)."""
     agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
+    attributes = start_search_attributes(
+        agent, fork_of=fork_of, tenant=conversation.tenant, user=conversation.user
+    )
+    if (prompt := await prompt_attribute(client, first_message)) is not None:
+        attributes = TypedSearchAttributes([*attributes, prompt])
     options: dict[str, Any] = {
         "static_summary": conversation_summary(agent, first_message),
-        "search_attributes": start_search_attributes(
-            agent, fork_of=fork_of, tenant=conversation.tenant, user=conversation.user
-        ),
+        "search_attributes": attributes,
     }
     if (given := start_priority(conversation, priority)) is not None:
         options["priority"] = given

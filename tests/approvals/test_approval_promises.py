@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.activities.tools import ToolRegistry, default_registry, tool
+from durable_agents.connection import AGENT_PROMPT, SEARCH_ATTRIBUTES
 from durable_agents.dev_server import EmbeddedServer, dev_server_flags, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow
@@ -273,24 +274,27 @@ def _worker_process(address: str) -> subprocess.Popen[str]:
     )
 
 
-async def _until_running(worker: subprocess.Popen[str]) -> str:
-    """Read the worker's stdout until it says it runs; then stop it (SIGTERM, by PID)."""
+async def _until_running(worker: subprocess.Popen[str]) -> tuple[str, str]:
+    """Read the worker's stdout until it says it runs; then stop it (SIGTERM, by PID). Its running
+    line and all it wrote to stderr."""
     assert worker.stdout is not None
     lines: list[str] = []
     try:
         while line := await asyncio.to_thread(worker.stdout.readline):
             lines.append(line)
             if line.startswith("Worker (all) running"):
-                return line
-        raise AssertionError(f"the worker did not start: {''.join(lines)} {worker.stderr.read()}")  # type: ignore[union-attr]
+                break
     finally:
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
         try:
-            worker.communicate(timeout=30)
+            _, err = worker.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             worker.kill()
-            worker.communicate()
+            _, err = worker.communicate()
+    running = lines[-1] if lines else ""
+    assert running.startswith("Worker (all) running"), f"the worker did not start: {''.join(lines)} {err}"
+    return running, err
 
 
 async def _custom_attributes(client: Client) -> dict[str, int]:
@@ -306,6 +310,30 @@ async def test_a_worker_registers_the_search_attributes_a_server_lacks(bare_serv
     await _until_running(_worker_process(address))
     attributes = await _custom_attributes(bare_server)
     assert (attributes["AgentStatus"], attributes["AgentName"]) == (KEYWORD, KEYWORD)
+
+
+async def test_a_worker_that_may_not_register_agent_prompt_alone_starts_and_warns_with_the_command(
+    bare_server: Client,
+) -> None:
+    address = bare_server.service_client.config.target_host
+    # Ours registered but AgentPrompt, and every Text slot of the server's visibility store taken.
+    ours = {key.name: key.indexed_value_type for key in SEARCH_ATTRIBUTES if key != AGENT_PROMPT}
+    others = {f"OtherText{i}": IndexedValueType.INDEXED_VALUE_TYPE_TEXT for i in range(3)}
+    await bare_server.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(namespace="default", search_attributes=ours | others)
+    )
+    running, err = await _until_running(_worker_process(address))
+    assert running.startswith("Worker (all) running on task queue")
+    assert "AgentPrompt" not in await _custom_attributes(bare_server)
+    warning = err[err.index("WARNING durable_agents.connection: ") :].splitlines()
+    assert warning[0].startswith(
+        "WARNING durable_agents.connection: the namespace 'default' lacks the search attributes AgentPrompt"
+        " and this worker may not add them ("
+    )
+    assert warning[1:3] == [
+        "  temporal operator search-attribute create --namespace default --type Text --name AgentPrompt",
+        "(until then conversations start without them)",
+    ]
 
 
 async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(bare_server: Client) -> None:
@@ -327,7 +355,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     first, *rest = err.splitlines()
     assert first.startswith(
         "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent,"
-        " AgentForkOf, AgentTenant, AgentUser, AgentCost and this worker may not add them ("
+        " AgentForkOf, AgentTenant, AgentUser, AgentCost, AgentPrompt and this worker may not add them ("
     )
     commands = [
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentStatus",
@@ -337,6 +365,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentTenant",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentUser",
         "  temporal operator search-attribute create --namespace default --type Double --name AgentCost",
+        "  temporal operator search-attribute create --namespace default --type Text --name AgentPrompt",
     ]
     assert first.endswith("). Ask an operator to run:")
     assert rest == [*commands, "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"]
@@ -355,4 +384,6 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     attributes = await _custom_attributes(bare_server)
     assert (attributes["AgentStatus"], attributes["AgentName"]) == (KEYWORD, KEYWORD)
     assert attributes["AgentCost"] == IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE
-    assert (await _until_running(_worker_process(address))).startswith("Worker (all) running on task queue")
+    assert attributes["AgentPrompt"] == IndexedValueType.INDEXED_VALUE_TYPE_TEXT
+    running, _ = await _until_running(_worker_process(address))
+    assert running.startswith("Worker (all) running on task queue")

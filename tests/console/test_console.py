@@ -18,6 +18,8 @@ from playwright.async_api import Browser, Page, expect
 from temporalio.client import Client
 
 from durable_agents.client.conversations import start_conversation
+from durable_agents.client.search import UNREGISTERED
+from durable_agents.connection import AGENT_PROMPT, SEARCH_ATTRIBUTES
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.workflows.agent import AgentWorkflow
@@ -37,6 +39,7 @@ from tests.support.browser import browser, log_in
 from tests.support.conversations import delegating, find_workflows, wait_for_pending
 from tests.support.fake_provider import FakeProvider, Reply, openai_completion, openai_stream
 from tests.support.paths import ROOT
+from tests.support.servers import start_dev_server
 from tests.support.serving import Served, serving
 from tests.support.workers import Env, running_worker
 
@@ -330,7 +333,7 @@ async def test_the_list_is_filtered_searched_by_id_and_paged_both_ways_each_row_
     await find_workflows(env.client, f"WorkflowId = '{tag}-a1' AND ExecutionStatus = 'Completed'")
     ids = page.locator("tbody td:first-child")
 
-    await page.goto(f"{served.url}/console/conversations?id={tag}")
+    await page.goto(f"{served.url}/console/conversations?search={tag}")
     await expect(ids).to_have_text([f"{tag}-b2", f"{tag}-b1", f"{tag}-a1"])
     prompts = ["Check the ledger", "Multiply the invoices", "Summarise the quarterly report"]
     await expect(page.locator("tbody td.prompt")).to_have_text(prompts)
@@ -343,7 +346,7 @@ async def test_the_list_is_filtered_searched_by_id_and_paged_both_ways_each_row_
     await page.click("form.list-filters button[type=submit]")
     await expect(ids).to_have_text([f"{tag}-b1"])
 
-    await page.goto(f"{served.url}/console/conversations?id={tag}&size=1")
+    await page.goto(f"{served.url}/console/conversations?search={tag}&size=1")
     older, newer = (
         page.get_by_role("link", name="Older conversations"),
         page.get_by_role("link", name="Newer conversations"),
@@ -361,6 +364,62 @@ async def test_the_list_is_filtered_searched_by_id_and_paged_both_ways_each_row_
     response = await page.goto(f"{served.url}/console/conversations?status=sleeping")
     assert response is not None and response.status == 400
     assert "status must be one of running, idle" in await page.inner_text("body")
+
+
+async def test_the_search_box_finds_a_conversation_by_the_words_of_its_prompt_as_well_as_by_its_id(
+    env: Env, page: Page, served: Served
+) -> None:
+    tag, word = f"find-{uuid.uuid4().hex[:6]}", f"kestrel{uuid.uuid4().hex[:6]}"
+    agent = scripted_agent(step("Done."), tools=[])
+    for name, prompt in [
+        ("a", "Summarise the quarterly report"),
+        ("b", f"Check the ledger of {word.upper()}, please"),
+        ("c", f"Check the ledger of {word}x"),
+    ]:
+        started = ConversationInput(prompt=prompt, agent_spec=agent)
+        await start_conversation(env.client, started, id=f"{tag}-{name}", task_queue=env.task_queue)
+    await find_workflows(env.client, f"WorkflowId STARTS_WITH '{tag}' AND ExecutionStatus = 'Completed'", 3)
+    ids = page.locator("tbody td:first-child")
+
+    # Whole words, any case, any order; what is not a word (a quote, a star) is left out.
+    await page.goto(f"{served.url}/console/conversations?search={word}")
+    await expect(ids).to_have_text([f"{tag}-b"])
+    prompt = f"Check the ledger of {word.upper()}, please"
+    await expect(page.locator("tbody td.prompt")).to_have_text([prompt])
+    await page.fill("#l-search", f'LEDGER "{word}*')
+    await page.click("form.list-filters button[type=submit]")
+    await expect(page).to_have_url(re.compile("search=LEDGER"))
+    await expect(ids).to_have_text([f"{tag}-b"])
+    await expect(page.locator("#search-notice")).to_have_count(0)
+    # The same box finds ids by their start.
+    await page.fill("#l-search", f"{tag}-")
+    await page.click("form.list-filters button[type=submit]")
+    await expect(ids).to_have_text([f"{tag}-c", f"{tag}-b", f"{tag}-a"])
+
+
+async def test_without_agent_prompt_on_the_server_conversations_start_and_the_list_searches_ids_only(
+    chromium: Browser, tmp_path: Path
+) -> None:
+    server = await start_dev_server(search_attributes=[k for k in SEARCH_ATTRIBUTES if k != AGENT_PROMPT])
+    try:
+        address, tag = server.client.service_client.config.target_host, f"bare-{uuid.uuid4().hex[:6]}"
+        started = ConversationInput(prompt="Check the ledger", agent="demo")
+        handle = await start_conversation(server.client, started, id=f"{tag}-1", task_queue="nobody-polls")
+        assert AGENT_PROMPT not in (await handle.describe()).typed_search_attributes
+        await find_workflows(server.client, f"WorkflowId = '{tag}-1'")
+        async with serving(address, tmp_path / "serve.log", env={"AGENT_SERVE_TOKEN": TOKEN}) as bare:
+            context = await chromium.new_context()
+            page = await context.new_page()
+            await log_in(page, bare.url, "alice", TOKEN)
+            await page.goto(f"{bare.url}/console/conversations?search=ledger")
+            await expect(page.locator("#search-notice")).to_have_text(UNREGISTERED)
+            await expect(page.locator("p.empty")).to_have_text("No conversations match.")
+            await page.fill("#l-search", tag)
+            await page.click("form.list-filters button[type=submit]")
+            await expect(page.locator("tbody td:first-child")).to_have_text([f"{tag}-1"])
+            await context.close()
+    finally:
+        await server.shutdown()
 
 
 async def test_after_a_decision_focus_goes_on_to_the_next_card(env: Env, page: Page) -> None:

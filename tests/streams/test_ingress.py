@@ -20,6 +20,7 @@ from durable_agents.activities.agent_files import load_agent_file
 from durable_agents.activities.tools import ToolRegistry, default_registry, tool
 from durable_agents.cli import starter
 from durable_agents.client.conversations import conversation_result, send_or_start
+from durable_agents.connection import AGENT_PROMPT
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.plugin import build_worker
@@ -90,7 +91,9 @@ class TestUpdateWithStart:
         assert (status.state, status.queued_messages) == ("idle", 0)  # a chat: open for the next message
         start = await handle.fetch_history()
         attrs = start.events[0].workflow_execution_started_event_attributes
-        assert attrs.search_attributes.indexed_fields.keys() == {AGENT_NAME.name, AGENT_STATUS.name}
+        started_with = {AGENT_NAME.name, AGENT_STATUS.name, AGENT_PROMPT.name}
+        assert attrs.search_attributes.indexed_fields.keys() == started_with
+        assert described.typed_search_attributes.get(AGENT_PROMPT) == "hello"  # the first message: a prompt
 
     async def test_an_existing_id_gets_the_message_appended_without_a_second_start(
         self, client: Client, worker: str

@@ -3,6 +3,9 @@ change for everyone: when it suggests continue-as-new, say."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.connection import SEARCH_ATTRIBUTES
@@ -15,14 +18,17 @@ HISTORY_SIZE = "limit.historySize.suggestContinueAsNew"
 """History bytes from which the server suggests continue-as-new (Temporal's default: 4 MiB)."""
 
 
-async def start_dev_server(*dynamic_config: tuple[str, int]) -> WorkflowEnvironment:
-    """A dev server of its own, on loopback, with this project's search attributes, flags and data
-    converter, and each (setting, value) of ``dynamic_config``; the caller shuts it down."""
+async def start_dev_server(
+    *dynamic_config: tuple[str, int], search_attributes: Sequence[SearchAttributeKey] = SEARCH_ATTRIBUTES
+) -> WorkflowEnvironment:
+    """A dev server of its own, on loopback, with this project's search attributes (or those given),
+    flags and data converter, and each (setting, value) of ``dynamic_config``; the caller shuts it
+    down."""
     return await WorkflowEnvironment.start_local(
         data_converter=data_converter(),
         ip="127.0.0.1",
         ui=False,
-        search_attributes=SEARCH_ATTRIBUTES,
+        search_attributes=search_attributes,
         dev_server_existing_path=temporal_cli(),
         dev_server_extra_args=[
             *dev_server_flags(),

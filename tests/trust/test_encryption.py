@@ -24,6 +24,8 @@ from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client
 
+from durable_agents.client.conversations import start_conversation
+from durable_agents.connection import AGENT_PROMPT
 from durable_agents.converter import PAYLOAD_THRESHOLD, data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.encryption import EncryptionCodec
@@ -156,6 +158,26 @@ async def test_the_payload_store_holds_encrypted_payloads(
     assert b"Kestrel" not in blob
     [decrypted] = await EncryptionCodec({"k1": KEY_A}).decode([stored])
     assert json.loads(decrypted.data)["prompt"] == prompt
+
+
+async def test_a_client_that_encrypts_sets_no_agent_prompt_unless_told_to(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await _client(server, monkeypatch, f"k1:{B64_A}")
+    started = conversation(scripted_agent(step("done")), SECRET_PROMPT)
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"  # no worker: the start's search attributes are all there is
+    sealed = await start_conversation(client, started, id=f"sealed-{uuid.uuid4().hex[:8]}", task_queue=queue)
+    monkeypatch.setenv("AGENT_SEARCH_ENCRYPTED_PROMPTS", "1")
+    told = await start_conversation(client, started, id=f"told-{uuid.uuid4().hex[:8]}", task_queue=queue)
+
+    plain = await Client.connect(server.address)  # what the server, and its visibility store, hold
+    described = [await plain.get_workflow_handle(h.id).describe() for h in (sealed, told)]
+    fields = described[0].raw_description.workflow_execution_info.search_attributes.indexed_fields
+    assert sorted(fields) == ["AgentName", "AgentStatus"]
+    assert not [name for name, field in fields.items() if b"Kestrel" in field.data]
+    assert described[1].typed_search_attributes.get(AGENT_PROMPT) == SECRET_PROMPT
+    for handle in (sealed, told):
+        await handle.terminate("test over")
 
 
 @pytest.mark.parametrize(

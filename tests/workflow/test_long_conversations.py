@@ -26,6 +26,8 @@ from temporalio.worker import Worker
 from durable_agents.activities.assembly import AgentActivities
 from durable_agents.activities.hooks import default_hooks, hook
 from durable_agents.activities.tools import default_registry
+from durable_agents.client.conversations import start_conversation
+from durable_agents.connection import AGENT_PROMPT
 from durable_agents.converter import PAYLOAD_THRESHOLD
 from durable_agents.settings import Settings
 from durable_agents.testing import conversation, scripted_agent, step
@@ -130,7 +132,9 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
     client, queue = suggesting_by_length, f"idle-{uuid.uuid4().hex[:8]}"
     agent = scripted_agent(step("hello {user}"), step("again {user}"), chat=True)
     async with running_worker(client, tmp_path, task_queue=queue) as worker:
-        handle = await worker.start(conversation(agent, "one"))
+        handle = await start_conversation(
+            client, conversation(agent, "one"), id=queue, task_queue=worker.task_queue
+        )
         latest = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
         await until_state(latest, "idle")
         # Decisions for calls nobody asked about are dropped, but each grows the idle run's history
@@ -143,6 +147,7 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
             await asyncio.sleep(0.05)
         await _new_run(latest, handle.first_execution_run_id)
         await until_state(latest, "idle")
+        assert (await latest.describe()).typed_search_attributes.get(AGENT_PROMPT) == "one"  # carried over
         status = await latest.query(AgentWorkflow.status)
         reply = await latest.execute_update(AgentWorkflow.send_message, MessageInput(text="two"))
         await latest.signal(AgentWorkflow.end)

@@ -29,6 +29,7 @@ from durable_agents.client.conversations import (
     quoted,
     shown_once,
 )
+from durable_agents.client.search import prompt_condition
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import (
     AGENT_COST,
@@ -186,8 +187,10 @@ class ListFilter:
     agent: str = ""
     tenant: str = ""
     user: str = ""
-    id: str = ""
-    """The start of the conversation's id."""
+    search: str = ""
+    """The start of the conversation's id, or words of its prompt (AgentPrompt)."""
+    prompts: bool = True
+    """Whether ``search`` looks at prompts too (the namespace has AgentPrompt: ``prompt_searchable``)."""
 
     def __post_init__(self) -> None:
         if self.status and self.status not in STATUSES:
@@ -201,8 +204,10 @@ class ListFilter:
         for key, value in (("AgentName", self.agent), ("AgentTenant", self.tenant), ("AgentUser", self.user)):
             if value:
                 found.append(f"{key} = {quoted(value)}")
-        if self.id:
-            found.append(f"WorkflowId STARTS_WITH {quoted(self.id)}")
+        if self.search:
+            by_id = f"WorkflowId STARTS_WITH {quoted(self.search)}"
+            by_prompt = prompt_condition(self.search) if self.prompts else ""
+            found.append(f"({by_id} OR ({by_prompt}))" if by_prompt else by_id)
         return " AND ".join(found)
 
 

@@ -2,7 +2,8 @@
 
     GET  /console/                      the inbox: every call waiting for a person
     GET  /console/conversations         conversations, newest first (?before= the next page, ?after= the
-                                        one before; ?status= ?agent= ?tenant= ?user= ?id= filter them)
+                                        one before; ?status= ?agent= ?tenant= ?user= filter them, ?search=
+                                        an id's start or a prompt's words)
     GET  /console/c/ID                  one conversation, live (its event stream: /console/c/ID/events)
     POST /console/c/ID/decide           approve, reject, edit the arguments, remember
     POST /console/c/ID/answer           a client tool's result (``ask_user``: the answer)
@@ -31,6 +32,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.client.conversations import ui_link
+from durable_agents.client.search import UNREGISTERED, prompt_searchable
 from durable_agents.serve.console import actions, reading
 from durable_agents.serve.console.sessions import (
     COOKIE,
@@ -47,7 +49,7 @@ HERE = Path(__file__).parent
 BASE = "/console"
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
-FILTERS = ("status", "agent", "tenant", "user", "id")
+FILTERS = ("status", "agent", "tenant", "user", "search")
 """The list's filters (``reading.ListFilter``), as the page's form and links name them."""
 HEADERS = {
     "Content-Security-Policy": (
@@ -184,12 +186,14 @@ def mount(
 
     async def list_page(request: Request, session: Session) -> Response:
         given = request.query_params
+        prompts = await prompt_searchable(client)
         try:
             before, after = _time(given, "before"), _time(given, "after")
             size = int(given.get("size") or PAGE_SIZE)
             if not 1 <= size <= MAX_PAGE_SIZE:
                 raise ValueError(f"size must be 1 to {MAX_PAGE_SIZE}")
-            shown = reading.ListFilter(**{name: given.get(name, "").strip() for name in FILTERS})
+            filters = {name: given.get(name, "").strip() for name in FILTERS}
+            shown = reading.ListFilter(**filters, prompts=prompts)
         except ValueError as e:
             return PlainTextResponse(f"{e}\n", status_code=400)
         tenant = session.caller.tenant
@@ -206,6 +210,7 @@ def mount(
             "newer": f"?{urlencode({**kept, 'after': rows[0].started.isoformat()})}" if newer else None,
         }
         context = {"rows": rows, "shown": shown, "statuses": reading.STATUSES, "links": links}
+        context["notice"] = "" if prompts else UNREGISTERED
         return page(request, "conversations.html", session, **context)
 
     async def conversation_page(request: Request, session: Session) -> Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -51,33 +52,26 @@ def quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@dataclass(frozen=True)
 class Lifecycle:
     """The activities, over the worker's stores (the ones its conversations write)."""
 
-    def __init__(
-        self,
-        store: ConversationStore,
-        idempotency: IdempotencyStore,
-        workspaces: Workspaces,
-        payloads: PayloadStore,
-        ledger: Callable[[], Ledger],
-    ) -> None:
-        self._store = store
-        self._idempotency = idempotency
-        self._workspaces = workspaces
-        self._payloads = payloads
-        self._ledger = ledger
+    store: ConversationStore
+    idempotency: IdempotencyStore
+    workspaces: Workspaces
+    payloads: PayloadStore
+    ledger: Callable[[], Ledger]
 
     async def forget(self, key: str, workflow_id: str | None) -> dict[str, int]:
         """Everything the stores keep of one conversation, removed: how many items of each store.
         Safe to repeat (what is gone counts 0). ``workflow_id`` owns its payloads; None when that
         id now names a later conversation, whose payloads they may be."""
         return {
-            "messages": await self._store.forget(key),
-            "once results": await self._idempotency.forget(key),
-            "workspace files": await self._workspaces.forget(key),
-            "payloads": await self._payloads.forget(workflow_id) if workflow_id is not None else 0,
-            "ledger rows": await self._ledger().forget_conversation(key),
+            "messages": await self.store.forget(key),
+            "once results": await self.idempotency.forget(key),
+            "workspace files": await self.workspaces.forget(key),
+            "payloads": await self.payloads.forget(workflow_id) if workflow_id is not None else 0,
+            "ledger rows": await self.ledger().forget_conversation(key),
         }
 
     @RETENTION_BATCH.defn
@@ -91,8 +85,8 @@ class Lifecycle:
         cutoff = datetime.now(UTC) - retention
         removed: dict[str, int] = {}
         if not request.cursor:
-            removed["ledger rows folded"] = await self._ledger().fold_past(time.time())
-        keys = await self._store.conversations_after(request.cursor, request.batch)
+            removed["ledger rows folded"] = await self.ledger().fold_past(time.time())
+        keys = await self.store.conversations_after(request.cursor, request.batch)
         conversations = 0
         for key in keys:
             activity.heartbeat(key)
@@ -161,9 +155,7 @@ class Lifecycle:
     async def forget_spender(self, request: ErasureRequest) -> dict[str, int]:
         """The user's ledger rows, folded into anonymous totals of their tenant."""
         assert request.user is not None
-        return {
-            "ledger totals made anonymous": await self._ledger().forget_user(request.user, request.tenant)
-        }
+        return {"ledger totals made anonymous": await self.ledger().forget_user(request.user, request.tenant)}
 
     def activities(self) -> list:
         return [

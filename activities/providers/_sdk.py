@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, Generic, TypeVar, get_args
 
@@ -14,7 +15,7 @@ import httpx2
 
 from durable_agents.activities.errors import provider_error, status_error, stream_error
 from durable_agents.activities.providers._response import ResponseBuilder, collect
-from durable_agents.workflows.messages import ModelResponse, OnText
+from durable_agents.workflows.messages import ModelRequest, ModelResponse, OnText
 
 C = TypeVar("C")
 
@@ -37,6 +38,21 @@ def build_models(*types: Any) -> None:
         members = get_args(get_args(kind)[0]) if get_args(kind) else (kind,)
         for model in members:
             model.model_rebuild()
+
+
+@dataclass(frozen=True)
+class SDKCall:
+    """One call of an SDK's ``create``, and how its answer is read."""
+
+    create: Callable[..., Awaitable[Any]]
+    wire: dict[str, Any]
+    """The keyword arguments of ``create`` (the adapter's ``to_wire``)."""
+    add: Callable[[ResponseBuilder, dict[str, Any]], None]
+    """Reads one streamed event, as JSON."""
+    whole: Callable[[dict[str, Any]], ModelResponse]
+    """Reads a whole answer, as JSON."""
+    stream_options: dict[str, Any] = field(default_factory=dict)
+    """What a streamed call sends besides ``wire``."""
 
 
 class SDKModel(Generic[C]):
@@ -62,27 +78,23 @@ class SDKModel(Generic[C]):
         """Close the HTTP client's connections (the worker does so when it stops)."""
         await self._client.close()  # type: ignore[attr-defined]
 
-    async def create(
-        self,
-        create: Callable[..., Awaitable[Any]],
-        wire: dict[str, Any],
-        *,
-        stream: bool,
-        timeout: float,
-        on_text: OnText | None,
-        add: Callable[[ResponseBuilder, dict[str, Any]], None],
-        whole: Callable[[dict[str, Any]], ModelResponse],
-        stream_options: dict[str, Any] | None = None,
+    def call(self, request: ModelRequest) -> SDKCall:
+        """The SDK call that answers ``request`` (each adapter says which, and how it reads)."""
+        raise NotImplementedError
+
+    async def complete(
+        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
         """One call of the SDK's ``create``: streamed, each event fed to ``add``; whole, the answer
         as JSON given to ``whole``. Its errors are Temporal's (``sdk_errors``)."""
+        call = self.call(request)
         with self.sdk_errors():
-            if stream:
-                events = await create(**wire, stream=True, **(stream_options or {}), timeout=timeout)
-                return await collect(events, add, ResponseBuilder(self.name, on_text))
-            answer = await create(**wire, timeout=timeout)
+            if request.settings.stream:
+                events = await call.create(**call.wire, stream=True, **call.stream_options, timeout=timeout)
+                return await collect(events, call.add, ResponseBuilder(self.name, on_text))
+            answer = await call.create(**call.wire, timeout=timeout)
         # No warnings: a lenient compatible server may send a field in another type (adapters take it).
-        return whole(answer.model_dump(mode="json", warnings=False))
+        return call.whole(answer.model_dump(mode="json", warnings=False))
 
     @contextmanager
     def sdk_errors(self) -> Iterator[None]:

@@ -8,7 +8,7 @@ from typing import Any, assert_never
 import anthropic
 
 from durable_agents.activities.providers._response import ResponseBuilder
-from durable_agents.activities.providers._sdk import SDKModel, build_models
+from durable_agents.activities.providers._sdk import SDKCall, SDKModel, build_models
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -45,18 +45,13 @@ class AnthropicMessagesModel(SDKModel[anthropic.AsyncAnthropic]):
     client_class = anthropic.AsyncAnthropic
     environment = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
+    def call(self, request: ModelRequest) -> SDKCall:
+        return SDKCall(self._client.messages.create, to_wire(request), add_event, from_wire)
+
     async def complete(
         self, request: ModelRequest, timeout: float, on_text: OnText | None = None
     ) -> ModelResponse:
-        response = await self.create(
-            self._client.messages.create,
-            to_wire(request),
-            stream=request.settings.stream,
-            timeout=timeout,
-            on_text=on_text,
-            add=add_event,
-            whole=from_wire,
-        )
+        response = await super().complete(request, timeout, on_text)
         return answer_from_tool(response) if request.output_schema is not None else response
 
 

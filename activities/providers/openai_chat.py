@@ -9,7 +9,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from durable_agents.activities.providers._response import ResponseBuilder
-from durable_agents.activities.providers._sdk import SDKModel, build_models
+from durable_agents.activities.providers._sdk import SDKCall, SDKModel, build_models
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
     AssistantMessage,
@@ -17,7 +17,6 @@ from durable_agents.workflows.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    OnText,
     SummaryMessage,
     SystemMessage,
     ToolCall,
@@ -45,18 +44,13 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     client_class = openai.AsyncOpenAI
     environment = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
 
-    async def complete(
-        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
-    ) -> ModelResponse:
+    def call(self, request: ModelRequest) -> SDKCall:
         official = self._client.base_url.host == "api.openai.com"
-        return await self.create(
+        return SDKCall(
             self._client.chat.completions.create,
             to_wire(request, max_tokens_key="max_completion_tokens" if official else "max_tokens"),
-            stream=request.settings.stream,
-            timeout=timeout,
-            on_text=on_text,
-            add=add_chunk,
-            whole=from_wire,
+            add_chunk,
+            from_wire,
             stream_options={"stream_options": {"include_usage": True}},
         )
 

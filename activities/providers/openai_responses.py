@@ -14,7 +14,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from durable_agents.activities.errors import stream_error
 from durable_agents.activities.providers._response import ResponseBuilder
-from durable_agents.activities.providers._sdk import SDKModel, build_models
+from durable_agents.activities.providers._sdk import SDKCall, SDKModel, build_models
 from durable_agents.activities.providers.openai_chat import OpenAIChatModel, arguments, result_text
 from durable_agents.workflows.answers import OUTPUT_NAME
 from durable_agents.workflows.messages import (
@@ -23,7 +23,6 @@ from durable_agents.workflows.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    OnText,
     SummaryMessage,
     SystemMessage,
     ToolResultMessage,
@@ -45,18 +44,8 @@ class OpenAIResponsesModel(SDKModel[openai.AsyncOpenAI]):
     client_class = openai.AsyncOpenAI
     environment = OpenAIChatModel.environment
 
-    async def complete(
-        self, request: ModelRequest, timeout: float, on_text: OnText | None = None
-    ) -> ModelResponse:
-        return await self.create(
-            self._client.responses.create,
-            to_wire(request),
-            stream=request.settings.stream,
-            timeout=timeout,
-            on_text=on_text,
-            add=add_event,
-            whole=from_wire,
-        )
+    def call(self, request: ModelRequest) -> SDKCall:
+        return SDKCall(self._client.responses.create, to_wire(request), add_event, from_wire)
 
 
 def to_wire(request: ModelRequest) -> dict[str, Any]:

@@ -849,35 +849,25 @@ def parser() -> argparse.ArgumentParser:
     _versioning_option(c)
     c.set_defaults(func=chat)
 
-    e = sub.add_parser("end", help="close a chat after its current turn")
-    e.add_argument("workflow_id")
-    e.set_defaults(func=end)
-
-    i = sub.add_parser(
-        "interrupt", help="end the running turn now: its model call is cancelled; a chat stays open"
-    )
-    i.add_argument("workflow_id")
-    i.set_defaults(func=interrupt)
-
-    r = sub.add_parser("refresh-tools", help="list the MCP servers' tools again for a running conversation")
-    r.add_argument("workflow_id")
-    r.set_defaults(func=refresh_tools)
-
-    x = sub.add_parser("cancel", help="cancel a conversation; it ends with the conversation so far")
-    x.add_argument("workflow_id")
-    x.add_argument("--reason", default="cancelled from starter.py")
-    x.set_defaults(func=cancel)
-
     for name, func, help_text in [
+        ("end", end, "close a chat after its current turn"),
+        ("interrupt", interrupt, "end the running turn now: its model call is cancelled; a chat stays open"),
+        ("refresh-tools", refresh_tools, "list the MCP servers' tools again for a running conversation"),
         ("result", result, "wait for and print a conversation's answer"),
         ("history", history, "print a conversation's messages"),
         ("status", status, "print a conversation's status"),
+        ("export", export, "a conversation and its sub-agents as JSON Lines, for an audit"),
     ]:
         c = sub.add_parser(name, help=help_text)
         c.add_argument("workflow_id")
         c.set_defaults(func=func)
         if name == "history":
             c.add_argument("--json", action="store_true")
+
+    x = sub.add_parser("cancel", help="cancel a conversation; it ends with the conversation so far")
+    x.add_argument("workflow_id")
+    x.add_argument("--reason", default="cancelled from starter.py")
+    x.set_defaults(func=cancel)
 
     for name in ("approve", "reject"):
         d = sub.add_parser(name, help=f"{name} a tool call that waits for a person (answers whether it took)")
@@ -972,10 +962,6 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="recent conversations")
     ls.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     ls.set_defaults(func=list_conversations)
-
-    ex = sub.add_parser("export", help="a conversation and its sub-agents as JSON Lines, for an audit")
-    ex.add_argument("workflow_id")
-    ex.set_defaults(func=export)
 
     dl = sub.add_parser(
         "delete", help="remove a conversation and its sub-agents from Temporal and every store"

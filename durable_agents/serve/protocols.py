@@ -27,8 +27,9 @@ and result schema; UI: the run finishes with ``tool-calls``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, assert_never
 
 from durable_agents.workflows.events import (
     ApprovalDecided,
@@ -76,12 +77,17 @@ def _approval(record: ApprovalRecord) -> dict[str, Any]:
     return record.model_dump(mode="json", exclude_none=True)
 
 
-class _Text:
-    """A run's model call texts as messages, by the dedupe rule: ``steps`` says, for each event,
-    which message ends, is replaced, starts, and what text it adds (``(step, id, text)``)."""
+TextStep = Literal["start", "delta", "end", "replaced"]
 
-    def __init__(self, prefix: str) -> None:
+
+class _Text:
+    """A run's model call texts as messages, by the dedupe rule: ``chunks`` says, for each event,
+    which message ends, is replaced, starts, and what text it adds, each step as the protocol's
+    ``chunk`` of it."""
+
+    def __init__(self, prefix: str, chunk: Callable[[TextStep, str, str], Chunk]) -> None:
         self._prefix = prefix
+        self._chunk = chunk
         self._rule = StreamedText()
         self._open: dict[int, str] = {}
         self._replaced: dict[int, int] = {}
@@ -92,8 +98,8 @@ class _Text:
         again = self._replaced.get(call, 0)
         return f"{self._prefix}-{call}" + (f"-{again}" if again else "")
 
-    def steps(self, event: TextDelta | ModelCallFinished) -> list[tuple[str, str, str]]:
-        steps: list[tuple[str, str, str]] = []
+    def chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
+        steps: list[tuple[TextStep, str, str]] = []
         call = event.model_call
         update = self._rule.add(event)
         if update is not None and call not in self._over:
@@ -108,15 +114,17 @@ class _Text:
             steps.append(("delta", self._open[call], text))
         if isinstance(event, ModelCallFinished) and call in self._open:
             steps.append(("end", self._open.pop(call), ""))
-        return steps
+        return [self._chunk(*step) for step in steps]
 
-    def interrupted(self, event: ModelCallInterrupted) -> list[tuple[str, str, str]]:
+    def interrupted(self, event: ModelCallInterrupted) -> list[Chunk]:
         """A call that is over without an answer ends its message (an attempt that broke off does
         not: its retry goes on with it, or replaces it)."""
         if event.attempt is not None:
             return []
         self._over.add(event.model_call)
-        return [("end", self._open.pop(event.model_call), "")] if event.model_call in self._open else []
+        if event.model_call not in self._open:
+            return []
+        return [self._chunk("end", self._open.pop(event.model_call), "")]
 
 
 class _CallStep(NamedTuple):
@@ -239,6 +247,20 @@ def _interruption(event: ModelCallInterrupted) -> dict[str, Any]:
     return found
 
 
+def _ag_ui_text(step: TextStep, message_id: str, text: str) -> Chunk:
+    match step:
+        case "start":
+            return {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
+        case "delta":
+            return {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text}
+        case "end":
+            return {"type": "TEXT_MESSAGE_END", "messageId": message_id}
+        case "replaced":
+            return {"type": "CUSTOM", "name": "text_replaced", "value": {"messageId": message_id}}
+        case _:
+            assert_never(step)
+
+
 class AgUi:
     """AG-UI events (``@ag-ui/core`` 1.0) for one run of a thread (a conversation)."""
 
@@ -247,7 +269,7 @@ class AgUi:
         no ``TOOL_CALL_RESULT`` for them)."""
         self.thread_id, self.run_id = thread_id, run_id
         self._answered = answered or set()
-        self._text = _Text(f"{thread_id}-m")
+        self._text = _Text(f"{thread_id}-m", _ag_ui_text)
         self._calls = _ToolCalls()
 
     def started(self) -> list[Chunk]:
@@ -286,17 +308,17 @@ class AgUi:
     def translate(self, event: Event) -> list[Chunk]:
         match event:
             case TextDelta():
-                return self._text_chunks(event)
+                return self._text.chunks(event)
             case ToolCallDelta():
                 return self._call_chunks(event.model_call, self._calls.streamed(event))
             case ModelCallFinished():
                 return [
-                    *self._text_chunks(event),
+                    *self._text.chunks(event),
                     *self._call_chunks(event.model_call, self._calls.finished(event)),
                 ]
             case ModelCallInterrupted():
                 return [
-                    *self._steps(self._text.interrupted(event)),
+                    *self._text.interrupted(event),
                     *self._call_chunks(event.model_call, self._calls.interrupted(event)),
                     {"type": "CUSTOM", "name": "model_call_interrupted", "value": _interruption(event)},
                 ]
@@ -322,27 +344,6 @@ class AgUi:
                 value = call.model_dump(mode="json", exclude_none=True, exclude={"result", "is_error"})
                 return [{"type": "CUSTOM", "name": "client_tool_requested", "value": value}]
         return []
-
-    def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
-        return self._steps(self._text.steps(event))
-
-    def _steps(self, steps: list[tuple[str, str, str]]) -> list[Chunk]:
-        chunks: list[Chunk] = []
-        for step, message_id, text in steps:
-            match step:
-                case "start":
-                    chunks.append(
-                        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
-                    )
-                case "delta":
-                    chunks.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
-                case "end":
-                    chunks.append({"type": "TEXT_MESSAGE_END", "messageId": message_id})
-                case "replaced":
-                    chunks.append(
-                        {"type": "CUSTOM", "name": "text_replaced", "value": {"messageId": message_id}}
-                    )
-        return chunks
 
     def _call_chunks(self, model_call: int, steps: list[_CallStep]) -> list[Chunk]:
         chunks: list[Chunk] = []
@@ -375,6 +376,20 @@ def reply_id(workflow_id: str, message_id: str) -> str:
     return f"{workflow_id}-{message_id}-reply"
 
 
+def _ui_text(step: TextStep, text_id: str, text: str) -> Chunk:
+    match step:
+        case "start":
+            return {"type": "text-start", "id": text_id}
+        case "delta":
+            return {"type": "text-delta", "id": text_id, "delta": text}
+        case "end":
+            return {"type": "text-end", "id": text_id}
+        case "replaced":
+            return {"type": "data-text-replaced", "data": {"id": text_id}, "transient": True}
+        case _:
+            assert_never(step)
+
+
 class UiMessages:
     """UI message stream parts (``x-vercel-ai-ui-message-stream: v1``) of one assistant message: the
     reply to one user message, its steps, tool calls and approvals. Without a ``message_id`` (a
@@ -383,7 +398,7 @@ class UiMessages:
 
     def __init__(self, message_id: str | None, workflow_id: str = "") -> None:
         self.message_id, self._workflow_id = message_id, workflow_id
-        self._text = _Text(f"{message_id or workflow_id}-t")
+        self._text = _Text(f"{message_id or workflow_id}-t", _ui_text)
         self._calls = _ToolCalls()
         self._stepped: set[int] = set()
         """Calls whose step has started: a delta from the fast channel may come before the log's
@@ -404,19 +419,19 @@ class UiMessages:
         match event:
             case MessageAdded(role="user", message_id=message) if self.message_id is None:
                 self.message_id = reply_id(self._workflow_id, message or "")
-                self._text = _Text(f"{self.message_id}-t")
+                self._text = _Text(f"{self.message_id}-t", _ui_text)
                 return self.started()
             case ModelCallStarted():
                 return self._step(event.model_call)
             case TextDelta():
-                chunks = self._text_chunks(event)
+                chunks = self._text.chunks(event)
                 return [*self._step(event.model_call), *chunks] if chunks else []
             case ToolCallDelta():
                 chunks = self._call_chunks(self._calls.streamed(event))
                 return [*self._step(event.model_call), *chunks] if chunks else []
             case ModelCallFinished():
                 return [
-                    *self._text_chunks(event),
+                    *self._text.chunks(event),
                     *self._call_chunks(self._calls.finished(event)),
                     {"type": "finish-step"},
                 ]
@@ -425,7 +440,7 @@ class UiMessages:
                 mark["transient"] = True
                 ended = [{"type": "finish-step"}] if attempt is None else []
                 return [
-                    *self._steps(self._text.interrupted(event)),
+                    *self._text.interrupted(event),
                     *self._call_chunks(self._calls.interrupted(event)),
                     mark,
                     *ended,
@@ -479,23 +494,6 @@ class UiMessages:
             return []
         self._stepped.add(call)
         return [{"type": "start-step"}]
-
-    def _text_chunks(self, event: TextDelta | ModelCallFinished) -> list[Chunk]:
-        return self._steps(self._text.steps(event))
-
-    def _steps(self, steps: list[tuple[str, str, str]]) -> list[Chunk]:
-        chunks: list[Chunk] = []
-        for step, text_id, text in steps:
-            match step:
-                case "start":
-                    chunks.append({"type": "text-start", "id": text_id})
-                case "delta":
-                    chunks.append({"type": "text-delta", "id": text_id, "delta": text})
-                case "end":
-                    chunks.append({"type": "text-end", "id": text_id})
-                case "replaced":
-                    chunks.append({"type": "data-text-replaced", "data": {"id": text_id}, "transient": True})
-        return chunks
 
     def _call_chunks(self, steps: list[_CallStep]) -> list[Chunk]:
         chunks: list[Chunk] = []

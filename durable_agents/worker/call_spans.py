@@ -47,7 +47,7 @@ class CallSpans:
     def __init__(self, tracer: Tracer, capture: bool, prices: Prices) -> None:
         self._tracer, self._capture, self._prices = tracer, capture, prices
 
-    async def run(self, next: Callable[[], Awaitable[Any]], input: ExecuteActivityInput) -> Any:
+    async def run(self, input: ExecuteActivityInput, next: Callable[[], Awaitable[Any]]) -> Any:
         """An activity under the context its headers carry, in a span of its kind if it has one."""
         token = opentelemetry.context.attach(header_context(input.headers))
         try:

@@ -60,7 +60,7 @@ from temporalio.worker import (
 from durable_agents.settings import LEASE_DEAD_SECONDS, REFRESH_SECONDS
 from durable_agents.stores.idempotency import EPOCH, StaleEpoch
 from durable_agents.worker.metrics import count_takeover
-from durable_agents.worker.runners import Activate, Around, WatchingRunner
+from durable_agents.worker.runners import Activate, Around, AroundAttempts, Attempt, WatchingRunner
 
 logger = logging.getLogger(__name__)
 
@@ -392,32 +392,25 @@ class RecordRunningCalls(Interceptor):
         self.lease = lease
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _Recording(next, self.lease)
+        return AroundAttempts(next, self._recorded)
 
-
-class _Recording(ActivityInboundInterceptor):
-    """Starts an attempt only after a fresh read says the lease was not taken, and records it."""
-
-    def __init__(self, next: ActivityInboundInterceptor, lease: Lease) -> None:
-        super().__init__(next)
-        self._lease = lease
-
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+    async def _recorded(self, input: ExecuteActivityInput, attempt: Attempt) -> Any:
+        """Starts an attempt only after a fresh read says the lease was not taken, and records it."""
         info = activity.info()
         if info.is_local:
-            return await super().execute_activity(input)
+            return await attempt()
         try:
-            EPOCH.set(await self._lease.store.check())
+            EPOCH.set(await self.lease.store.check())
         except StaleEpoch as e:  # handed to this worker before its lease was taken: it runs elsewhere
             logger.warning("refused an attempt of %s: %s", info.activity_type, e)
             raise ApplicationError(
                 f"{e}: this attempt runs elsewhere", type=LOST_ERROR, next_retry_delay=RETRY_AT_ONCE
             ) from e
-        self._lease.started(info.task_token, info.workflow_id or "", info.workflow_run_id or "")
+        self.lease.started(info.task_token, info.workflow_id or "", info.workflow_run_id or "")
         try:
-            return await super().execute_activity(input)
+            return await attempt()
         finally:
-            self._lease.finished(info.task_token)
+            self.lease.finished(info.task_token)
 
 
 class RecordCachedConversations(WatchingRunner):

@@ -33,7 +33,6 @@ from temporalio.api.common.v1 import Payload
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ContinueAsNewInput,
-    ExecuteActivityInput,
     Interceptor,
     StartActivityInput,
     StartChildWorkflowInput,
@@ -45,6 +44,7 @@ from temporalio.worker import (
 
 from durable_agents.worker.call_spans import CallSpans, Prices, content
 from durable_agents.worker.metrics import counter, gauge, histogram, quietly
+from durable_agents.worker.runners import AroundAttempts
 from durable_agents.worker.trace_context import (
     HEADER,
     TurnIds,
@@ -88,7 +88,7 @@ class Observer(Interceptor):
         without spans, the workflow sends its calls no labels (84 bytes of history per call)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _ActivityObserver(next, self._calls)
+        return AroundAttempts(next, self._calls.run)
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
@@ -243,12 +243,3 @@ class _WorkflowOutbound(WorkflowOutboundInterceptor):
         if (carried := workflow.info().headers.get(HEADER)) is not None:  # a sub-agent's parent turn
             input.headers = {**input.headers, HEADER: carried}
         return super().continue_as_new(input)
-
-
-class _ActivityObserver(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, calls: CallSpans) -> None:
-        super().__init__(next)
-        self._calls = calls
-
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        return await self._calls.run(lambda: super(_ActivityObserver, self).execute_activity(input), input)

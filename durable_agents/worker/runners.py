@@ -1,14 +1,15 @@
 """Workflow runners that watch each conversation's activations: the one delegation to the SDK's
 runner and instance that the lease (cached conversations) and the release markers each need,
 written once. Only ``AgentWorkflow`` (and its types per versioning behavior, workflows/behaviors.py)
-is watched: any other workflow of the worker gets the runner it wraps, untouched. And
+is watched: any other workflow of the worker gets the runner it wraps, untouched. Likewise
+``AroundAttempts``, the one delegation to the SDK's activity interceptor chain. And
 ``EagerUnlessRefused``: which activity starts are not eager."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio import activity, workflow
@@ -33,6 +34,9 @@ from durable_agents.workflows.outages import NOT_EAGER
 Activate = Callable[[WorkflowActivation], WorkflowActivationCompletion]
 Around = Callable[[WorkflowActivation, Activate], WorkflowActivationCompletion]
 """What a watcher does around one activation: it calls ``activate`` and returns its completion."""
+Attempt = Callable[[], Awaitable[Any]]
+AroundAttempt = Callable[[ExecuteActivityInput, Attempt], Awaitable[Any]]
+"""What an activity interceptor does around one attempt: it awaits ``attempt()`` and returns its result."""
 
 
 class WatchingRunner(WorkflowRunner):
@@ -57,6 +61,18 @@ class WatchingRunner(WorkflowRunner):
             return self._runner.create_instance(det)
         det, around = self.watch(det)
         return _Watched(self._runner.create_instance(det), around)
+
+
+class AroundAttempts(ActivityInboundInterceptor):
+    """Each activity attempt through ``around`` (the lease's record of running calls, the calls'
+    spans, the eager starts' lateness)."""
+
+    def __init__(self, next: ActivityInboundInterceptor, around: AroundAttempt) -> None:
+        super().__init__(next)
+        self._around = around
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        return await self._around(input, lambda: super(AroundAttempts, self).execute_activity(input))
 
 
 class EagerUnlessRefused(Interceptor):
@@ -98,7 +114,13 @@ class EagerUnlessRefused(Interceptor):
         return self._inbound
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _TakenUp(next, self)
+        return AroundAttempts(next, self._taken_up)
+
+    async def _taken_up(self, input: ExecuteActivityInput, attempt: Attempt) -> Any:
+        info = activity.info()
+        if not info.is_local:  # a local one runs in its workflow task: never started eagerly
+            self.late = time.time() - info.started_time.timestamp()
+        return await attempt()
 
     @property
     def eager(self) -> bool:
@@ -114,18 +136,6 @@ class _Queued(WorkflowOutboundInterceptor):
         if NOT_EAGER.get() or not self._gate.eager:
             input = dataclasses.replace(input, disable_eager_execution=True)
         return super().start_activity(input)
-
-
-class _TakenUp(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, gate: EagerUnlessRefused) -> None:
-        super().__init__(next)
-        self._gate = gate
-
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        info = activity.info()
-        if not info.is_local:  # a local one runs in its workflow task: never started eagerly
-            self._gate.late = time.time() - info.started_time.timestamp()
-        return await super().execute_activity(input)
 
 
 class _Watched(WorkflowInstance):

@@ -71,14 +71,16 @@ class Lifecycle:
     async def forget(self, key: str, workflow_id: str | None) -> dict[str, int]:
         """Everything the stores keep of one conversation, removed: how many items of each store.
         Safe to repeat (what is gone counts 0). ``workflow_id`` owns its payloads; None when that
-        id now names a later conversation, whose payloads they may be."""
-        return {
-            "messages": await self._store.forget(key),
+        id now names a later conversation, whose payloads they may be. The messages go last: a
+        retention batch finds its conversations by them, so a batch killed midway and run again
+        finds this one again and removes the rest."""
+        rest = {
             "once results": await self._idempotency.forget(key),
             "workspace files": await self._workspaces.forget(key),
             "payloads": await self._payloads.forget(workflow_id) if workflow_id is not None else 0,
             "ledger rows": await self._ledger().forget_conversation(key),
         }
+        return {"messages": await self._store.forget(key), **rest}
 
     @RETENTION_BATCH.defn
     async def retention_batch(self, request: RetentionRequest) -> RetentionBatch:

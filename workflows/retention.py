@@ -3,7 +3,8 @@
 
 A pass walks the conversation store's keys in order, a bounded batch per activity
 (``RETENTION_BATCH``), the cursor in its history: a worker killed mid-batch has the batch run again
-(every removal is idempotent), and the pass continues as new after ``BATCHES_PER_RUN`` batches.
+(every removal is idempotent, and a conversation's messages, by which the batch finds it, go last),
+and the pass continues as new after ``BATCHES_PER_RUN`` batches.
 A conversation's data goes once its last run closed longer ago than the retention, or once Temporal
 no longer knows it (deleted there: its orphans); a running conversation's never. Removal is
 ``DELETE`` statements on the stores: passes on several hosts at once remove each row once, and each

@@ -145,6 +145,17 @@ class Stores:
             await connection.close()
 
 
+def lifecycle_settings(database_url: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    """The settings of stores of their own: SQLite files in ``tmp_path``, or the database at
+    ``database_url``, set in the environment (the starter in this process reads the same)."""
+    if database_url is not None:
+        monkeypatch.setenv("AGENT_DATABASE_URL", database_url)
+    files = {"STORE": "conversations", "IDEMPOTENCY_STORE": "idempotency", "PAYLOAD_STORE": "payloads"}
+    for name, file in files.items():  # set for the session already: changed, not added
+        monkeypatch.setenv(f"AGENT_{name}", str(tmp_path / f"{file}.db"))
+    return Settings.from_env()
+
+
 @asynccontextmanager
 async def lifecycle_worker(
     database_url: str | None,
@@ -156,12 +167,7 @@ async def lifecycle_worker(
     """A worker with ``lifecycle_agents`` on stores of its own: SQLite files in ``tmp_path``, or the
     database at ``database_url`` (set before the worker starts, so that the starter in this process
     reads the same). Its workspaces are local on SQLite, in the database on PostgreSQL."""
-    if database_url is not None:
-        monkeypatch.setenv("AGENT_DATABASE_URL", database_url)
-    files = {"STORE": "conversations", "IDEMPOTENCY_STORE": "idempotency", "PAYLOAD_STORE": "payloads"}
-    for name, file in files.items():  # set for the session already: changed, not added
-        monkeypatch.setenv(f"AGENT_{name}", str(tmp_path / f"{file}.db"))
-    settings = Settings.from_env()
+    settings = lifecycle_settings(database_url, monkeypatch, tmp_path)
     client = await Client.connect(server.address, data_converter=data_converter(settings))
     task_queue = task_queue or f"tq-{uuid.uuid4().hex[:10]}"
     local = {"workspace_root": tmp_path / "workspace"} if database_url is None else {}

@@ -84,19 +84,21 @@ class Lifecycle:
 
     @RETENTION_BATCH.defn
     async def retention_batch(self, request: RetentionRequest) -> RetentionBatch:
-        """The next ``request.batch`` conversations after the cursor: the data of each one closed
-        longer ago than the retention, or unknown to Temporal, removed. The first batch of a pass
+        """The next ``request.batch`` conversations of the messages and of the ledger after their
+        cursors: the data of each one closed longer ago than the retention, or unknown to Temporal,
+        removed (from every store: the other walk no longer finds it). The first batch of a pass
         also folds the ledger's past months."""
         client = activity.client()
         seconds = request.retention_seconds
         retention = timedelta(seconds=seconds) if seconds is not None else await namespace_retention(client)
         cutoff = datetime.now(UTC) - retention
         removed: dict[str, int] = {}
-        if not request.cursor:
+        if not (request.cursor or request.ledger_cursor):
             removed["ledger rows folded"] = await self._ledger().fold_past(time.time())
         keys = await self._store.conversations_after(request.cursor, request.batch)
+        charged = await self._ledger().conversations_after(request.ledger_cursor, request.batch)
         conversations = 0
-        for key in keys:
+        for key in dict.fromkeys([*keys, *charged]):
             activity.heartbeat(key)
             workflow_id, run_id = conversation_of(key)
             expired = await _expired(client, workflow_id, run_id, cutoff)
@@ -106,7 +108,8 @@ class Lifecycle:
             removed = added(removed, await self.forget(key, workflow_id if expired else None))
         return RetentionBatch(
             cursor=keys[-1] if keys else request.cursor,
-            done=len(keys) < request.batch,
+            ledger_cursor=charged[-1] if charged else request.ledger_cursor,
+            done=len(keys) < request.batch and len(charged) < request.batch,
             conversations=conversations,
             removed=removed,
         )

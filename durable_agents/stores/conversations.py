@@ -167,7 +167,7 @@ class SQLiteConversationStore(SQLiteStore):
         return await self._file.delete(FORGET_MESSAGES.format(messages="messages"), (key,))
 
     async def conversations_after(self, key: str, limit: int) -> list[str]:
-        rows = await self._file.read(CONVERSATIONS_AFTER.format(messages="messages"), (key, limit))
+        rows = await self._file.read(CONVERSATIONS_AFTER.format(table="messages"), (key, limit))
         return [row[0] for row in rows]
 
     async def identity(self) -> str:
@@ -177,8 +177,9 @@ class SQLiteConversationStore(SQLiteStore):
 FORGET_MESSAGES = "DELETE FROM {messages} WHERE conversation = ?"
 """A conversation's transcript gone (``forget``), on SQLite and (``numbered``) PostgreSQL alike."""
 CONVERSATIONS_AFTER = (
-    "SELECT DISTINCT conversation FROM {messages} WHERE conversation > ? ORDER BY conversation LIMIT ?"
+    "SELECT DISTINCT conversation FROM {table} WHERE conversation > ? ORDER BY conversation LIMIT ?"
 )
+"""The conversations a table's rows name, in the table's order (the messages', the ledger's)."""
 
 
 def payload_owner(context: StorageDriverStoreContext) -> str | None:

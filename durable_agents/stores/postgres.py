@@ -285,7 +285,7 @@ class PostgresConversationStore:
         return await self._db.delete(FORGET_MESSAGES.format(messages="agent_messages"), key)
 
     async def conversations_after(self, key: str, limit: int) -> list[str]:
-        sql = numbered(CONVERSATIONS_AFTER.format(messages="agent_messages"))
+        sql = numbered(CONVERSATIONS_AFTER.format(table="agent_messages"))
         return [row[0] for row in await self._db.run(lambda c: c.fetch(sql, key, limit))]
 
     async def identity(self) -> str:

@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowHandle
 
+from durable_agents.client.conversations import start_conversation
 from durable_agents.client.lifecycle import RETENTION_SCHEDULE
 from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
@@ -24,6 +25,7 @@ from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.lost_calls import LOST_ERROR
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import GuardrailConfig, GuardrailsConfig, ModelSettings
 from durable_agents.workflows.retention import RetentionRequest, RetentionWorkflow
 from tests.support.cli import starter_cli
 from tests.support.conversations import until_state
@@ -83,6 +85,38 @@ async def test_retention_removes_closed_and_orphaned_conversations_data_and_keep
         assert await stores.held(keys[handle.id], handle.id) == NOTHING
     assert (await stores.held(chat_key, chat.id))["messages"] == 1  # running: untouched
     await chat.terminate()
+
+
+async def test_retention_removes_a_conversation_that_closed_before_its_first_model_call(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """Its input guardrail's model check stopped the first message: the ledger holds that check's
+    call, and no store holds a message."""
+    env, stores = lifecycle
+    verdict = step('{"verdict": "deny", "reason": "not about an order"}')
+    checker = ModelSettings(provider="scripted", model="checker", script=[verdict])
+    guard = GuardrailConfig(name="topic", kind="model", model=checker, instructions="Orders only.")
+    agent = scripted_agent(step("never said"), guardrails=GuardrailsConfig(input=[guard]))
+    handle = await start_conversation(
+        env.client,
+        ConversationInput(prompt="the weather?", agent_spec=agent, tenant="acme", user=a_user("gus")),
+        id=f"stopped-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+    assert (await handle.result()).stop_reason == "guardrail_tripped"
+    key = await conversation_key(handle)
+    assert await stores.held(key, handle.id) == NOTHING | {"ledger rows": 1}
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert done.conversations == 1
+    assert done.removed == {"ledger rows folded": 0} | {store: 0 for store in NOTHING} | {"ledger rows": 1}
+    assert await stores.held(key, handle.id) == NOTHING
 
 
 async def test_two_hosts_passes_at_once_remove_each_row_once_and_fail_nothing(

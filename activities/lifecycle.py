@@ -39,11 +39,17 @@ from durable_agents.workflows.tenancy import scoped_key
 CONVERSATION_TYPE = "AgentWorkflow"
 CLOSE_POLL_SECONDS = 0.5
 """How often a cancelled conversation is asked whether it closed."""
+START_GRACE_SECONDS = 3600.0
+"""A workflow Temporal does not know owns orphaned payloads only once it stored none for this long:
+a start stores its input before Temporal hears of it."""
 
 
 class PayloadStore(Protocol):
     async def forget(self, owner: str) -> int:
         """Remove the payloads of workflow ``owner`` that no other workflow owns; how many."""
+
+    async def owners_after(self, owner: str, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` workflows after ``owner`` that own payloads, and when each last stored one."""
 
 
 def quoted(value: str) -> str:
@@ -86,14 +92,16 @@ class Lifecycle:
     async def retention_batch(self, request: RetentionRequest) -> RetentionBatch:
         """The next ``request.batch`` conversations of the messages and of the ledger after their
         cursors: the data of each one closed longer ago than the retention, or unknown to Temporal,
-        removed (from every store: the other walk no longer finds it). The first batch of a pass
-        also folds the ledger's past months."""
+        removed (from every store: the other walk no longer finds it); and the next workflows that
+        own payloads, whose payloads go on the same terms (a conversation that failed before any
+        call left only its start input there). The first batch of a pass also folds the ledger's
+        past months."""
         client = activity.client()
         seconds = request.retention_seconds
         retention = timedelta(seconds=seconds) if seconds is not None else await namespace_retention(client)
         cutoff = datetime.now(UTC) - retention
         removed: dict[str, int] = {}
-        if not (request.cursor or request.ledger_cursor):
+        if not (request.cursor or request.ledger_cursor or request.owner_cursor):
             removed["ledger rows folded"] = await self._ledger().fold_past(time.time())
         keys = await self._store.conversations_after(request.cursor, request.batch)
         charged = await self._ledger().conversations_after(request.ledger_cursor, request.batch)
@@ -106,10 +114,16 @@ class Lifecycle:
                 continue
             conversations += 1
             removed = added(removed, await self.forget(key, workflow_id if expired else None))
+        owners = await self._payloads.owners_after(request.owner_cursor, request.batch)
+        for owner, stored_at in owners:
+            activity.heartbeat(owner)
+            if await _payloads_expired(client, owner, stored_at, cutoff):
+                removed = added(removed, {"payloads": await self._payloads.forget(owner)})
         return RetentionBatch(
             cursor=keys[-1] if keys else request.cursor,
             ledger_cursor=charged[-1] if charged else request.ledger_cursor,
-            done=len(keys) < request.batch and len(charged) < request.batch,
+            owner_cursor=owners[-1][0] if owners else request.owner_cursor,
+            done=max(len(keys), len(charged), len(owners)) < request.batch,
             conversations=conversations,
             removed=removed,
         )
@@ -245,6 +259,20 @@ async def _expired(client: Client, workflow_id: str, run_id: str, cutoff: dateti
     if described.status == WorkflowExecutionStatus.RUNNING or described.close_time is None:
         return None
     return True if described.close_time < cutoff else None
+
+
+async def _payloads_expired(client: Client, owner: str, stored_at: float, cutoff: datetime) -> bool:
+    """Are the payloads of workflow ``owner`` past? Yes when its conversation closed before
+    ``cutoff``, or Temporal does not know it and it stored none for ``START_GRACE_SECONDS``; another
+    workflow's are left to Temporal's retention (unknown, they go then)."""
+    try:
+        described = await client.get_workflow_handle(owner).describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return stored_at < time.time() - START_GRACE_SECONDS
+        raise
+    closed = described.close_time
+    return described.workflow_type == CONVERSATION_TYPE and closed is not None and closed < cutoff
 
 
 async def _tenant(client: Client, workflow_id: str, first_run: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowHandle
+from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowFailureError, WorkflowHandle
 
+from durable_agents.activities.lifecycle import START_GRACE_SECONDS
 from durable_agents.client.conversations import start_conversation
 from durable_agents.client.lifecycle import RETENTION_SCHEDULE
 from durable_agents.converter import data_converter
@@ -117,6 +119,57 @@ async def test_retention_removes_a_conversation_that_closed_before_its_first_mod
     assert done.conversations == 1
     assert done.removed == {"ledger rows folded": 0} | {store: 0 for store in NOTHING} | {"ledger rows": 1}
     assert await stores.held(key, handle.id) == NOTHING
+
+
+async def test_retention_removes_the_start_input_of_a_conversation_that_failed_before_any_call(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """It names no agent the worker knows: its only data is its start input (over the payload
+    store's threshold), kept under its workflow id."""
+    env, stores = lifecycle
+    handle = await env.client.start_workflow(
+        AgentWorkflow.run,
+        ConversationInput(prompt=BIG, agent="nobody"),
+        id=f"failed-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    key = await conversation_key(handle, tenant=None)
+    assert await stores.held(key, handle.id) == NOTHING | {"payloads": 1}
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert await stores.held(key, handle.id) == NOTHING
+    assert (done.conversations, done.removed["payloads"]) == (
+        0,
+        1,
+    )  # a conversation: what the other stores name
+
+
+async def test_retention_removes_the_payloads_of_a_workflow_temporal_does_not_know_once_they_are_old(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """Unknown to Temporal: deleted there, or a start still on its way (it stores its input first)."""
+    env, stores = lifecycle
+    gone, starting = (f"gone-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    await stores.plant_payload(gone, time.time() - START_GRACE_SECONDS - 60)
+    await stores.plant_payload(starting, time.time())
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert done.removed == {"ledger rows folded": 0, "payloads": 1}
+    assert [(await stores.held(owner, owner))["payloads"] for owner in (gone, starting)] == [0, 1]
 
 
 async def test_two_hosts_passes_at_once_remove_each_row_once_and_fail_nothing(

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -146,10 +146,8 @@ async def test_retention_removes_the_start_input_of_a_conversation_that_failed_b
     )
 
     assert await stores.held(key, handle.id) == NOTHING
-    assert (done.conversations, done.removed["payloads"]) == (
-        0,
-        1,
-    )  # a conversation: what the other stores name
+    # counted as payloads, not as a conversation: no store names its key
+    assert (done.conversations, done.removed["payloads"]) == (0, 1)
 
 
 async def test_retention_removes_the_payloads_of_a_workflow_temporal_does_not_know_once_they_are_old(
@@ -298,29 +296,21 @@ async def test_a_pass_whose_worker_is_killed_mid_batch_finishes_on_another_host_
             await stores.plant(key)
         first = orphans[0]
 
-        async with files_locked(url, first) as locks:
+        async with files_locked(url, first), waiting_statements(url) as waiting:
             handle = await client.start_workflow(
                 RetentionWorkflow.run,
                 RetentionRequest(retention_seconds=0, batch=5),
                 id=f"retention-{uuid.uuid4().hex[:8]}",
                 task_queue=task_queue,
             )
-            async with asyncio.timeout(60):  # the batch heartbeats, removed part of it, waits for the rest
-                while (
-                    await heartbeat(client, handle) != [first]
-                    or (await stores.held(first, first))["once results"]
-                ):
+            async with asyncio.timeout(60):  # the batch heartbeats, and waits to remove the first's files
+                while await heartbeat(client, handle) != [first] or await waiting("count(pid)") == 0:
                     await asyncio.sleep(0.05)
-            assert (await stores.held(first, first))["workspace files"] == 1  # removing them waits
+            held = await stores.held(first, first)
+            assert (held["once results"], held["workspace files"]) == (0, 1)  # part removed, the rest waits
             a.kill()
             # the dead host's statement, waiting for the lock, goes with its connection
-            assert (
-                await locks.fetchval(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-                == 1
-            )
+            assert await waiting("count(pg_terminate_backend(pid))") == 1
         await asyncio.to_thread(b.start)
         done = await asyncio.wait_for(handle.result(), timeout=120)
     finally:
@@ -352,6 +342,23 @@ async def files_locked(url: str, workspace: str) -> AsyncIterator[asyncpg.Connec
         async with connection.transaction():
             await connection.execute("SELECT 1 FROM agent_files WHERE workspace = $1 FOR UPDATE", workspace)
             yield connection
+    finally:
+        await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def waiting_statements(url: str) -> AsyncIterator[Callable[[str], Awaitable[int]]]:
+    """``what`` (an aggregate over ``pid``) of the database's statements that wait for a lock."""
+    connection = await asyncpg.connect(url)
+
+    async def waiting(what: str) -> int:
+        return await connection.fetchval(
+            f"SELECT {what} FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+
+    try:
+        yield waiting
     finally:
         await connection.close()
 

@@ -40,11 +40,17 @@ from durable_agents.workflows.tenancy import scoped_key
 CONVERSATION_TYPE = "AgentWorkflow"
 CLOSE_POLL_SECONDS = 0.5
 """How often a cancelled conversation is asked whether it closed."""
+START_GRACE_SECONDS = 3600.0
+"""A workflow Temporal does not know owns orphaned payloads only once it stored none for this long:
+a start stores its input before Temporal hears of it."""
 
 
 class PayloadStore(Protocol):
     async def forget(self, owner: str) -> int:
         """Remove the payloads of workflow ``owner`` that no other workflow owns; how many."""
+
+    async def owners_after(self, owner: str, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` workflows after ``owner`` that own payloads, and when each last stored one."""
 
 
 def quoted(value: str) -> str:
@@ -65,30 +71,36 @@ class Lifecycle:
     async def forget(self, key: str, workflow_id: str | None) -> dict[str, int]:
         """Everything the stores keep of one conversation, removed: how many items of each store.
         Safe to repeat (what is gone counts 0). ``workflow_id`` owns its payloads; None when that
-        id now names a later conversation, whose payloads they may be."""
-        return {
-            "messages": await self.store.forget(key),
+        id now names a later conversation, whose payloads they may be. The messages go last: a
+        retention batch finds its conversations by them, so a batch killed midway and run again
+        finds this one again and removes the rest."""
+        rest = {
             "once results": await self.idempotency.forget(key),
             "workspace files": await self.workspaces.forget(key),
             "payloads": await self.payloads.forget(workflow_id) if workflow_id is not None else 0,
             "ledger rows": await self.ledger().forget_conversation(key),
         }
+        return {"messages": await self.store.forget(key), **rest}
 
     @RETENTION_BATCH.defn
     async def retention_batch(self, request: RetentionRequest) -> RetentionBatch:
-        """The next ``request.batch`` conversations after the cursor: the data of each one closed
-        longer ago than the retention, or unknown to Temporal, removed. The first batch of a pass
-        also folds the ledger's past months."""
+        """The next ``request.batch`` conversations of the messages and of the ledger after their
+        cursors: the data of each one closed longer ago than the retention, or unknown to Temporal,
+        removed (from every store: the other walk no longer finds it); and the next workflows that
+        own payloads, whose payloads go on the same terms (a conversation that failed before any
+        call left only its start input there). The first batch of a pass also folds the ledger's
+        past months."""
         client = activity.client()
         seconds = request.retention_seconds
         retention = timedelta(seconds=seconds) if seconds is not None else await namespace_retention(client)
         cutoff = datetime.now(UTC) - retention
         removed: dict[str, int] = {}
-        if not request.cursor:
+        if not (request.cursor or request.ledger_cursor or request.owner_cursor):
             removed["ledger rows folded"] = await self.ledger().fold_past(time.time())
         keys = await self.store.conversations_after(request.cursor, request.batch)
+        charged = await self.ledger().conversations_after(request.ledger_cursor, request.batch)
         conversations = 0
-        for key in keys:
+        for key in dict.fromkeys([*keys, *charged]):
             activity.heartbeat(key)
             workflow_id, run_id = conversation_of(key)
             expired = await _expired(client, workflow_id, run_id, cutoff)
@@ -96,9 +108,16 @@ class Lifecycle:
                 continue
             conversations += 1
             removed = added(removed, await self.forget(key, workflow_id if expired else None))
+        owners = await self.payloads.owners_after(request.owner_cursor, request.batch)
+        for owner, stored_at in owners:
+            activity.heartbeat(owner)
+            if await _payloads_expired(client, owner, stored_at, cutoff):
+                removed = added(removed, {"payloads": await self.payloads.forget(owner)})
         return RetentionBatch(
             cursor=keys[-1] if keys else request.cursor,
-            done=len(keys) < request.batch,
+            ledger_cursor=charged[-1] if charged else request.ledger_cursor,
+            owner_cursor=owners[-1][0] if owners else request.owner_cursor,
+            done=max(len(keys), len(charged), len(owners)) < request.batch,
             conversations=conversations,
             removed=removed,
         )
@@ -232,6 +251,20 @@ async def _expired(client: Client, workflow_id: str, run_id: str, cutoff: dateti
     if described.status == WorkflowExecutionStatus.RUNNING or described.close_time is None:
         return None
     return True if described.close_time < cutoff else None
+
+
+async def _payloads_expired(client: Client, owner: str, stored_at: float, cutoff: datetime) -> bool:
+    """Are the payloads of workflow ``owner`` past? Yes when its conversation closed before
+    ``cutoff``, or Temporal does not know it and it stored none for ``START_GRACE_SECONDS``; another
+    workflow's are left to Temporal's retention (unknown, they go then)."""
+    try:
+        described = await client.get_workflow_handle(owner).describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return stored_at < time.time() - START_GRACE_SECONDS
+        raise
+    closed = described.close_time
+    return described.workflow_type == CONVERSATION_TYPE and closed is not None and closed < cutoff
 
 
 async def _tenant(client: Client, workflow_id: str, first_run: str) -> str | None:

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -101,6 +102,16 @@ class SQLiteFile:
             )
             return self._db.execute("SELECT identity FROM store_identity").fetchone()[0]
 
+    def add_column(self, table: str, column: str) -> None:
+        """``column`` (its name and type) added to ``table`` unless it has it: a file made before."""
+        with self._lock, self._db:
+            if column.split()[0] not in [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]:
+                try:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                except sqlite3.OperationalError as e:
+                    if "duplicate column" not in str(e):  # another process added it meanwhile
+                        raise
+
     def _write(self, sql: str, rows: list[tuple]) -> None:
         with self._lock, self._db:
             self._db.executemany(sql, rows)
@@ -167,7 +178,7 @@ class SQLiteConversationStore(SQLiteStore):
         return await self._file.delete(FORGET_MESSAGES.format(messages="messages"), (key,))
 
     async def conversations_after(self, key: str, limit: int) -> list[str]:
-        rows = await self._file.read(CONVERSATIONS_AFTER.format(messages="messages"), (key, limit))
+        rows = await self._file.read(CONVERSATIONS_AFTER.format(table="messages"), (key, limit))
         return [row[0] for row in rows]
 
     async def identity(self) -> str:
@@ -177,8 +188,9 @@ class SQLiteConversationStore(SQLiteStore):
 FORGET_MESSAGES = "DELETE FROM {messages} WHERE conversation = ?"
 """A conversation's transcript gone (``forget``), on SQLite and (``numbered``) PostgreSQL alike."""
 CONVERSATIONS_AFTER = (
-    "SELECT DISTINCT conversation FROM {messages} WHERE conversation > ? ORDER BY conversation LIMIT ?"
+    "SELECT DISTINCT conversation FROM {table} WHERE conversation > ? ORDER BY conversation LIMIT ?"
 )
+"""The conversations a table's rows name, in the table's order (the messages', the ledger's)."""
 
 
 def payload_owner(context: StorageDriverStoreContext) -> str | None:
@@ -197,6 +209,12 @@ FORGET_PAYLOADS = (
 """A workflow's payloads that no other workflow owns, then its ownerships, in that order: a payload
 store that stops between the two forgets the rest when asked again. A store writes the owner before
 the payload (``store``), so a payload stored meanwhile by another owner is kept or written anew."""
+OWNERS_AFTER = (
+    "SELECT owner, max(coalesce(stored_at, 0)) FROM {owners} WHERE owner > ?"
+    " GROUP BY owner ORDER BY owner LIMIT ?"
+)
+"""The workflows that own payloads after one, in order, each with when it last stored one (epoch
+seconds; 0: before that was kept)."""
 
 
 class PayloadMissingError(RuntimeError):
@@ -220,9 +238,13 @@ class SQLitePayloadDriver(SQLiteStore, StorageDriver):
     SCHEMA = (
         "CREATE TABLE IF NOT EXISTS payloads (key TEXT PRIMARY KEY, data BLOB NOT NULL);"
         " CREATE TABLE IF NOT EXISTS payload_owners (owner TEXT NOT NULL, key TEXT NOT NULL,"
-        " PRIMARY KEY (owner, key));"
+        " stored_at REAL, PRIMARY KEY (owner, key));"
         " CREATE INDEX IF NOT EXISTS payload_owners_key ON payload_owners (key)"
     )
+
+    def __init__(self, path: Path, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
+        super().__init__(path, outage_seconds)
+        self._file.add_column("payload_owners", "stored_at REAL")
 
     def name(self) -> str:
         return "agent-sqlite"
@@ -240,8 +262,12 @@ class SQLitePayloadDriver(SQLiteStore, StorageDriver):
             (hashlib.sha256(data).hexdigest(), data) for data in (p.SerializeToString() for p in payloads)
         ]
         if (owner := payload_owner(context)) is not None:
-            owned = [(owner, key) for key, _ in rows]
-            await self._file.write("INSERT OR IGNORE INTO payload_owners VALUES (?, ?)", owned)
+            owned = [(owner, key, time.time()) for key, _ in rows]
+            await self._file.write(
+                "INSERT INTO payload_owners (owner, key, stored_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (owner, key) DO UPDATE SET stored_at = excluded.stored_at",
+                owned,
+            )
         await self._file.write("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
         return [StorageDriverClaim(claim_data={"key": key}) for key, _ in rows]
 
@@ -252,6 +278,11 @@ class SQLitePayloadDriver(SQLiteStore, StorageDriver):
         removed = await self._file.delete(removing, (owner, owner))
         await self._file.delete(unowning, (owner,))
         return removed
+
+    async def owners_after(self, owner: str, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` workflows after ``owner`` that own payloads, and when each last stored one."""
+        rows = await self._file.read(OWNERS_AFTER.format(owners="payload_owners"), (owner, limit))
+        return [(name, float(stored_at)) for name, stored_at in rows]
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]

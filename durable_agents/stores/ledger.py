@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from durable_agents.stores.conversations import SQLiteFile
+from durable_agents.stores.conversations import CONVERSATIONS_AFTER, SQLiteFile
 from durable_agents.stores.errors import DEFAULT_OUTAGE_SECONDS, StoreDown, outage, patiently
 from durable_agents.workflows.messages import Usage
 
@@ -275,6 +275,13 @@ class Ledger:
         tenant and user that name no conversation: budgets still count what it spent. How many
         rows it had."""
         return await self._fold("conversation = ?", [conversation], keep_user=True)
+
+    async def conversations_after(self, key: str, limit: int) -> list[str]:
+        """Up to ``limit`` conversations after ``key`` that rows name, in order (day totals name
+        none): the retention's batches find by them a conversation whose only calls were checks
+        (an input guardrail's model stopped its first message before any model call)."""
+        sql = CONVERSATIONS_AFTER.format(table="agent_ledger")
+        return [row[0] for row in await self._transact(lambda tx: tx.fetch(sql, key, limit))]
 
     async def forget_user(self, user: str, tenant: str | None = None) -> int:
         """The user's rows (in ``tenant``, or in every tenant) become anonymous day totals of their

@@ -32,6 +32,7 @@ from durable_agents.stores.conversations import (
     FORGET_MESSAGES,
     FORGET_PAYLOADS,
     MESSAGE,
+    OWNERS_AFTER,
     masked,
     payload_owner,
     stored_payloads,
@@ -47,7 +48,7 @@ from durable_agents.workflows.messages import Message
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The newest entry of ``_MIGRATIONS``; a database at a newer version stops an older worker."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -78,6 +79,10 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX agent_payload_owners_key ON agent_payload_owners (key)",
     ],
     6: [LEDGER_CACHED],  # the ledger's cached input tokens
+    7: [  # when each owner last stored each payload (retention: a start stores its input first)
+        "ALTER TABLE agent_payload_owners ADD COLUMN stored_at double precision NOT NULL"
+        " DEFAULT extract(epoch FROM now())",
+    ],
 }
 _SCHEMA_LOCK = 7_233_001
 _LEDGER_LOCK = 7_233_002
@@ -287,7 +292,7 @@ class PostgresConversationStore:
         return await self._db.delete(FORGET_MESSAGES.format(messages="agent_messages"), key)
 
     async def conversations_after(self, key: str, limit: int) -> list[str]:
-        sql = numbered(CONVERSATIONS_AFTER.format(messages="agent_messages"))
+        sql = numbered(CONVERSATIONS_AFTER.format(table="agent_messages"))
         return [row[0] for row in await self._db.run(lambda c: c.fetch(sql, key, limit))]
 
     async def identity(self) -> str:
@@ -413,7 +418,7 @@ class PostgresPayloadDriver(StorageDriver):
             await self._db.run(
                 lambda c: c.execute(
                     "INSERT INTO agent_payload_owners (owner, key) SELECT $1, unnest($2::text[])"
-                    " ON CONFLICT DO NOTHING",
+                    " ON CONFLICT (owner, key) DO UPDATE SET stored_at = EXCLUDED.stored_at",
                     owner,
                     keys,
                 ),
@@ -445,6 +450,11 @@ class PostgresPayloadDriver(StorageDriver):
         removed = await self._db.delete(removing, owner, owner)
         await self._db.delete(unowning, owner)
         return removed
+
+    async def owners_after(self, owner: str, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` workflows after ``owner`` that own payloads, and when each last stored one."""
+        sql = numbered(OWNERS_AFTER.format(owners="agent_payload_owners"))
+        return [(row[0], float(row[1])) for row in await self._db.run(lambda c: c.fetch(sql, owner, limit))]
 
 
 class PostgresWorkspace:

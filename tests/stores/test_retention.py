@@ -8,19 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
+import asyncpg
 import pytest
-from temporalio.client import ScheduleActionStartWorkflow
+from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowFailureError, WorkflowHandle
 
+from durable_agents.activities.lifecycle import START_GRACE_SECONDS
+from durable_agents.client.conversations import start_conversation
 from durable_agents.client.lifecycle import RETENTION_SCHEDULE
+from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
+from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.lost_calls import LOST_ERROR
+from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
+from durable_agents.workflows.config import GuardrailConfig, GuardrailsConfig, ModelSettings
 from durable_agents.workflows.retention import RetentionRequest, RetentionWorkflow
 from tests.support.cli import starter_cli
 from tests.support.conversations import until_state
+from tests.support.history import no_task_failures
+from tests.support.hosts import AUTO, Host
 from tests.support.lifecycle import (
     BIG,
     NOTHING,
@@ -28,6 +40,7 @@ from tests.support.lifecycle import (
     a_user,
     conversation_key,
     finished,
+    lifecycle_settings,
     lifecycle_worker,
 )
 from tests.support.postgres import Postgres
@@ -74,6 +87,87 @@ async def test_retention_removes_closed_and_orphaned_conversations_data_and_keep
         assert await stores.held(keys[handle.id], handle.id) == NOTHING
     assert (await stores.held(chat_key, chat.id))["messages"] == 1  # running: untouched
     await chat.terminate()
+
+
+async def test_retention_removes_a_conversation_that_closed_before_its_first_model_call(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """Its input guardrail's model check stopped the first message: the ledger holds that check's
+    call, and no store holds a message."""
+    env, stores = lifecycle
+    verdict = step('{"verdict": "deny", "reason": "not about an order"}')
+    checker = ModelSettings(provider="scripted", model="checker", script=[verdict])
+    guard = GuardrailConfig(name="topic", kind="model", model=checker, instructions="Orders only.")
+    agent = scripted_agent(step("never said"), guardrails=GuardrailsConfig(input=[guard]))
+    handle = await start_conversation(
+        env.client,
+        ConversationInput(prompt="the weather?", agent_spec=agent, tenant="acme", user=a_user("gus")),
+        id=f"stopped-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+    assert (await handle.result()).stop_reason == "guardrail_tripped"
+    key = await conversation_key(handle)
+    assert await stores.held(key, handle.id) == NOTHING | {"ledger rows": 1}
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert done.conversations == 1
+    assert done.removed == {"ledger rows folded": 0} | {store: 0 for store in NOTHING} | {"ledger rows": 1}
+    assert await stores.held(key, handle.id) == NOTHING
+
+
+async def test_retention_removes_the_start_input_of_a_conversation_that_failed_before_any_call(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """It names no agent the worker knows: its only data is its start input (over the payload
+    store's threshold), kept under its workflow id."""
+    env, stores = lifecycle
+    handle = await env.client.start_workflow(
+        AgentWorkflow.run,
+        ConversationInput(prompt=BIG, agent="nobody"),
+        id=f"failed-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    key = await conversation_key(handle, tenant=None)
+    assert await stores.held(key, handle.id) == NOTHING | {"payloads": 1}
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert await stores.held(key, handle.id) == NOTHING
+    # counted as payloads, not as a conversation: no store names its key
+    assert (done.conversations, done.removed["payloads"]) == (0, 1)
+
+
+async def test_retention_removes_the_payloads_of_a_workflow_temporal_does_not_know_once_they_are_old(
+    lifecycle: tuple[Env, Stores],
+) -> None:
+    """Unknown to Temporal: deleted there, or a start still on its way (it stores its input first)."""
+    env, stores = lifecycle
+    gone, starting = (f"gone-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    await stores.plant_payload(gone, time.time() - START_GRACE_SECONDS - 60)
+    await stores.plant_payload(starting, time.time())
+
+    done = await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+    assert done.removed == {"ledger rows folded": 0, "payloads": 1}
+    assert [(await stores.held(owner, owner))["payloads"] for owner in (gone, starting)] == [0, 1]
 
 
 async def test_two_hosts_passes_at_once_remove_each_row_once_and_fail_nothing(
@@ -139,8 +233,8 @@ async def test_a_pass_whose_worker_stops_midway_finishes_on_another_and_counts_e
     server: EmbeddedServer, postgres: Postgres, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The first worker stops as a host being replaced does (its running batch finishes, no next one
-    starts); the pass, its cursor in history, goes on on the second. (A worker killed mid-batch has
-    its batch tried again after the heartbeat timeout; every removal is idempotent.)"""
+    starts); the pass, its cursor in history, goes on on the second. (A worker killed mid-batch: the
+    last test.)"""
     url = await postgres.new_database()
     task_queue = f"tq-{uuid.uuid4().hex[:10]}"
     orphans = [f"tenants/acme/gone-{n:03}/{uuid.uuid4()}" for n in range(300)]
@@ -169,3 +263,120 @@ async def test_a_pass_whose_worker_stops_midway_finishes_on_another_and_counts_e
     assert done.removed["messages"] == len(orphans)
     for key in orphans:
         assert await stores.held(key, key) == NOTHING
+
+
+async def test_a_pass_whose_worker_is_killed_mid_batch_finishes_on_another_host_and_removes_everything(
+    server: EmbeddedServer, postgres: Postgres, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker process killed (SIGKILL) while its batch removes a conversation's data, halfway: the
+    second host takes the dead worker's attempt over at once (PostgreSQL leases) and runs the batch
+    again from the same cursor, which finds that conversation again and removes the rest."""
+    url = await postgres.new_database()
+    settings = lifecycle_settings(url, monkeypatch, tmp_path / "test")
+    stores = Stores(settings, tmp_path / "test" / "workspace")
+    client = await Client.connect(server.address, data_converter=data_converter(settings))
+    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
+    env = {"TEMPORAL_ADDRESS": server.address, "AGENT_TASK_QUEUE": task_queue, "AGENT_DATABASE_URL": url}
+    a, b = Host(tmp_path / "host-a", env), Host(tmp_path / "host-b", env)
+    try:
+        await asyncio.to_thread(a.start)
+        writes = step("", ("write_file", {"path": "note.txt", "content": "mine"}))
+        agent = scripted_agent(writes, step("written"), tools=["write_file"], approval=AUTO, chat=True)
+        chat = await client.start_workflow(
+            AgentWorkflow.run,
+            conversation(agent),
+            id=f"zz-chat-{uuid.uuid4().hex[:8]}",  # its key after the orphans': the last batch's
+            task_queue=task_queue,
+        )
+        await until_state(chat, "idle", timeout=60)
+        chat_key = await conversation_key(chat, tenant=None)
+        chat_held = await stores.held(chat_key, chat.id)
+        orphans = [f"tenants/acme/gone-{n:02}/{uuid.uuid4()}" for n in range(12)]
+        for key in orphans:
+            await stores.plant(key)
+        first = orphans[0]
+
+        async with files_locked(url, first), waiting_statements(url) as waiting:
+            handle = await client.start_workflow(
+                RetentionWorkflow.run,
+                RetentionRequest(retention_seconds=0, batch=5),
+                id=f"retention-{uuid.uuid4().hex[:8]}",
+                task_queue=task_queue,
+            )
+            async with asyncio.timeout(60):  # the batch heartbeats, and waits to remove the first's files
+                while await heartbeat(client, handle) != [first] or await waiting("count(pid)") == 0:
+                    await asyncio.sleep(0.05)
+            held = await stores.held(first, first)
+            assert (held["once results"], held["workspace files"]) == (0, 1)  # part removed, the rest waits
+            a.kill()
+            # the dead host's statement, waiting for the lock, goes with its connection
+            assert await waiting("count(pg_terminate_backend(pid))") == 1
+        await asyncio.to_thread(b.start)
+        done = await asyncio.wait_for(handle.result(), timeout=120)
+    finally:
+        a.kill()
+        b.kill()
+
+    assert done.conversations == len(orphans)
+    assert done.removed == {
+        "ledger rows folded": 0,
+        "messages": len(orphans),
+        "once results": len(orphans) - 1,  # the killed attempt removed the first one's
+        "workspace files": len(orphans),
+        "payloads": 0,
+        "ledger rows": 0,
+    }
+    for key in orphans:
+        assert await stores.held(key, key) == NOTHING
+    assert await stores.held(chat_key, chat.id) == chat_held
+    assert await retried_batches(handle) == [LOST_ERROR]  # taken over at once, not at its timeout
+    await no_task_failures(handle)
+    await chat.terminate()
+
+
+@contextlib.asynccontextmanager
+async def files_locked(url: str, workspace: str) -> AsyncIterator[asyncpg.Connection]:
+    """The workspace's files locked (``FOR UPDATE``) while the block runs: removing them waits."""
+    connection = await asyncpg.connect(url)
+    try:
+        async with connection.transaction():
+            await connection.execute("SELECT 1 FROM agent_files WHERE workspace = $1 FOR UPDATE", workspace)
+            yield connection
+    finally:
+        await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def waiting_statements(url: str) -> AsyncIterator[Callable[[str], Awaitable[int]]]:
+    """``what`` (an aggregate over ``pid``) of the database's statements that wait for a lock."""
+    connection = await asyncpg.connect(url)
+
+    async def waiting(what: str) -> int:
+        return await connection.fetchval(
+            f"SELECT {what} FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+
+    try:
+        yield waiting
+    finally:
+        await connection.close()
+
+
+async def heartbeat(client: Client, handle: WorkflowHandle) -> list[str]:
+    """What the pass's running batch last reported by heartbeat (the conversation it is at)."""
+    described = await handle.describe()
+    pending = described.raw_description.pending_activities
+    if not pending or not pending[0].heartbeat_details.payloads:
+        return []
+    return await client.data_converter.decode(pending[0].heartbeat_details.payloads)
+
+
+async def retried_batches(handle: WorkflowHandle) -> list[str]:
+    """The failure type of each batch attempt that was tried again, in order."""
+    retried = []
+    async for event in handle.fetch_history_events():
+        started = event.activity_task_started_event_attributes
+        if event.HasField("activity_task_started_event_attributes") and started.attempt > 1:
+            retried.append(started.last_failure.application_failure_info.type)
+    return retried

@@ -23,6 +23,7 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.settings import Settings
 from durable_agents.stores.layouts import folder_name
+from durable_agents.stores.ledger import numbered
 from durable_agents.stores.workspaces import LocalWorkspaces
 from durable_agents.testing import scripted_agent, step
 from durable_agents.worker.plugin import build_worker
@@ -99,6 +100,14 @@ class Stores:
         workspaces = LocalWorkspaces(self._workspace_root) if local else stores.workspaces()
         await workspaces.open(key).write("note.txt", b"left behind")
 
+    async def plant_payload(self, owner: str, stored_at: float) -> None:
+        """A payload that only workflow ``owner`` stored, at ``stored_at`` (epoch seconds)."""
+        await self._settings.stores.open()  # the database's tables, if nothing made them yet
+        key = uuid.uuid4().hex
+        await self._rows("INSERT INTO {payloads} VALUES (?, ?)", "payloads", key, b"left behind")
+        owned = "INSERT INTO {owners} (owner, key, stored_at) VALUES (?, ?, ?)"
+        await self._rows(owned, "payloads", owner, key, stored_at)
+
     async def ledger_users(self) -> set[str]:
         rows = await self._rows("SELECT DISTINCT user_name FROM agent_ledger", "ledger")
         return {row[0] for row in rows}
@@ -113,14 +122,15 @@ class Stores:
         }[table]
         return (await self._rows(sql, store, value))[0][0]
 
-    async def _rows(self, sql: str, store: str, *args: str) -> list[tuple]:
+    async def _rows(self, sql: str, store: str, *args: object) -> list[tuple]:
         url = self._settings.database_url
-        names = {"messages": "messages", "results": "results", "owners": "payload_owners"}
+        names = {"messages": "messages", "results": "results", "payloads": "payloads"}
+        names["owners"] = "payload_owners"
         if url is not None:
             names = {k: f"agent_{v}" for k, v in names.items()}
             connection = await asyncpg.connect(url)
             try:
-                query = sql.format(**names).replace("?", "$1")
+                query = numbered(sql.format(**names))
                 return [tuple(row) for row in await connection.fetch(query, *args)]
             finally:
                 await connection.close()
@@ -131,7 +141,7 @@ class Stores:
             "payloads": stores.payloads,
             "ledger": stores.conversations.parent / "ledger.db",
         }[store]
-        with closing(sqlite3.connect(path)) as db:
+        with closing(sqlite3.connect(path)) as db, db:
             return db.execute(sql.format(**names), args).fetchall()
 
     async def _files(self, key: str) -> int:
@@ -145,6 +155,17 @@ class Stores:
             await connection.close()
 
 
+def lifecycle_settings(database_url: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    """The settings of stores of their own: SQLite files in ``tmp_path``, or the database at
+    ``database_url``, set in the environment (the starter in this process reads the same)."""
+    if database_url is not None:
+        monkeypatch.setenv("AGENT_DATABASE_URL", database_url)
+    files = {"STORE": "conversations", "IDEMPOTENCY_STORE": "idempotency", "PAYLOAD_STORE": "payloads"}
+    for name, file in files.items():  # set for the session already: changed, not added
+        monkeypatch.setenv(f"AGENT_{name}", str(tmp_path / f"{file}.db"))
+    return Settings.from_env()
+
+
 @asynccontextmanager
 async def lifecycle_worker(
     database_url: str | None,
@@ -156,12 +177,7 @@ async def lifecycle_worker(
     """A worker with ``lifecycle_agents`` on stores of its own: SQLite files in ``tmp_path``, or the
     database at ``database_url`` (set before the worker starts, so that the starter in this process
     reads the same). Its workspaces are local on SQLite, in the database on PostgreSQL."""
-    if database_url is not None:
-        monkeypatch.setenv("AGENT_DATABASE_URL", database_url)
-    files = {"STORE": "conversations", "IDEMPOTENCY_STORE": "idempotency", "PAYLOAD_STORE": "payloads"}
-    for name, file in files.items():  # set for the session already: changed, not added
-        monkeypatch.setenv(f"AGENT_{name}", str(tmp_path / f"{file}.db"))
-    settings = Settings.from_env()
+    settings = lifecycle_settings(database_url, monkeypatch, tmp_path)
     client = await Client.connect(server.address, data_converter=data_converter(settings))
     task_queue = task_queue or f"tq-{uuid.uuid4().hex[:10]}"
     local = {"workspace_root": tmp_path / "workspace"} if database_url is None else {}

@@ -66,7 +66,9 @@ async def charge_then_wait(amount: float, ctx: ToolContext) -> str:
     return await ctx.once("charge", pay)
 
 
-@tool(call=CallPolicy(timeout_seconds=60, max_attempts=5, heartbeat_seconds=2))
+# Attempts for every poll a paused host keeps open (the SDK's 5 activity pollers): the server hands
+# each a retry, which times out at its heartbeat timeout (docs/guarantees.md), and one more.
+@tool(call=CallPolicy(timeout_seconds=60, max_attempts=8, heartbeat_seconds=2))
 async def pay_inside(amount: float, blocking: bool, ctx: ToolContext) -> str:
     """Pay once: inside ``ctx.once`` say so (FAULT_EFFECTS.inside), work FAULT_INSIDE_SECONDS (in a
     blocking call in a thread, or awaiting), then append the payment to FAULT_EFFECTS.

@@ -166,7 +166,10 @@ async def start_message(
     **options: Any,
 ) -> WorkflowUpdateHandle[Reply]:
     """``send_or_start``, returning once the conversation accepted the message (the handle's
-    ``result()`` is the reply): for a frontend that follows the turn on the event stream."""
+    ``result()`` is the reply): for a frontend that follows the turn on the event stream. A message
+    the conversation refuses because it continues as new comes back as a handle too (the SDK returns
+    a refused update answered): its ``result()`` raises, ``rolling_over`` says so, and
+    ``send_or_start`` sends it again and waits for the reply (as serve does)."""
     send = _sender(
         client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options, tenant, user, versioning
     )
@@ -237,11 +240,15 @@ async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: 
         try:
             return await send()
         except WorkflowUpdateFailedError as e:
-            rolling_over = isinstance(e.cause, ApplicationError) and e.cause.type == ROLLING_OVER
-            if not rolling_over or attempt + 1 == attempts:
+            if not rolling_over(e) or attempt + 1 == attempts:
                 raise
             await asyncio.sleep(0.2)
     raise AssertionError("unreachable")
+
+
+def rolling_over(error: WorkflowUpdateFailedError) -> bool:
+    """Was the message refused because the conversation continues as new (send it again)?"""
+    return isinstance(error.cause, ApplicationError) and error.cause.type == ROLLING_OVER
 
 
 async def _start_options(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -43,7 +44,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.client import decisions
-from durable_agents.client.conversations import refusal, start_message
+from durable_agents.client.conversations import refusal, rolling_over, send_or_start, start_message
 from durable_agents.client.images import image
 from durable_agents.client.live import next_offset, read_batches
 from durable_agents.serve.fanout import Hub, Subscription
@@ -174,7 +175,7 @@ def routes(
         message = UiMessages(str(messages[-1].id) if continued else None, workflow_id)
         subscription = hub.subscribe(workflow_id, offset)
 
-        async def send() -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
+        async def send() -> tuple[Awaitable[Reply] | None, str | None]:
             if responses:
                 return None, await _answer(
                     client, workflow_id, responses, caller.user or "web", caller.user is not None
@@ -204,7 +205,7 @@ def routes(
             return Response(status_code=204)
         subscription = hub.subscribe(workflow_id, turn.start)
 
-        async def nothing() -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
+        async def nothing() -> tuple[Awaitable[Reply] | None, str | None]:
             return None, None
 
         resumed = UiMessages(None, workflow_id)
@@ -244,7 +245,7 @@ def routes(
     ]
 
 
-Send = Callable[[], Awaitable[tuple[WorkflowUpdateHandle[Reply] | None, str | None]]]
+Send = Callable[[], Awaitable[tuple[Awaitable[Reply] | None, str | None]]]
 """What a run does first: send a message (its reply's update) or deliver, answer, or nothing; or why not."""
 
 
@@ -433,7 +434,7 @@ def _deltas(hub: Hub, workflow_id: str) -> Iterator[asyncio.Queue[Event] | None]
 
 async def _run(
     subscription: Subscription,
-    reply: WorkflowUpdateHandle[Reply] | None,
+    reply: Awaitable[Reply] | None,
     deltas: asyncio.Queue[Event] | None,
     *,
     interrupt: bool,
@@ -446,7 +447,7 @@ async def _run(
     at an approval awaited when ``interrupt`` (unless ``decided`` has it), or when the conversation
     ended. ``so_far``: deltas that come first, once their model call has started."""
     events = subscription.events()
-    waiting = asyncio.ensure_future(reply.result()) if reply is not None else None
+    waiting = asyncio.ensure_future(reply) if reply is not None else None
     replied: dict[str, Reply] = {}
     following: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
     delta = asyncio.ensure_future(deltas.get()) if deltas is not None else None
@@ -787,28 +788,39 @@ async def _send(
     task_queue: str,
     caller: Caller,
     agents: Callable[[], Mapping[str, Versioning]] | None = None,
-) -> tuple[WorkflowUpdateHandle[Reply] | None, str | None]:
-    """The accepted message's update, or why it was not sent; a conversation it starts belongs to
-    the caller's tenant and user, as the workflow type of its agent's ``versioning`` (``agents``)."""
+) -> tuple[Awaitable[Reply] | None, str | None]:
+    """The reply to the accepted message, or why it was not sent; a conversation it starts belongs
+    to the caller's tenant and user, as the workflow type of its agent's ``versioning`` (``agents``)."""
     text, images = said
+    message = MessageInput(text=text, images=images)
+    options: dict[str, Any] = {
+        "agent": agent,
+        "task_queue": task_queue,
+        "tenant": caller.tenant,
+        "user": caller.user,
+        "versioning": agents().get(agent) if agents is not None else None,
+    }
     try:
-        sent = await start_message(
-            client,
-            workflow_id,
-            MessageInput(text=text, images=images),
-            agent=agent,
-            task_queue=task_queue,
-            tenant=caller.tenant,
-            user=caller.user,
-            versioning=agents().get(agent) if agents is not None else None,
-        )
-        return sent, None
+        sent = await start_message(client, workflow_id, message, **options)
+        return _reply(sent, functools.partial(send_or_start, client, workflow_id, message, **options)), None
     except WorkflowAlreadyStartedError:
         return None, f"{workflow_id} has closed; send to a new id"
     except WorkflowUpdateFailedError as e:
         return None, f"not sent: {refusal(e)}"
     except ValidationError as e:
         return None, f"not sent: {e.errors()[0]['msg']}"
+
+
+async def _reply(sent: WorkflowUpdateHandle[Reply], again: Callable[[], Awaitable[Reply]]) -> Reply:
+    """The reply to the message ``sent``; sent ``again`` (and waited for) when the conversation refused
+    it for its continue-as-new, which the SDK hands back as an answered update, not as an error of
+    the start (a message refused at once is no different from one accepted until ``result()``)."""
+    try:
+        return await sent.result()
+    except WorkflowUpdateFailedError as e:
+        if not rolling_over(e):
+            raise
+    return await again()
 
 
 async def _answer(

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -22,6 +23,7 @@ from durable_agents.cli import starter
 from durable_agents.client.conversations import conversation_result, send_or_start
 from durable_agents.connection import AGENT_PROMPT
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
+from durable_agents.serve.app import app
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.plugin import build_worker
 from durable_agents.workflows.agent import AgentWorkflow
@@ -130,6 +132,46 @@ class TestUpdateWithStart:
 
         assert reply.text == "You said: hi"
         assert (result.closed_by, [r.message_id for r in result.replies]) == ("answered", ["m1"])
+
+    async def test_a_message_refused_while_the_conversation_continues_as_new_is_sent_to_the_next_run(
+        self, client: Client, tmp_path: Path
+    ) -> None:
+        """serve's chat sends a message again when the conversation refuses it for its continue-as-new:
+        the SDK hands that refusal back as an answered update, not as an error of the start."""
+        agent = scripted_agent(
+            step("Adding.", ("add", {"a": 1, "b": 2})),
+            ScriptStep(text="You said: {user}", repeat=10),
+            tools=["add"],
+            chat=True,
+            approval=ApprovalPolicy(require=["add"]),
+            continue_as_new_after=1,  # wanted once the first model call is made, held by the open turn
+        ).model_copy(update={"name": "rolling"})
+        task_queue, workflow_id = f"tq-{uuid.uuid4().hex[:10]}", _id("uws")
+
+        def said(id: str, text: str) -> dict:
+            message = {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
+            return {"id": workflow_id, "trigger": "submit-message", "messages": [message]}
+
+        serving = app(client, task_queue=task_queue, agents=lambda: {"rolling": "pinned"})
+        served = httpx2.ASGITransport(app=serving)
+        async with (
+            build_worker(client, task_queue=task_queue, agents={"rolling": agent}, workspace_root=tmp_path),
+            httpx2.AsyncClient(transport=served, base_url="http://127.0.0.1") as http,
+        ):
+            first = asyncio.create_task(http.post("/agents/rolling/chat", json=said("u1", "one")))
+            handle = client.get_workflow_handle(workflow_id)
+            while not [w async for w in client.list_workflows(f'WorkflowId = "{workflow_id}"')]:
+                await asyncio.sleep(0.05)  # the chat has started it
+            [pending] = await wait_for_pending(handle, timeout=60)
+            second = asyncio.create_task(http.post("/agents/rolling/chat", json=said("u2", "two")))
+            await asyncio.sleep(0.5)  # refused at least once: the turn of "one" holds the run open
+            await handle.execute_update(AgentWorkflow.decide, {"call_id": pending.call_id, "approve": True})
+            answered = (await asyncio.wait_for(second, 120)).text
+            await asyncio.wait_for(first, 120)
+
+        chunks = [json.loads(line[6:]) for line in answered.splitlines() if line.startswith("data: {")]
+        assert [c for c in chunks if c["type"] == "error"] == []  # not "...continuing as new; send again"
+        assert [c["delta"] for c in chunks if c["type"] == "text-delta"] == ["You said: one", "You said: two"]
 
     async def test_a_closed_conversation_is_not_started_again(self, client: Client, worker: str) -> None:
         workflow_id = _id("uws")

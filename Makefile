@@ -45,7 +45,7 @@ server: setup
 		--search-attribute AgentStatus=Keyword --search-attribute AgentName=Keyword \
 		--search-attribute AgentParent=Keyword --search-attribute AgentForkOf=Keyword \
 		--search-attribute AgentTenant=Keyword --search-attribute AgentUser=Keyword \
-		--search-attribute AgentCost=Double --search-attribute AgentPrompt=Text \
+		--search-attribute AgentCost=Double --search-attribute AgentPromptWords=KeywordList \
 		$$($(PY) -c 'from durable_agents.dev_server import dev_server_flags; print(" ".join(dev_server_flags()))')
 
 lint: setup

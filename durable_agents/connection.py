@@ -31,10 +31,10 @@ from durable_agents.workflows.api import (
 DEFAULT_ADDRESS = "localhost:7233"
 _log = logging.getLogger(__name__)
 
-AGENT_PROMPT = SearchAttributeKey.for_text("AgentPrompt")
-"""The start of a conversation's first prompt (a Text: a query matches whole words), set by the client
-that starts it (``durable_agents.client.search``), never by the workflow: a namespace without it
-loses only the search by prompt."""
+AGENT_PROMPT = SearchAttributeKey.for_keyword_list("AgentPromptWords")
+"""The words of the start of a conversation's first prompt (a KeywordList: a query matches whole
+words), set by the client that starts it (``durable_agents.client.search``), never by the workflow:
+a namespace without it loses only the search by prompt."""
 SEARCH_ATTRIBUTES = (
     AGENT_STATUS,
     AGENT_NAME,
@@ -45,13 +45,13 @@ SEARCH_ATTRIBUTES = (
     AGENT_COST,
     AGENT_PROMPT,
 )
-"""Keywords, but AgentCost (a Double) and AgentPrompt (a Text)."""
+"""Keywords, but AgentCost (a Double) and AgentPromptWords (a KeywordList)."""
 OPTIONAL_SEARCH_ATTRIBUTES = (AGENT_PROMPT,)
 """Those a worker starts without when it may not register them: no workflow writes them."""
 CLI_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: "Keyword",
     SearchAttributeIndexedValueType.DOUBLE: "Double",
-    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
 }
 """Each type of ours as ``temporal operator search-attribute create --type`` names it."""
 
@@ -89,10 +89,10 @@ async def connect(
 
 async def ensure_search_attributes(client: Client) -> None:
     """Register AgentStatus, AgentName, AgentParent, AgentForkOf, AgentTenant, AgentUser, AgentCost and
-    AgentPrompt if the namespace lacks them.
+    AgentPromptWords if the namespace lacks them.
 
     Without the first seven every status change would fail the workflow task: ``RuntimeError`` with
-    the commands to run when this client may not register them. Without AgentPrompt only the search
+    the commands to run when this client may not register them. Without AgentPromptWords only the search
     by prompt is lost: a warning with the command.
     """
     namespace = client.namespace

@@ -140,7 +140,7 @@ class Settings:
     (``AGENT_ENCRYPTION_KEY``) puts contents in spans too, in clear; without it, none."""
     search_encrypted_prompts: bool = False
     """``AGENT_SEARCH_ENCRYPTED_PROMPTS=1``: a client that encrypts payloads (``AGENT_ENCRYPTION_KEY``)
-    sets AgentPrompt too, in clear in Temporal's visibility store; without it, a conversation it
+    sets AgentPromptWords too, in clear in Temporal's visibility store; without it, a conversation it
     starts cannot be searched by prompt."""
     rate_limit: float | None = None
     """``AGENT_RATE_LIMIT``: activities per second for the whole task queue (``--rate-limit``)."""

@@ -258,7 +258,7 @@ async def _start_options(
     fork_of: str | None = None,
     priority: int | None = None,
 ) -> dict[str, Any]:
-    """The Web UI summary and the search attributes a conversation starts with (AgentPrompt where
+    """The Web UI summary and the search attributes a conversation starts with (AgentPromptWords where
     ``prompt_attribute`` allows it)."""
     agent = conversation.agent or (conversation.agent_spec.name if conversation.agent_spec else "")
     attributes = start_search_attributes(

@@ -316,22 +316,23 @@ async def test_a_worker_that_may_not_register_agent_prompt_alone_starts_and_warn
     bare_server: Client,
 ) -> None:
     address = bare_server.service_client.config.target_host
-    # Ours registered but AgentPrompt, and every Text slot of the server's visibility store taken.
+    # Ours registered but AgentPromptWords, and every KeywordList slot of the server's visibility store taken.
     ours = {key.name: key.indexed_value_type for key in SEARCH_ATTRIBUTES if key != AGENT_PROMPT}
-    others = {f"OtherText{i}": IndexedValueType.INDEXED_VALUE_TYPE_TEXT for i in range(3)}
+    others = {f"OtherList{i}": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST for i in range(3)}
     await bare_server.operator_service.add_search_attributes(
         AddSearchAttributesRequest(namespace="default", search_attributes=ours | others)
     )
     running, err = await _until_running(_worker_process(address))
     assert running.startswith("Worker (all) running on task queue")
-    assert "AgentPrompt" not in await _custom_attributes(bare_server)
+    assert "AgentPromptWords" not in await _custom_attributes(bare_server)
     warning = err[err.index("WARNING durable_agents.connection: ") :].splitlines()
     assert warning[0].startswith(
-        "WARNING durable_agents.connection: the namespace 'default' lacks the search attributes AgentPrompt"
-        " and this worker may not add them ("
+        "WARNING durable_agents.connection: the namespace 'default' lacks the search attributes"
+        " AgentPromptWords and this worker may not add them ("
     )
     assert warning[1:3] == [
-        "  temporal operator search-attribute create --namespace default --type Text --name AgentPrompt",
+        "  temporal operator search-attribute create --namespace default --type KeywordList"
+        " --name AgentPromptWords",
         "(until then conversations start without them)",
     ]
 
@@ -355,7 +356,7 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     first, *rest = err.splitlines()
     assert first.startswith(
         "worker: the namespace 'default' lacks the search attributes AgentStatus, AgentName, AgentParent,"
-        " AgentForkOf, AgentTenant, AgentUser, AgentCost, AgentPrompt and this worker may not add them ("
+        " AgentForkOf, AgentTenant, AgentUser, AgentCost, AgentPromptWords and this worker may not add them ("
     )
     commands = [
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentStatus",
@@ -365,7 +366,8 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentTenant",
         "  temporal operator search-attribute create --namespace default --type Keyword --name AgentUser",
         "  temporal operator search-attribute create --namespace default --type Double --name AgentCost",
-        "  temporal operator search-attribute create --namespace default --type Text --name AgentPrompt",
+        "  temporal operator search-attribute create --namespace default --type KeywordList"
+        " --name AgentPromptWords",
     ]
     assert first.endswith("). Ask an operator to run:")
     assert rest == [*commands, "(on Temporal Cloud: tcld namespace search-attributes add, or the Cloud UI)"]
@@ -384,6 +386,6 @@ async def test_a_worker_that_may_not_register_them_prints_the_commands_that_do(b
     attributes = await _custom_attributes(bare_server)
     assert (attributes["AgentStatus"], attributes["AgentName"]) == (KEYWORD, KEYWORD)
     assert attributes["AgentCost"] == IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE
-    assert attributes["AgentPrompt"] == IndexedValueType.INDEXED_VALUE_TYPE_TEXT
+    assert attributes["AgentPromptWords"] == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
     running, _ = await _until_running(_worker_process(address))
     assert running.startswith("Worker (all) running on task queue")

@@ -432,7 +432,7 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentTenant": "Keyword",
         "AgentUser": "Keyword",
         "AgentCost": "Double",
-        "AgentPrompt": "Text",
+        "AgentPromptWords": "KeywordList",
     }
     # Each create is skipped when the attribute exists, so a rerun succeeds.
     assert re.findall(r"grep -qw (\w+) \|\| temporal operator search-attribute create", script) == [
@@ -443,7 +443,7 @@ def test_admin_tools_create_exactly_the_search_attributes_of_connection(compose:
         "AgentTenant",
         "AgentUser",
         "AgentCost",
-        "AgentPrompt",
+        "AgentPromptWords",
     ]
 
 

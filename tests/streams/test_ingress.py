@@ -95,7 +95,7 @@ class TestUpdateWithStart:
         attrs = start.events[0].workflow_execution_started_event_attributes
         started_with = {AGENT_NAME.name, AGENT_STATUS.name, AGENT_PROMPT.name}
         assert attrs.search_attributes.indexed_fields.keys() == started_with
-        assert described.typed_search_attributes.get(AGENT_PROMPT) == "hello"  # the first message: a prompt
+        assert described.typed_search_attributes.get(AGENT_PROMPT) == ["hello"]  # the first message: a prompt
 
     async def test_an_existing_id_gets_the_message_appended_without_a_second_start(
         self, client: Client, worker: str

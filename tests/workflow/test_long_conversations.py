@@ -147,7 +147,7 @@ async def test_continues_as_new_while_idle(suggesting_by_length: Client, tmp_pat
             await asyncio.sleep(0.05)
         await _new_run(latest, handle.first_execution_run_id)
         await until_state(latest, "idle")
-        assert (await latest.describe()).typed_search_attributes.get(AGENT_PROMPT) == "one"  # carried over
+        assert (await latest.describe()).typed_search_attributes.get(AGENT_PROMPT) == ["one"]  # carried over
         status = await latest.query(AgentWorkflow.status)
         reply = await latest.execute_update(AgentWorkflow.send_message, MessageInput(text="two"))
         await latest.signal(AgentWorkflow.end)

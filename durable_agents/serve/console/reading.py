@@ -188,9 +188,9 @@ class ListFilter:
     tenant: str = ""
     user: str = ""
     search: str = ""
-    """The start of the conversation's id, or words of its prompt (AgentPrompt)."""
+    """The start of the conversation's id, or words of its prompt (AgentPromptWords)."""
     prompts: bool = True
-    """Whether ``search`` looks at prompts too (the namespace has AgentPrompt: ``prompt_searchable``)."""
+    """Whether ``search`` looks at prompts too (the namespace has AgentPromptWords: ``prompt_searchable``)."""
 
     def __post_init__(self) -> None:
         if self.status and self.status not in STATUSES:

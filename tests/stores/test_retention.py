@@ -47,6 +47,16 @@ from tests.support.postgres import Postgres
 from tests.support.workers import Env
 
 
+async def _pass(env: Env) -> RetentionRequest:
+    """One retention pass over everything closed (a retention of 0 s), to its end."""
+    return await env.client.execute_workflow(
+        RetentionWorkflow.run,
+        RetentionRequest(retention_seconds=0),
+        id=f"retention-{uuid.uuid4().hex[:8]}",
+        task_queue=env.task_queue,
+    )
+
+
 async def test_retention_removes_closed_and_orphaned_conversations_data_and_keeps_a_running_ones(
     lifecycle: tuple[Env, Stores], server: EmbeddedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,12 +119,7 @@ async def test_retention_removes_a_conversation_that_closed_before_its_first_mod
     key = await conversation_key(handle)
     assert await stores.held(key, handle.id) == NOTHING | {"ledger rows": 1}
 
-    done = await env.client.execute_workflow(
-        RetentionWorkflow.run,
-        RetentionRequest(retention_seconds=0),
-        id=f"retention-{uuid.uuid4().hex[:8]}",
-        task_queue=env.task_queue,
-    )
+    done = await _pass(env)
 
     assert done.conversations == 1
     assert done.removed == {"ledger rows folded": 0} | {store: 0 for store in NOTHING} | {"ledger rows": 1}
@@ -138,12 +143,7 @@ async def test_retention_removes_the_start_input_of_a_conversation_that_failed_b
     key = await conversation_key(handle, tenant=None)
     assert await stores.held(key, handle.id) == NOTHING | {"payloads": 1}
 
-    done = await env.client.execute_workflow(
-        RetentionWorkflow.run,
-        RetentionRequest(retention_seconds=0),
-        id=f"retention-{uuid.uuid4().hex[:8]}",
-        task_queue=env.task_queue,
-    )
+    done = await _pass(env)
 
     assert await stores.held(key, handle.id) == NOTHING
     # counted as payloads, not as a conversation: no store names its key
@@ -159,12 +159,7 @@ async def test_retention_removes_the_payloads_of_a_workflow_temporal_does_not_kn
     await stores.plant_payload(gone, time.time() - START_GRACE_SECONDS - 60)
     await stores.plant_payload(starting, time.time())
 
-    done = await env.client.execute_workflow(
-        RetentionWorkflow.run,
-        RetentionRequest(retention_seconds=0),
-        id=f"retention-{uuid.uuid4().hex[:8]}",
-        task_queue=env.task_queue,
-    )
+    done = await _pass(env)
 
     assert done.removed == {"ledger rows folded": 0, "payloads": 1}
     assert [(await stores.held(owner, owner))["payloads"] for owner in (gone, starting)] == [0, 1]

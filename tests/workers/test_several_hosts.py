@@ -264,17 +264,24 @@ async def test_a_postgresql_restart_during_a_burst_loses_and_repeats_nothing(
         await no_task_failures(handle)
 
 
-async def _lease(url: str, host: Host) -> dict | None:
-    """The host's worker lease as the database holds it (None: there is none)."""
+async def _records(url: str, host: Host, table: str) -> list[str | None]:
+    """The ``record`` of each of the host's rows in ``table``: ``agent_workers`` holds its lease,
+    ``agent_takeovers`` the takeover of it (its record cleared once the calls were reclaimed)."""
     connection = await asyncpg.connect(url)
     try:
-        record = await connection.fetchval(
-            "SELECT record FROM agent_workers WHERE starts_with(worker, $1)",
+        rows = await connection.fetch(
+            f"SELECT record FROM {table} WHERE starts_with(worker, $1)",
             f"{host.proc.pid}@",  # type: ignore[union-attr]
         )
     finally:
         await connection.close()
-    return json.loads(record) if record else None
+    return [row["record"] for row in rows]
+
+
+async def _lease(url: str, host: Host) -> dict | None:
+    """The host's worker lease as the database holds it (None: there is none)."""
+    records = await _records(url, host, "agent_workers")
+    return json.loads(records[0]) if records and records[0] else None
 
 
 async def _until_lease(url: str, host: Host, holds: Callable[[dict | None], bool]) -> None:
@@ -290,15 +297,7 @@ async def _until_reclaimed(url: str, host: Host) -> None:
     the host's sticky queue): the takeover's record is cleared only after ``reclaim`` returns, while
     the lease's row goes first (a decision sent between the two would wait on the sticky queue)."""
     for _ in range(1200):  # a minute, more on a loaded machine
-        connection = await asyncpg.connect(url)
-        try:
-            taken = await connection.fetch(
-                "SELECT record FROM agent_takeovers WHERE starts_with(worker, $1)",
-                f"{host.proc.pid}@",  # type: ignore[union-attr]
-            )
-        finally:
-            await connection.close()
-        if [row["record"] for row in taken] == [None]:
+        if (taken := await _records(url, host, "agent_takeovers")) == [None]:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"the takeover of {host.folder.name}'s lease is {taken}")

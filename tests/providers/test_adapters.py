@@ -123,19 +123,24 @@ def test_openai_request_resends_malformed_arguments_verbatim() -> None:
     }
 
 
+RECORDED_TOOL_CALLS = [
+    ToolCall(id="call_hU0Yg4Zx3oQe1nVdB7sKpW2m", name="add", arguments={"a": 12, "b": 30}),
+    ToolCall(
+        id="call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+        name="multiply",
+        arguments_error="arguments are not valid JSON (Expecting value at position 11)",
+        raw_arguments='{"a":3,"b":',
+    ),
+]
+"""The two calls both OpenAI recordings answer (Chat Completions and Responses): one whose arguments
+are cut off."""
+
+
 def test_openai_recorded_tool_call_response_maps_to_neutral() -> None:
     assert openai_chat.from_wire(_load("openai_tool_calls_response.json")) == ModelResponse(
         message=AssistantMessage(
             text="",
-            tool_calls=[
-                ToolCall(id="call_hU0Yg4Zx3oQe1nVdB7sKpW2m", name="add", arguments={"a": 12, "b": 30}),
-                ToolCall(
-                    id="call_9Lr2fQkT6wXs0aPjN4cVyE8d",
-                    name="multiply",
-                    arguments_error="arguments are not valid JSON (Expecting value at position 11)",
-                    raw_arguments='{"a":3,"b":',
-                ),
-            ],
+            tool_calls=RECORDED_TOOL_CALLS,
         ),
         usage=Usage(input_tokens=143, output_tokens=51),
         finish_reason="tool_calls",
@@ -319,15 +324,7 @@ def test_openai_responses_recorded_parallel_calls_map_to_neutral_with_reasoning(
     assert openai_responses.from_wire(_load("openai_responses_tool_calls_response.json")) == ModelResponse(
         message=AssistantMessage(
             text="",
-            tool_calls=[
-                ToolCall(id="call_hU0Yg4Zx3oQe1nVdB7sKpW2m", name="add", arguments={"a": 12, "b": 30}),
-                ToolCall(
-                    id="call_9Lr2fQkT6wXs0aPjN4cVyE8d",
-                    name="multiply",
-                    arguments_error="arguments are not valid JSON (Expecting value at position 11)",
-                    raw_arguments='{"a":3,"b":',
-                ),
-            ],
+            tool_calls=RECORDED_TOOL_CALLS,
         ),
         usage=Usage(input_tokens=143, output_tokens=179, reasoning_tokens=128),
         finish_reason="tool_calls",

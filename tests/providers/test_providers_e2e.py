@@ -165,6 +165,19 @@ def _streaming(provider: str, model: str) -> ConversationInput:
     return ConversationInput(prompt="12 + 30?", agent_spec=spec)
 
 
+RECORDED_OUTCOMES = [
+    ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
+    (
+        "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
+        "multiply",
+        "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
+        True,
+    ),
+]
+"""The tool calls of the OpenAI recordings (Chat Completions, Responses) as the conversation ran
+them: (id, tool, result, is_error); the second's arguments are cut off."""
+
+
 async def test_openai_streaming_gives_the_same_result(env: Env, fake: FakeProvider) -> None:
     fake.queue(
         openai_stream(json.loads((DATA / "openai_tool_calls_response.json").read_text())),
@@ -174,15 +187,7 @@ async def test_openai_streaming_gives_the_same_result(env: Env, fake: FakeProvid
 
     assert result.final_text == "12 + 30 = 42."
     assert result.truncated is True
-    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
-        ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
-        (
-            "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
-            "multiply",
-            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
-            True,
-        ),
-    ]
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == RECORDED_OUTCOMES
     assert (result.usage.input_tokens, result.usage.output_tokens) == (353, 59)
     assert fake.received[0].body["stream"] is True
 
@@ -310,15 +315,7 @@ async def test_the_responses_agent_runs_parallel_tools_and_reports_its_reasoning
     result = await handle.result()
 
     assert result.final_text == "12 + 30 = 42."
-    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == [
-        ("call_hU0Yg4Zx3oQe1nVdB7sKpW2m", "add", "42", False),
-        (
-            "call_9Lr2fQkT6wXs0aPjN4cVyE8d",
-            "multiply",
-            "Invalid arguments for 'multiply': arguments are not valid JSON (Expecting value at position 11)",
-            True,
-        ),
-    ]
+    assert [(c.call_id, c.name, c.content, c.is_error) for c in result.tool_calls] == RECORDED_OUTCOMES
     usage = result.usage
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (353, 187, 128)
     first, second = fake.received

@@ -14,6 +14,7 @@ It is in clear in the visibility store: a client whose payloads are encoded
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 import weakref
 
@@ -34,25 +35,37 @@ UNREGISTERED = (
 )
 """The console's line when prompts cannot be searched."""
 
+ASK_AGAIN_SECONDS = 60.0
+"""How long a namespace found without AgentPromptWords is taken to lack it before the server is asked
+again: a start does not pay a second call each time, and a registration counts within a minute."""
+
 _registered: weakref.WeakKeyDictionary[Client, bool] = weakref.WeakKeyDictionary()
+_lacking_since: weakref.WeakKeyDictionary[Client, float] = weakref.WeakKeyDictionary()
 
 
 async def prompt_searchable(client: Client) -> bool:
     """Whether the client's namespace has AgentPromptWords (a KeywordList). Remembered once it has;
-    asked again while it has not, so a registration counts without a restart. A server that cannot list its
-    search attributes (the time-skipping one) or a caller that may not counts as without."""
+    while it has not, asked again every ``ASK_AGAIN_SECONDS``, so a registration counts without a
+    restart. A server that cannot list its search attributes (the time-skipping one) or a caller that
+    may not counts as without."""
     if _registered.get(client):
         return True
+    if time.monotonic() - _lacking_since.get(client, -ASK_AGAIN_SECONDS) < ASK_AGAIN_SECONDS:
+        return False
     try:
         listed = await client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=client.namespace)
         )
+        found = (
+            listed.custom_attributes.get(AGENT_PROMPT.name)
+            == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+        )
     except RPCError:
-        return False
-    kind = listed.custom_attributes.get(AGENT_PROMPT.name)
-    found = kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+        found = False
     if found:
         _registered[client] = True
+    else:
+        _lacking_since[client] = time.monotonic()
     return found
 
 

@@ -63,6 +63,9 @@ _SQLSTATES = {
     "3D000": "does not exist",  # invalid_catalog_name: the database dropped, not yet made again
 }
 """PostgreSQL's SQLSTATEs (a code, else its class) of faults of the server, not of the statement."""
+NO_ROOM_TO_CONNECT = "could not write init file"
+"""What a new PostgreSQL connection answers when its database's disk is full: the backend cannot
+write its relation cache's file and ends as an internal error (XX000, relcache.c), not as 53100."""
 
 
 def outage(error: BaseException) -> str | None:
@@ -80,6 +83,8 @@ def outage(error: BaseException) -> str | None:
         return f"is read-only ({first_line(error)})"
     if sqlstate == "42P01":  # undefined_table
         return "its tables are gone (the database emptied or made anew)"
+    if sqlstate == "XX000" and str(error) == NO_ROOM_TO_CONNECT:
+        return f"is out of disk space: {first_line(error)}"
     said = _SQLSTATES.get(sqlstate) or _SQLSTATES.get(sqlstate[:2])
     return f"{said}: {first_line(error)}" if said else None
 

@@ -23,7 +23,7 @@ from durable_agents.converter import data_converter
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.settings import LEASE_DEAD_SECONDS
 from durable_agents.stores.conversations import SQLitePayloadDriver, masked
-from durable_agents.stores.errors import StoreDown
+from durable_agents.stores.errors import StoreDown, outage
 from durable_agents.stores.leases import PostgresLeases
 from durable_agents.stores.postgres import Database, PostgresPayloadDriver, database
 from durable_agents.testing import conversation, scripted_agent, step
@@ -110,6 +110,15 @@ def _check_reports(results: list) -> None:
         [call] = result.tool_calls
         assert (call.is_error, call.content) == (False, f"charged {n} EUR\n{big_text(150_000, n)}")
         assert result.final_text == "done"
+
+
+def test_a_connection_refused_for_a_full_disk_is_an_outage_and_other_internal_errors_are_not() -> None:
+    """A new connection to a database whose disk is full can end before it starts: the backend
+    cannot write its relation cache's file (XX000, not 53100). The lease store, reconnecting then,
+    ended its worker (seen once in the test below); any other internal error stays a bug."""
+    refused = asyncpg.exceptions.InternalServerError("could not write init file")
+    assert outage(refused) == "is out of disk space: could not write init file"
+    assert outage(asyncpg.exceptions.InternalServerError("cache lookup failed for relation 16384")) is None
 
 
 async def test_a_database_whose_disk_fills_while_tool_results_wait_keeps_its_worker_and_completes(

@@ -106,7 +106,8 @@ async def pay_inside(amount: float, blocking: bool, ctx: ToolContext) -> str:
     return await ctx.once("pay", pay_blocking if blocking else pay_awaiting)
 
 
-@tool(call=CallPolicy(timeout_seconds=30, max_attempts=5, heartbeat_seconds=1))
+# As ``pay_inside``: the failing first attempt, one for each poll a paused host keeps open, and more.
+@tool(call=CallPolicy(timeout_seconds=30, max_attempts=8, heartbeat_seconds=2))
 def note(text: str, ctx: ToolContext) -> str:
     """Append a line to FAULT_EFFECTS: a plain effect, no ``ctx.once``. Its first attempt fails before
     the effect, so that the call's next attempt is queued for any worker's polls (a first attempt

@@ -86,6 +86,7 @@ from durable_agents.serve.app import (
     DEFAULT_PORT,
     Access,
     ConsoleOptions,
+    ServeOptions,
     check_exposure,
     plain_http_warning,
     serve,
@@ -624,7 +625,8 @@ async def serve_events(client: Client, args: argparse.Namespace) -> None:
     console = ConsoleOptions(settings.approver_key, settings.ui_url, settings.decide_timeout)
     async with listening(client, settings.database_url, settings.delta_dir) as deltas:
         agents = AgentNames(args.agents_dir or settings.agents_dir).current
-        await serve(client, args.host, args.port, args.task_queue, access, deltas, console, agents)
+        options = ServeOptions(args.task_queue, access, console, agents)
+        await serve(client, args.host, args.port, options, deltas)
 
 
 def _folder(given: str) -> Path:

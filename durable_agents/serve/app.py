@@ -63,20 +63,12 @@ DEFAULT_PORT = 8765
 # -- the app and its routes ----------------------------------------------------------------------
 
 
-def app(
-    client: Client,
-    hub: Hub | None = None,
-    task_queue: str = DEFAULT_TASK_QUEUE,
-    access: Access | None = None,
-    console: ConsoleOptions | None = None,
-    agents: Callable[[], Mapping[str, Versioning]] | None = None,
-) -> ASGIApp:
-    """The streams' and the runs' routes behind ``access`` (default: no token, no other origin), and
-    the console at ``/console/`` behind its own login (the same token). ``agents``: the names a run
-    may start (``runs.routes``)."""
+def app(client: Client, hub: Hub | None = None, options: ServeOptions | None = None) -> ASGIApp:
+    """The streams' and the runs' routes behind ``options.access``, and the console at ``/console/``
+    behind its own login (the same token)."""
     hub = hub or Hub(client)
-    access = access or Access()
-    console = console or ConsoleOptions()
+    options = options or ServeOptions()
+    access, console = options.access, options.console
 
     async def events(request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
@@ -112,7 +104,7 @@ def app(
     routes = [
         Route("/conversations/{workflow_id:path}/events", events),
         Route("/conversations/{workflow_id:path}/export", export),
-        *runs.routes(client, hub, task_queue, agents),
+        *runs.routes(client, hub, options.task_queue, options.agents),
         Route("/", lambda _: RedirectResponse(f"{console_routes.BASE}/", status_code=307)),
         console_routes.mount(
             client,
@@ -200,21 +192,18 @@ async def serve(
     client: Client,
     host: str,
     port: int,
-    task_queue: str = DEFAULT_TASK_QUEUE,
-    access: Access | None = None,
+    options: ServeOptions | None = None,
     deltas: DeltaListener | None = None,
-    console: ConsoleOptions | None = None,
-    agents: Callable[[], Mapping[str, Versioning]] | None = None,
 ) -> None:
-    """Serve until interrupted; open streams are closed at once when it stops. Conversations that
-    a run starts (``runs.py``) start on ``task_queue``; ``deltas`` is this process's reader of the
-    fast channel. ``ValueError`` (one line) for an address other than loopback without a token."""
-    access = access or Access()
-    check_exposure(host, access)
-    access = access.bound_to(host)
+    """Serve ``app`` until interrupted; open streams are closed at once when it stops. ``deltas`` is
+    this process's reader of the fast channel. ``ValueError`` (one line) for an address other than
+    loopback without a token."""
+    options = options or ServeOptions()
+    check_exposure(host, options.access)
     logging.getLogger("uvicorn.error").addFilter(QuietDrops())
+    bound = replace(options, access=options.access.bound_to(host))
     config = uvicorn.Config(
-        app(client, Hub(client, deltas=deltas), task_queue, access, console, agents),
+        app(client, Hub(client, deltas=deltas), bound),
         host=host,
         port=port,
         log_level="warning",
@@ -251,7 +240,6 @@ class Access:
     ``Host`` header is a page's DNS rebinding, refused."""
     max_body: int = DEFAULT_SERVE_MAX_BODY
     """``AGENT_SERVE_MAX_BODY``: bytes a request's body may have; larger is refused before it is read."""
-    """``AGENT_SERVE_ORIGINS``: browser origins whose pages may read the streams (``*``: any)."""
     tokens: Tokens | None = None
     """``AGENT_SERVE_TOKENS``: tokens that say who holds them (durable_agents/serve/identities.py)."""
 
@@ -304,6 +292,20 @@ class Access:
         if origin.lower() == own.lower() or self.allows_origin(origin):
             return None
         return f"refused: pages of {origin} may not send here (AGENT_SERVE_ORIGINS lists those that may)\n"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``app`` serves besides the client (``serve`` takes the same)."""
+
+    task_queue: str = DEFAULT_TASK_QUEUE
+    """Where the conversations a run starts (``runs.py``) start."""
+    access: Access = field(default_factory=Access)
+    """Who may call, from which pages (default: no token, no other origin)."""
+    console: ConsoleOptions = field(default_factory=ConsoleOptions)
+    """What the console takes from the settings besides the token."""
+    agents: Callable[[], Mapping[str, Versioning]] | None = None
+    """The names a run may start (``runs.routes``)."""
 
 
 def _host_name(host_header: str) -> str:

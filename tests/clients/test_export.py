@@ -13,7 +13,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from durable_agents.client.conversations import conversation_history, start_conversation
-from durable_agents.serve.app import Access, app
+from durable_agents.serve.app import Access, ServeOptions, app
 from durable_agents.serve.identities import Tokens, token_hash
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.api import ConversationInput
@@ -98,7 +98,7 @@ async def test_serve_exports_a_conversation_only_to_a_token_of_its_tenant(env: E
         f'[tokens.acme]\nsha256 = "{token_hash(ACME)}"\ntenant = "acme"\n'
         f'[tokens.globex]\nsha256 = "{token_hash(GLOBEX)}"\ntenant = "globex"\n'
     )
-    served = app(env.client, task_queue=env.task_queue, access=Access(tokens=Tokens.load(tokens)))
+    served = app(env.client, options=ServeOptions(env.task_queue, Access(tokens=Tokens.load(tokens))))
     transport = httpx2.ASGITransport(app=served)
     async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         url = f"/conversations/{workflow_id}/export"

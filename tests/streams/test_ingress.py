@@ -23,7 +23,7 @@ from durable_agents.cli import starter
 from durable_agents.client.conversations import conversation_result, send_or_start
 from durable_agents.connection import AGENT_PROMPT
 from durable_agents.dev_server import EmbeddedServer, temporal_cli
-from durable_agents.serve.app import app
+from durable_agents.serve.app import ServeOptions, app
 from durable_agents.testing import conversation, scripted_agent, step
 from durable_agents.worker.plugin import build_worker
 from durable_agents.workflows.agent import AgentWorkflow
@@ -152,7 +152,7 @@ class TestUpdateWithStart:
             message = {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
             return {"id": workflow_id, "trigger": "submit-message", "messages": [message]}
 
-        serving = app(client, task_queue=task_queue, agents=lambda: {"rolling": "pinned"})
+        serving = app(client, options=ServeOptions(task_queue, agents=lambda: {"rolling": "pinned"}))
         served = httpx2.ASGITransport(app=serving)
         async with (
             build_worker(client, task_queue=task_queue, agents={"rolling": agent}, workspace_root=tmp_path),

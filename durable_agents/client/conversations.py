@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import json
 import re
 import uuid
@@ -120,8 +119,39 @@ def conversation_type(conversation: ConversationInput, versioning: Versioning | 
     return workflow_type(versioning)
 
 
-async def _message(
-    stage: WorkflowUpdateStage,
+async def send_or_start(
+    client: Client,
+    workflow_id: str,
+    text: str | MessageInput,
+    *,
+    agent: str | AgentSpec,
+    overrides: AgentOverrides | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    attempts: int = 50,
+    tenant: str | None = None,
+    user: str | None = None,
+    versioning: Versioning | None = None,
+    **options: Any,
+) -> Reply:
+    """Send ``text`` (or a ``MessageInput``, with images) to conversation ``workflow_id`` and return
+    the reply, starting the conversation
+    with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
+    stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
+    prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
+    and belongs to ``tenant`` and ``user`` (docs/tenants.md), as the workflow type of ``versioning``
+    (``conversation_type``).
+    An id whose conversation has closed is refused (``WorkflowAlreadyStartedError``) unless
+    ``options`` give another ``id_reuse_policy``; ``options`` go to ``WithStartWorkflowOperation``.
+
+    A message refused while the conversation continues as new is sent again, up to ``attempts``
+    times; any other refusal raises ``WorkflowUpdateFailedError``."""
+    send = _sender(
+        client, workflow_id, text, agent, overrides, task_queue, _COMPLETED, options, tenant, user, versioning
+    )
+    return await (await resent_while_rolling_over(send, attempts)).result()
+
+
+async def start_message(
     client: Client,
     workflow_id: str,
     text: str | MessageInput,
@@ -135,8 +165,32 @@ async def _message(
     versioning: Versioning | None = None,
     **options: Any,
 ) -> WorkflowUpdateHandle[Reply]:
-    """One update-with-start of ``send_message``, waiting for ``stage``, sent again while the
-    conversation continues as new: what ``send_or_start`` and ``start_message`` both do."""
+    """``send_or_start``, returning once the conversation accepted the message (the handle's
+    ``result()`` is the reply): for a frontend that follows the turn on the event stream. A message
+    the conversation refuses because it continues as new comes back as a handle too (the SDK returns
+    a refused update answered): its ``result()`` raises, ``rolling_over`` says so, and
+    ``send_or_start`` sends it again and waits for the reply (as serve does)."""
+    send = _sender(
+        client, workflow_id, text, agent, overrides, task_queue, _ACCEPTED, options, tenant, user, versioning
+    )
+    return await resent_while_rolling_over(send, attempts)
+
+
+def _sender(
+    client: Client,
+    workflow_id: str,
+    text: str | MessageInput,
+    agent: str | AgentSpec,
+    overrides: AgentOverrides | None,
+    task_queue: str,
+    stage: WorkflowUpdateStage,
+    options: dict[str, Any],
+    tenant: str | None = None,
+    user: str | None = None,
+    versioning: Versioning | None = None,
+) -> Callable[[], Awaitable[WorkflowUpdateHandle[Reply]]]:
+    """One update-with-start of ``send_message``, waiting for ``stage``; a new conversation belongs to
+    ``tenant`` and ``user``, and starts as the workflow type of ``versioning``."""
     overrides = overrides or AgentOverrides()
     conversation = ConversationInput(
         await_first_message=True,
@@ -176,50 +230,7 @@ async def _message(
             await asyncio.gather(start.workflow_handle(), return_exceptions=True)
             raise
 
-    return await resent_while_rolling_over(send, attempts)
-
-
-def _message_parameters(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Gives ``fn``, which passes its arguments on to ``_message``, the parameters ``_message`` takes
-    after ``stage``, declared there once for both public functions: ``help`` and ``inspect`` show
-    them, and a wrong argument raises the ``TypeError`` a declared signature gives."""
-    parameters = list(inspect.signature(_message).parameters.values())[1:]
-    signature = inspect.signature(fn).replace(parameters=parameters)
-
-    @functools.wraps(fn)
-    async def checked(*args: Any, **kwargs: Any) -> T:
-        signature.bind(*args, **kwargs)  # a TypeError naming the argument, as a declared signature gives
-        return await fn(*args, **kwargs)
-
-    checked.__signature__ = signature  # type: ignore[attr-defined]
-    return checked
-
-
-@_message_parameters
-async def send_or_start(*args: Any, **kwargs: Any) -> Reply:
-    """Send ``text`` (or a ``MessageInput``, with images) to conversation ``workflow_id`` and return
-    the reply, starting the conversation
-    with ``agent`` (a name or inline settings) if it is not running: one update-with-start, so a
-    stateless frontend needs no "does it exist?" round trip. The new conversation starts without a
-    prompt and takes ``text`` as its first message; it is a chat unless ``overrides`` say otherwise,
-    and belongs to ``tenant`` and ``user`` (docs/tenants.md), as the workflow type of ``versioning``
-    (``conversation_type``).
-    An id whose conversation has closed is refused (``WorkflowAlreadyStartedError``) unless
-    ``options`` give another ``id_reuse_policy``; ``options`` go to ``WithStartWorkflowOperation``.
-
-    A message refused while the conversation continues as new is sent again, up to ``attempts``
-    times; any other refusal raises ``WorkflowUpdateFailedError``."""
-    return await (await _message(_COMPLETED, *args, **kwargs)).result()
-
-
-@_message_parameters
-async def start_message(*args: Any, **kwargs: Any) -> WorkflowUpdateHandle[Reply]:
-    """``send_or_start``, returning once the conversation accepted the message (the handle's
-    ``result()`` is the reply): for a frontend that follows the turn on the event stream. A message
-    the conversation refuses because it continues as new comes back as a handle too (the SDK returns
-    a refused update answered): its ``result()`` raises, ``rolling_over`` says so, and
-    ``send_or_start`` sends it again and waits for the reply (as serve does)."""
-    return await _message(_ACCEPTED, *args, **kwargs)
+    return send
 
 
 async def resent_while_rolling_over(send: Callable[[], Awaitable[T]], attempts: int = 50) -> T:

@@ -64,6 +64,7 @@ class ModelActivities:
 
     @CALL_MODEL.defn
     async def call_model(self, input: ModelCallInput) -> ModelResponse:
+        input = input.completed()
         await self._identity.check(input.stores, input.conversation_key)
         # Heartbeating covers the adapter's first import and the store too: on a busy worker either
         # may take longer than the heartbeat timeout.

@@ -49,6 +49,7 @@ class ToolActivities:
 
     @RUN_TOOL.defn
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
+        invocation = invocation.completed()
         try:
             await self.stores.check(invocation.stores, invocation.stored_under)
         except Exception as e:

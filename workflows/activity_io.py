@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio import activity
 
 from durable_agents.workflows.config import (
     AgentSpec,
@@ -112,7 +113,8 @@ class ModelCallInput(BaseModel):
     thus holds each message once, and grows linearly with the conversation.
     """
 
-    conversation_key: str
+    conversation_key: str = ""
+    """What the stores key the conversation by; empty where its run says it (``implied``)."""
     stored: int = 0
     """Messages the store already holds for this conversation; ``request.messages`` follow them."""
     request: ModelRequest
@@ -131,13 +133,18 @@ class ModelCallInput(BaseModel):
     summarise: bool = False
     """Ask for a summary of the transcript instead of its next message (context compaction)."""
     stores: str = ""
-    """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
+    """The conversation's store identity (``ResolvedAgent.stores``), whole or ``brief``: another
+    worker refuses the call."""
     tenant: str | None = None
     """The conversation's tenant and user: the call is counted against their budgets in the shared
     ledger (durable_agents/stores/ledger.py), which may refuse it (``BudgetExhausted``)."""
     user: str | None = None
     price: Price | None = None
     """The called model's price, for the ledger's cost (None: its tokens only)."""
+
+    def completed(self) -> ModelCallInput:
+        """In the activity: the input with the conversation key its run implies, where it was left out."""
+        return self if self.conversation_key else self.model_copy(update={"conversation_key": implied()})
 
 
 def definitions_digest(definitions: list[ToolDefinition]) -> str:
@@ -154,9 +161,10 @@ class ToolInvocation(BaseModel):
     name: str
     arguments: dict[str, Any]
     call_id: str
-    conversation_id: str
-    idempotency_key: str
-    """Stable across retries and worker crashes: pass it to external systems."""
+    conversation_id: str = ""
+    idempotency_key: str = ""
+    """Stable across retries and worker crashes: pass it to external systems. It and
+    ``conversation_id`` are left out where the run implies them (``completed``)."""
     conversation_key: str = ""
     """What the stores key this conversation by (``workflows.activity_refs.conversation_key``): its
     workspace and its store identity. Set only where the idempotency key does not say it (``of``):
@@ -170,7 +178,8 @@ class ToolInvocation(BaseModel):
     """Set for an MCP tool: the server to call; ``mcp_tool`` is the tool's name there."""
     mcp_tool: str | None = None
     stores: str = ""
-    """The conversation's store identity (``ResolvedAgent.stores``): another worker refuses the call."""
+    """The conversation's store identity (``ResolvedAgent.stores``), whole or ``brief``: another
+    worker refuses the call."""
     at_most_once: bool = False
     """A failure before the tool's function ran says so (``ToolNotStarted``): only then is it retried."""
     kept: dict[str, str] = Field(default_factory=dict)
@@ -181,11 +190,17 @@ class ToolInvocation(BaseModel):
         return self.model_copy(update={"kept": {**self.kept, **kept}})
 
     @classmethod
-    def of(cls, call: ToolCall, conversation_id: str, conversation_key: str, **more: Any) -> ToolInvocation:
+    def of(
+        cls, call: ToolCall, conversation_id: str, conversation_key: str, *, lean: bool = False, **more: Any
+    ) -> ToolInvocation:
         """The invocation of the model's ``call``; its idempotency key is ``<conversation_key>/<call id>``.
-        The conversation key travels on its own only when that key does not say it (a tenant's
-        conversation whose call id holds '/'): the same bytes twice in every tool call's input
-        otherwise, which workers of every release read back from the idempotency key."""
+        With ``lean`` (the run implies the key: ``implied``) neither travels: the activity's
+        ``completed`` puts them back. Else the conversation key travels on its own only when the
+        idempotency key does not say it (a tenant's conversation whose call id holds '/'): the same
+        bytes twice in every tool call's input otherwise, which workers of every release read back
+        from the idempotency key."""
+        if lean:
+            return cls(name=call.name, arguments=call.arguments, call_id=call.id, **more)
         invocation = cls(
             name=call.name,
             arguments=call.arguments,
@@ -198,6 +213,17 @@ class ToolInvocation(BaseModel):
             invocation.conversation_key = conversation_key
         return invocation
 
+    def completed(self) -> ToolInvocation:
+        """In the activity: the invocation with the ids its run implies, where they were left out."""
+        if self.idempotency_key:
+            return self
+        return self.model_copy(
+            update={
+                "conversation_id": activity.info().workflow_id,
+                "idempotency_key": f"{implied()}/{self.call_id}",
+            }
+        )
+
     @property
     def stored_under(self) -> str:
         """The conversation key: ``conversation_key`` when it travelled, else taken from the
@@ -209,6 +235,25 @@ class ToolInvocation(BaseModel):
         if not self.idempotency_key.startswith(prefix):
             return self.idempotency_key.rpartition("/")[0] or self.idempotency_key
         return prefix + self.idempotency_key.removeprefix(prefix).partition("/")[0]
+
+
+def brief(stores: str) -> str:
+    """A store identity (``ResolvedAgent.stores``) as a lean call carries it: 12 hex digits of its
+    digest, which tell one set of stores from another as surely as the whole (48 bits), in a fifth of
+    the bytes (``StoreIdentity.check`` takes either)."""
+    return hashlib.sha256(stores.encode()).hexdigest()[:12]
+
+
+def run_key(workflow_id: str, run_id: str) -> str:
+    """The key of a conversation by its first run (before a tenant's scope: workflows/tenancy.py)."""
+    return f"{workflow_id}/{run_id}"
+
+
+def implied() -> str:
+    """In an activity: the conversation key its run implies, for a call that left it out (the
+    workflow does so only in a conversation's first run without a tenant, whose key that is)."""
+    info = activity.info()
+    return run_key(info.workflow_id, info.workflow_run_id)
 
 
 class ToolOutcome(BaseModel):

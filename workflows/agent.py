@@ -39,6 +39,8 @@ from durable_agents.workflows.activity_refs import (
     VERIFY_DECISION,
     conversation_key,
     failure_text,
+    implies_key,
+    stores_of,
 )
 from durable_agents.workflows.answers import correction, parse_answer
 from durable_agents.workflows.api import (
@@ -1137,12 +1139,13 @@ class AgentWorkflow:
             call,
             workflow_id,
             conversation_key(),
+            lean=implies_key(),
             max_output_chars=agent.spec.max_tool_output_chars,
             post_hooks=agent.spec.hooks.post_tool_use,
             iteration=self._board.view.iteration,
             mcp=next((m for m in agent.spec.mcp_servers if m.name == tool.mcp_server), None),
             mcp_tool=tool.mcp_tool,
-            stores=agent.stores,
+            stores=stores_of(agent),
             **({"at_most_once": True} if tool.at_most_once else {}),
         )
 

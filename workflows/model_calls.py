@@ -14,7 +14,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from durable_agents.workflows import tenancy, versioning
 from durable_agents.workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
-from durable_agents.workflows.activity_refs import CALL_MODEL, conversation_key, failure_text
+from durable_agents.workflows.activity_refs import (
+    CALL_MODEL,
+    conversation_key,
+    failure_text,
+    implies_key,
+    stores_of,
+)
 from durable_agents.workflows.config import Price
 from durable_agents.workflows.costs import conversation_cost
 from durable_agents.workflows.events import (
@@ -278,7 +284,7 @@ class ModelCalls:
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(
             ModelCallInput(
-                conversation_key=conversation_key(),
+                conversation_key="" if implies_key() else conversation_key(),
                 stored=stored,
                 request=ModelRequest(
                     settings=settings,
@@ -293,7 +299,7 @@ class ModelCalls:
                 registry_tools=named,
                 registry_digest=definitions_digest([t.definition for t in by_name]) if by_name else "",
                 summarise=summarise,
-                stores=agent.stores,
+                stores=stores_of(agent),
                 **(
                     {"tenant": owner.tenant, "user": owner.user, "price": _price_of(agent, settings)}
                     if owner.owned

@@ -29,6 +29,7 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from durable_agents.workflows.activity_io import brief
 from durable_agents.workflows.outages import STORE_UNAVAILABLE, STORES_DIFFER, StoreOutage
 
 T = TypeVar("T")
@@ -176,10 +177,13 @@ class StoreIdentity:
 
     async def check(self, theirs: str, conversation: str) -> None:
         """Refuse (``StoresDiffer``) a call of a conversation whose stores are not this worker's: it
-        goes to another worker. Said in the log once per conversation."""
-        mine = await self()
-        if not theirs or theirs == mine:
+        goes to another worker. Said in the log once per conversation. ``theirs``: whole, or in
+        brief (``brief``, as a lean call carries it), this worker's then said both ways."""
+        known = await self()
+        if not theirs or theirs in (known, brief(known)):
             return
+        short = brief(known)
+        mine = f"{known} (in brief {short})" if len(theirs) == len(short) else known
         if conversation not in self._refused:
             self._refused.add(conversation)
             logger.warning(

@@ -170,7 +170,7 @@ def _tool_started(input: ToolInvocation, capture: bool) -> dict[str, Any]:
         "gen_ai.tool.name": input.name,
         "gen_ai.tool.call.id": input.call_id,
         "gen_ai.tool.type": "extension" if input.mcp else "function",
-        "gen_ai.conversation.id": input.conversation_id,
+        "gen_ai.conversation.id": activity.info().workflow_id,
         **({"durable_agents.mcp_server": input.mcp.name} if input.mcp else {}),
         **({"gen_ai.tool.call.arguments": content(input.arguments)} if capture else {}),
     }

@@ -8,19 +8,26 @@ of an earlier release (or one whose release it cannot tell) polls, new runs decl
 and the patches this release added, through the SDK's patch activation callback, and are written
 the older way, which both replay. Once every poller is of this release, new runs are lean.
 
-Each worker names its release in its identity (``tagged``: ``12345@host durable-agents/3``) and
-reads the others' from Temporal's list of the queue's pollers (``DescribeTaskQueue``), every
-``REFRESH`` seconds, counting those seen in the last ``RECENT``. A worker that gave its own identity
-is not tagged: to the others it is of an earlier release, and they write the older way.
+Each worker names its release in its build id (``built``: ``durable-agents-3-<digest>``, where the
+worker's options name none and it is not versioned) or else in its identity (``tagged``:
+``12345@host durable-agents/3``, release 3 tagged only so), and reads the others' from Temporal's list
+of the queue's pollers (``DescribeTaskQueue``), every ``REFRESH`` seconds, counting those seen in the
+last ``RECENT``. A build id goes into history with each task the worker takes, as the SDK's default
+does, at the same length; an identity's tag would add its bytes to 22 events of a conversation. A
+worker that names no release (its own build id and its own identity) is to the others of an earlier
+release, and they write the older way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -29,6 +36,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import PatchActivationInput
 
+import durable_agents
+import durable_agents.activities
+import durable_agents.workflows
 from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, WORKFLOW_TYPES, release_of
 
 logger = logging.getLogger(__name__)
@@ -38,16 +48,32 @@ REFRESH = 10.0
 RECENT = timedelta(seconds=75)
 """A poller seen this recently still polls (a long poll lasts up to a minute)."""
 _TAG = re.compile(r" durable-agents/(\d+)$")
+_BUILD = re.compile(r"^durable-agents-(\d+)-")
 
 
 def tagged(identity: str) -> str:
-    """``identity`` naming this release, for the other workers of the queue to read."""
+    """``identity`` naming this release, for a worker whose build id cannot (``built``)."""
     return f"{identity} durable-agents/{RELEASE}"
 
 
-def release_in(identity: str) -> int:
-    """The release a poller's identity names; one before ``FIRST_LEAN`` when it names none."""
-    found = _TAG.search(identity)
+@functools.cache
+def built() -> str:
+    """The build id of a worker whose options name none: this release, then a digest of the
+    package's code (32 characters, as the SDK's default, a digest of all the loaded code). A worker
+    of your own code that needs a build id of its own sets it (its identity then names the release)."""
+    digest = hashlib.sha256()
+    for package in (durable_agents, durable_agents.workflows, durable_agents.activities):
+        for root in package.__path__:
+            for path in sorted(Path(root).rglob("*.py")):
+                digest.update(path.read_bytes())
+    built = f"durable-agents-{RELEASE}-"
+    return built + digest.hexdigest()[: 32 - len(built)]
+
+
+def release_in(identity: str, build_id: str = "") -> int:
+    """The release a worker names in its build id (``built``) or its identity (``tagged``); one
+    before ``FIRST_LEAN`` when it names none."""
+    found = _BUILD.search(build_id) or _TAG.search(identity)
     return int(found[1]) if found else FIRST_LEAN - 1
 
 
@@ -97,7 +123,8 @@ class Fleet:
 
 async def releases_polling(client: Client, task_queue: str) -> dict[str, int]:
     """The release of each worker seen polling ``task_queue``'s workflow tasks in the last ``RECENT``,
-    by identity (``release_in``). Raises ``RPCError`` when Temporal does not answer."""
+    by identity (``release_in``: from its build id or its identity). Raises ``RPCError`` when
+    Temporal does not answer."""
     described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -108,7 +135,7 @@ async def releases_polling(client: Client, task_queue: str) -> dict[str, int]:
     )
     since = datetime.now(UTC) - RECENT
     return {
-        poller.identity: release_in(poller.identity)
+        poller.identity: release_in(poller.identity, poller.worker_version_capabilities.build_id)
         for poller in described.pollers
         if poller.last_access_time.ToDatetime(tzinfo=UTC) > since
     }

@@ -10,8 +10,10 @@ encryption codec); every worker of that client then also runs ``AgentWorkflow``
 each under its namespaced name and its old one (workflows/wire.py; an old one yields to an
 activity of the worker's own of that name), and closes the activities' resources (MCP servers,
 provider clients) when the worker stops. The worker's own workflows, and its options, stay as
-they are (``tuning=WorkerTuning()`` asks for ours). ``build_worker`` is the worker this project runs
-itself (``worker.py``, the demo, the tests and the benchmarks), tuned.
+they are (``tuning=WorkerTuning()`` asks for ours), but for a build id and an identity where it
+names none: they name our release for the other workers of the queue (worker/fleet.py).
+``build_worker`` is the worker this project runs itself (``worker.py``, the demo, the tests and the
+benchmarks), tuned.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.settings import StoreSettings
 from durable_agents.worker import telemetry
-from durable_agents.worker.fleet import Activation, Fleet, tagged
+from durable_agents.worker.fleet import Activation, Fleet, built, tagged
 from durable_agents.worker.lost_calls import (
     Lease,
     RecordCachedConversations,
@@ -191,7 +193,11 @@ class AgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         config["activities"] = self._yielding_old_names(config.get("activities") or [])
         client: Client = config["client"]  # type: ignore[typeddict-item]
-        identity = config.get("identity") or tagged(client.identity)  # the others read our release
+        identity = config.get("identity") or client.identity
+        if config.get("deployment_config") is None and not config.get("build_id"):
+            config["build_id"] = built()  # the other workers read our release in it (fleet.py)
+        elif not config.get("identity"):
+            identity = tagged(identity)  # a build of the user's: the identity names the release
         config["identity"] = identity
         fleet = Fleet(client, config["task_queue"], identity)  # type: ignore[typeddict-item]
         self._observer.metrics = exports_metrics(client)

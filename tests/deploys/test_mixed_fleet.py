@@ -134,10 +134,11 @@ async def test_a_rolling_deploy_loses_nothing_with_both_releases_polling_one_que
     ]
     assert set(retried) == {1}
     workers = {
-        e.activity_task_started_event_attributes.identity
+        release_in(started.identity, started.worker_version.build_id)
         for h in histories
         for e in h.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        if (started := e.activity_task_started_event_attributes)
+        and e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     }
-    assert {release_in(identity) for identity in workers} == {RELEASE - 1, RELEASE}  # both took work
+    assert workers == {RELEASE - 1, RELEASE}  # both took work
     assert all(RELEASE not in releases_in(h.events) for h in histories)  # written the older way

@@ -14,7 +14,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.fleet import built, release_in, tagged
 from durable_agents.workflows import versioning
+from durable_agents.workflows.activity_io import brief
 from tests.support.paths import ROOT, TESTS
 from tests.support.workers import Env
 
@@ -59,6 +61,31 @@ async def test_a_new_conversation_records_its_releases_marker_and_nothing_else_o
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert headers == [{}] * 5  # no metrics' labels where no metrics are exported: nobody reads them
+    inputs = [
+        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    # lean calls: what the activity can tell from its own run stays out, the stores go in brief
+    assert [sorted({"conversation_key", "conversation_id", "idempotency_key"} & set(i)) for i in inputs] == [
+        []
+    ] * 5
+    [resolved] = [
+        json.loads(e.marker_recorded_event_attributes.details["result"].payloads[0].data)
+        for e in events
+        if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert {i["stores"] for i in inputs} == {brief(resolved["stores"])}
+    tasks = [
+        e.workflow_task_started_event_attributes
+        for e in events
+        if e.HasField("workflow_task_started_event_attributes")
+    ]
+    # the release in the build id, as long as the SDK's own; the identity says only who
+    assert {(t.worker_version.build_id[:17], len(t.worker_version.build_id)) for t in tasks} == {
+        (f"durable-agents-{versioning.RELEASE}-", 32)
+    }
+    assert [t.identity for t in tasks if "durable-agents" in t.identity] == []
 
 
 def _fingerprint(sources: dict[str, str]) -> str:
@@ -140,6 +167,7 @@ def test_every_compatibility_branch_lives_within_its_window() -> None:
         "durable-agents-wire-names": 4,
         "cancelled-ends-canceled": 5,
         "notify-when-a-call-waits": 5,
+        "lean-calls": 5,
     }
     assert all(retires > versioning.RELEASE for retires in live.values())
     assert retired == {
@@ -149,3 +177,10 @@ def test_every_compatibility_branch_lives_within_its_window() -> None:
         "subagent-stop-reason-errors",
     }
     assert all(p.retires <= versioning.RELEASE for p in versioning.PATCHES if p.id in retired)
+
+
+def test_a_worker_names_its_release_in_its_build_id_or_else_in_its_identity() -> None:
+    sdks = "3a62406d9598fc1cf86eb363cfb19cc8"  # the SDK's default: a digest of the loaded code
+    assert release_in("12345@host", built()) == versioning.RELEASE
+    assert release_in(tagged("12345@host"), "their-build-7") == versioning.RELEASE  # a build id of theirs
+    assert release_in("12345@host", sdks) == versioning.FIRST_LEAN - 1  # neither: an earlier release

@@ -23,6 +23,7 @@ from durable_agents.activities.tools import default_registry
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.stores.errors import stores_differ
 from durable_agents.testing import conversation, scripted_agent, step
+from durable_agents.worker.fleet import tagged
 from durable_agents.worker.lost_calls import RecordRunningCalls
 from durable_agents.worker.plugin import AgentPlugin
 from durable_agents.worker.runners import EagerUnlessRefused, _Queued
@@ -120,6 +121,7 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
         "graceful_shutdown_timeout": timedelta(0),  # the SDK's default
         "disable_eager_activity_execution": False,  # the SDK's default
         "workflow_task_executor": executor,
+        "build_id": "their-build-7",
     }
     worker = Worker(client, task_queue=task_queue, workflows=[Reviewed], activities=[call_model], **asked)
     write = ("write_file", {"path": "a.txt", "content": "a"})
@@ -147,6 +149,7 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
         executor.shutdown(wait=False)
 
     assert {option: active[option] for option in asked} == asked  # type: ignore[literal-required]
+    assert active["identity"] == tagged(client.identity)  # their build id: the identity names the release
     assert cached == [[conversation_handle.id, conversation_handle.result_run_id]]
     assert len(eager) == 1  # which acts only on a call refused for its stores (the test below)
 

@@ -259,7 +259,7 @@ async def test_each_model_call_carries_only_the_messages_recorded_since_the_prev
     result = await latest.result()
 
     runs = await run_histories(env.client, handle.id, handle.first_execution_run_id)
-    inputs: list[ModelCallInput] = []
+    inputs: list[tuple[str, ModelCallInput]] = []
     for run in runs:
         for event in run.events:
             scheduled = event.activity_task_scheduled_event_attributes
@@ -268,15 +268,19 @@ async def test_each_model_call_carries_only_the_messages_recorded_since_the_prev
                 and scheduled.activity_type.name == "durable_agents.call_model"
             ):
                 [one] = await env.client.data_converter.decode(scheduled.input.payloads, [ModelCallInput])
-                inputs.append(one)
+                inputs.append((run.run_id, one))
     assert len(runs) == result.runs >= 3
     assert len(inputs) == result.model_calls == 5
-    assert {i.conversation_key for i in inputs} == {f"{handle.id}/{handle.first_execution_run_id}"}
+    # one key throughout: the first run's calls leave it to their run (whose key it is), later runs send it
+    assert {(run == handle.first_execution_run_id, i.conversation_key) for run, i in inputs} == {
+        (True, ""),
+        (False, f"{handle.id}/{handle.first_execution_run_id}"),
+    }
     sent: list = []
-    for one in inputs:
+    for _, one in inputs:
         assert one.stored == len(sent)  # the store already holds everything sent before
         sent += one.request.messages
-    assert [len(i.request.messages) for i in inputs] == [2, 2, 2, 2, 2]
+    assert [len(i.request.messages) for _, i in inputs] == [2, 2, 2, 2, 2]
     assert sent == result.messages[:-1]  # each message went to history once (the last answer: never)
 
 

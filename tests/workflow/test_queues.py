@@ -16,7 +16,6 @@ from temporalio.client import Client
 
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.testing import conversation, scripted_agent, step
-from durable_agents.worker.fleet import tagged
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.messages import ModelSettings
 from tests.support.fake_provider import FakeProvider, Reply
@@ -84,7 +83,7 @@ async def test_rate_limit_holds_across_two_model_worker_processes_under_a_burst(
 
     assert [r.final_text for r in results] == ["12 + 30 = 42."] * 12
     # Every model call went through the rate-limited queue, to one of its two workers...
-    identities = {tagged(f"{w.proc.pid}@{socket.gethostname()}") for w in model_workers}
+    identities = {f"{w.proc.pid}@{socket.gethostname()}" for w in model_workers}
     attempts = 0
     for handle in handles:
         [(queue, attempt)] = await _model_calls(handle)

@@ -36,7 +36,6 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import PatchActivationInput
 
-import durable_agents
 import durable_agents.activities
 import durable_agents.workflows
 from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, WORKFLOW_TYPES, release_of
@@ -62,10 +61,10 @@ def built() -> str:
     package's code (32 characters, as the SDK's default, a digest of all the loaded code). A worker
     of your own code that needs a build id of its own sets it (its identity then names the release)."""
     digest = hashlib.sha256()
-    for package in (durable_agents, durable_agents.workflows, durable_agents.activities):
-        for root in package.__path__:
-            for path in sorted(Path(root).rglob("*.py")):
-                digest.update(path.read_bytes())
+    package = Path(__file__).resolve().parents[1]  # durable_agents, and where its mapped folders are
+    for root in (str(package), *durable_agents.workflows.__path__, *durable_agents.activities.__path__):
+        for path in sorted(Path(root).rglob("*.py")):
+            digest.update(path.read_bytes())
     built = f"durable-agents-{RELEASE}-"
     return built + digest.hexdigest()[: 32 - len(built)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from datetime import datetime
@@ -237,6 +238,7 @@ class ToolInvocation(BaseModel):
         return prefix + self.idempotency_key.removeprefix(prefix).partition("/")[0]
 
 
+@functools.lru_cache(maxsize=64)  # asked at every call, of the few identities a process meets
 def brief(stores: str) -> str:
     """A store identity (``ResolvedAgent.stores``) as a lean call carries it: 12 hex digits of its
     digest, which tell one set of stores from another as surely as the whole (48 bits), in a fifth of

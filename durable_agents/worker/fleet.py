@@ -10,9 +10,9 @@ the older way, which both replay. Once every poller is of this release, new runs
 
 Each worker names its release in its build id (``built``: ``durable-agents-3-<digest>``, where the
 worker's options name none and it is not versioned) or else in its identity (``tagged``:
-``12345@host durable-agents/3``, release 3 tagged only so), and reads the others' from Temporal's list
-of the queue's pollers (``DescribeTaskQueue``), every ``REFRESH`` seconds, counting those seen in the
-last ``RECENT``. A build id goes into history with each task the worker takes, as the SDK's default
+``12345@host durable-agents/3``), and reads the others' from Temporal's list of the queue's
+pollers (``DescribeTaskQueue``), every ``REFRESH`` seconds, counting those seen in the last
+``RECENT``. A build id goes into history with each task the worker takes, as the SDK's default
 does, at the same length; an identity's tag would add its bytes to 22 events of a conversation. A
 worker that names no release (its own build id and its own identity) is to the others of an earlier
 release, and they write the older way.

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -72,7 +73,9 @@ async def live(
     client: Client, workflow_id: str, from_offset: int = 0, deltas: DeltaListener | None = None
 ) -> AsyncIterator[tuple[int | None, Event]]:
     """``follow``'s events and, with ``deltas``, the fast channel's for this conversation as they come
-    (offset None: they are not in the log)."""
+    (offset None: they are not in the log). A fast event of a model call comes after the log's start
+    of that call: a reader that joins mid-answer reads the log up to the call first, so the text
+    does not come before what led to it (read from a ``from_offset`` past that start, at once)."""
     if deltas is None:
         async for item in follow(client, workflow_id, from_offset):
             yield item
@@ -89,11 +92,24 @@ async def live(
             queue.put_nowait(e)
 
     reader = asyncio.create_task(durable())
+    started = math.inf if from_offset else 0
+    """The latest model call whose start the log has given (all, for a reader that starts later)."""
+    held: dict[int, list[tuple[int | None, Event]]] = {}
     try:
         while (item := await queue.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
+            at, event = item
+            call = getattr(event, "model_call", None)
+            if at is None and call is not None and call > started:
+                held.setdefault(call, []).append(item)
+                continue
             yield item
+            if at is not None and call is not None and call > started:
+                started = call
+                for early in sorted(c for c in held if c <= started):
+                    for waited in held.pop(early):
+                        yield waited
     finally:
         unsubscribe()
         reader.cancel()

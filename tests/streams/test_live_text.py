@@ -20,7 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from durable_agents.cli.display import TypingLine
-from durable_agents.client.live import follow, next_offset
+from durable_agents.client.live import follow, live, next_offset
 from durable_agents.dev_server import EmbeddedServer
 from durable_agents.serve.app import _sse
 from durable_agents.serve.protocols import AgUi, UiMessages
@@ -449,3 +449,47 @@ async def test_deltas_reach_a_serve_process_that_shares_only_the_database_with_t
     await _assert_deltas_came_outside_history(handle, frames)
     assert "Traceback" not in served.log.read_text()
     assert "deltas not sent" not in (worker.folder / "worker.log").read_text()
+
+
+async def test_a_reader_joining_mid_answer_gets_the_fast_text_after_the_logs_start_of_its_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast channel's deltas of call 2 reach the reader before it has read the log up to that
+    call (``watch`` and ``chat`` joining mid-answer): they wait for the log's start of the call, so
+    that nothing the log says of earlier calls comes between the parts of the typed line."""
+    log: list[tuple[int, Event]] = [
+        (0, ModelCallStarted(model_call=1, model="m", iteration=1)),
+        (1, ModelCallFinished(model_call=1, text="first")),
+        (2, ModelCallStarted(model_call=2, model="m", iteration=2)),
+        (3, ModelCallFinished(model_call=2, text="Hello there")),
+    ]
+    early = [
+        TextDelta(model_call=2, attempt=1, start=0, text="Hello"),
+        TextDelta(model_call=2, attempt=1, start=5, text=" there"),
+    ]
+
+    class Channel:  # delivers call 2's deltas as soon as the reader subscribes, before any log read
+        def subscribe(self, key: str, on_delta):  # type: ignore[no-untyped-def]
+            for delta in early:
+                on_delta(delta)
+            return lambda: None
+
+    async def the_log(
+        client: Client, workflow_id: str, from_offset: int = 0
+    ) -> AsyncIterator[tuple[int, Event]]:
+        for item in log[from_offset:]:
+            await asyncio.sleep(0)
+            yield item
+
+    monkeypatch.setattr("durable_agents.client.live.follow", the_log)
+    read = [(at, event.type) async for at, event in live(None, "c", 0, Channel())]  # type: ignore[arg-type]
+    assert read == [
+        (0, "model_call_started"),
+        (1, "model_call_finished"),
+        (2, "model_call_started"),
+        (None, "text_delta"),
+        (None, "text_delta"),
+        (3, "model_call_finished"),
+    ]
+    resumed = [(at, event.type) async for at, event in live(None, "c", 3, Channel())]  # type: ignore[arg-type]
+    assert resumed == [(None, "text_delta"), (None, "text_delta"), (3, "model_call_finished")]

@@ -142,7 +142,7 @@ async def test_a_resumed_host_starts_nothing_it_was_handed_before_its_lease_was_
 ) -> None:
     """A is stopped while idle; the burst that follows is handed partly to A's waiting polls (each
     call's first attempt starts on B, eagerly, and fails; its retry is queued), and B runs every call
-    once their attempts time out. A, continued, refuses what it was handed."""
+    once their attempts time out. A, continued, starts nothing it was handed, and stops."""
     a, b, task_queue = hosts
     effects = tmp_path / "effects.txt"
     await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
@@ -163,6 +163,7 @@ async def test_a_resumed_host_starts_nothing_it_was_handed_before_its_lease_was_
 
     keys = [f"{h.id}/{h.first_execution_run_id}/call_1_0 once" for h in handles]
     assert sorted(_lines(effects)) == sorted(keys)
-    log = (a.folder / "worker.log").read_text()
-    assert "refused an attempt" in log  # A was handed calls, and started none of them
-    assert "this worker stops" in log
+    # A started none of what it was handed (each effect above once), and stopped. An attempt that
+    # reaches it before it stops is refused ("refused an attempt", test_lost_calls), one that comes
+    # after is dropped with it: which comes first once A resumes is a race in A, seen both ways.
+    assert "this worker stops" in (a.folder / "worker.log").read_text()

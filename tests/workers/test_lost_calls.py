@@ -18,14 +18,18 @@ import asyncpg
 import pytest
 from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
 
+from durable_agents.stores.idempotency import StaleEpoch
 from durable_agents.stores.leases import PostgresLeases
 from durable_agents.worker import lost_calls
 from durable_agents.worker.lost_calls import (
     FileLeases,
     Lease,
     RecordCachedConversations,
+    RecordRunningCalls,
     lease_store,
     reclaim,
 )
@@ -315,3 +319,35 @@ async def test_after_the_database_was_unreachable_no_worker_is_judged_until_refr
     assert reclaimed == ["dead"]
     for store in (sweeper, live):
         await store.release()
+
+
+async def test_an_attempt_handed_to_a_worker_whose_lease_was_taken_is_refused_before_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A paused host's open polls were handed attempts before its lease was taken; resumed, it
+    starts none of them: each is failed at once for another worker (``WorkerLost``), the tool never
+    called. (test_fencing runs it across two hosts, where which comes first after the host resumes,
+    this refusal or the host stopping, is a race in that host.)"""
+
+    class Taken(FileLeases):
+        async def check(self) -> int | None:
+            raise StaleEpoch("the lease of worker w (epoch 3) was taken by another worker")
+
+    lease = Lease(Taken(tmp_path, "w"), "w")
+    ran: list[str] = []
+
+    async def attempt() -> None:
+        ran.append("the tool")
+
+    async def handed() -> None:
+        await RecordRunningCalls(lease)._recorded(None, attempt)  # type: ignore[arg-type]
+
+    with caplog.at_level(logging.WARNING), pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(handed)
+    assert (refused.value.type, refused.value.non_retryable, ran, lease.record()) == (
+        lost_calls.LOST_ERROR,
+        False,
+        [],
+        json.dumps({"identity": "w", "running": [], "workflows": []}),
+    )
+    assert "refused an attempt" in caplog.text

@@ -191,16 +191,14 @@ class ToolInvocation(BaseModel):
         return self.model_copy(update={"kept": {**self.kept, **kept}})
 
     @classmethod
-    def of(
-        cls, call: ToolCall, conversation_id: str, conversation_key: str, *, lean: bool = False, **more: Any
-    ) -> ToolInvocation:
+    def of(cls, call: ToolCall, conversation_id: str, conversation_key: str, **more: Any) -> ToolInvocation:
         """The invocation of the model's ``call``; its idempotency key is ``<conversation_key>/<call id>``.
-        With ``lean`` (the run implies the key: ``implied``) neither travels: the activity's
-        ``completed`` puts them back. Else the conversation key travels on its own only when the
-        idempotency key does not say it (a tenant's conversation whose call id holds '/'): the same
-        bytes twice in every tool call's input otherwise, which workers of every release read back
-        from the idempotency key."""
-        if lean:
+        An empty ``conversation_key`` (the run implies it: ``implied``) leaves out the ids: the
+        activity's ``completed`` puts them back. Else the conversation key travels on its own only
+        when the idempotency key does not say it (a tenant's conversation whose call id holds '/'):
+        the same bytes twice in every tool call's input otherwise, which workers of every release
+        read back from the idempotency key."""
+        if not conversation_key:
             return cls(name=call.name, arguments=call.arguments, call_id=call.id, **more)
         invocation = cls(
             name=call.name,

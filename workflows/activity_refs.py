@@ -115,13 +115,14 @@ def conversation_key() -> str:
 LEAN_CALLS_PATCH = versioning.patch("lean-calls", added=3)
 
 
-def implies_key() -> bool:
-    """In workflow code: may a call leave out the conversation key (and a tool call its idempotency
-    key), for the activity to take it from its own run (``activity_io.implied``)? In a lean run
-    (``stores_of``) and a conversation's first run without a tenant, whose key is that run's."""
+def call_key() -> str:
+    """In workflow code: the conversation key as a call carries it. Empty where the activity takes it
+    from its own run (``activity_io.implied``; a tool call its idempotency key too): in a lean run
+    (``stores_of``), a conversation's first run without a tenant, whose key is that run's."""
+    key = conversation_key()
     info = workflow.info()
-    implied = conversation_key() == run_key(info.workflow_id, info.run_id)
-    return implied and versioning.since(LEAN_CALLS_PATCH)
+    implied = key == run_key(info.workflow_id, info.run_id)
+    return "" if implied and versioning.since(LEAN_CALLS_PATCH) else key
 
 
 def stores_of(agent: ResolvedAgent) -> str:

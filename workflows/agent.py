@@ -37,9 +37,8 @@ from durable_agents.workflows.activity_refs import (
     RUN_HOOK,
     RUN_TOOL,
     VERIFY_DECISION,
-    conversation_key,
+    call_key,
     failure_text,
-    implies_key,
     stores_of,
 )
 from durable_agents.workflows.answers import correction, parse_answer
@@ -1138,8 +1137,7 @@ class AgentWorkflow:
         invocation = ToolInvocation.of(
             call,
             workflow_id,
-            conversation_key(),
-            lean=implies_key(),
+            call_key(),
             max_output_chars=agent.spec.max_tool_output_chars,
             post_hooks=agent.spec.hooks.post_tool_use,
             iteration=self._board.view.iteration,

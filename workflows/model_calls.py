@@ -16,9 +16,8 @@ from durable_agents.workflows import tenancy, versioning
 from durable_agents.workflows.activity_io import ModelCallInput, ResolvedAgent, definitions_digest
 from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
-    conversation_key,
+    call_key,
     failure_text,
-    implies_key,
     stores_of,
 )
 from durable_agents.workflows.config import Price
@@ -284,7 +283,7 @@ class ModelCalls:
         named = [t.definition.name for t in by_name]
         call = CALL_MODEL.execute(
             ModelCallInput(
-                conversation_key="" if implies_key() else conversation_key(),
+                conversation_key=call_key(),
                 stored=stored,
                 request=ModelRequest(
                     settings=settings,

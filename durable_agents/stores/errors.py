@@ -180,9 +180,9 @@ class StoreIdentity:
         goes to another worker. Said in the log once per conversation. ``theirs``: whole, or in
         brief (``brief``, as a lean call carries it), this worker's then said both ways."""
         known = await self()
-        if not theirs or theirs in (known, brief(known)):
-            return
         short = brief(known)
+        if not theirs or theirs in (known, short):
+            return
         mine = f"{known} (in brief {short})" if len(theirs) == len(short) else known
         if conversation not in self._refused:
             self._refused.add(conversation)

@@ -156,8 +156,9 @@ async def read_histories(client: Client, trial: Trial, workflow_ids: list[str]) 
         for event in history.events:
             kind = event.event_type
             at[event.event_id] = event.event_time.ToMilliseconds()
-            trial.events[_camel(EventType.Name(kind), "EVENT_TYPE_")] += 1
-            trial.event_bytes[_camel(EventType.Name(kind), "EVENT_TYPE_")] += event.ByteSize()
+            label = _camel(EventType.Name(kind), "EVENT_TYPE_")
+            trial.events[label] += 1
+            trial.event_bytes[label] += event.ByteSize()
             if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 name = event.activity_task_scheduled_event_attributes.activity_type.name
                 scheduled[event.event_id] = name

@@ -62,9 +62,10 @@ def built() -> str:
     of your own code that needs a build id of its own sets it (its identity then names the release)."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]  # durable_agents, and where its mapped folders are
-    for root in (str(package), *durable_agents.workflows.__path__, *durable_agents.activities.__path__):
-        for path in sorted(Path(root).rglob("*.py")):
-            digest.update(path.read_bytes())
+    roots = (package, *durable_agents.workflows.__path__, *durable_agents.activities.__path__)
+    # A set: installed, the mapped folders are inside the package, and each file counts once.
+    for path in sorted({path.resolve() for root in roots for path in Path(root).rglob("*.py")}):
+        digest.update(path.read_bytes())
     built = f"durable-agents-{RELEASE}-"
     return built + digest.hexdigest()[: 32 - len(built)]
 

@@ -175,7 +175,8 @@ class AgentWorkflow:
             own = info.continued_run_id is not None or info.parent is not None
             input = one_input(ConversationInput, args, "the start input", _START_EXAMPLE, strict=not own)
             forged = _set_by_caller(input, info)
-            if forged and versioning.since(CARRIED_BY_CALLER_PATCH, self.release):
+            if forged:
+                versioning.retired(CARRIED_BY_CALLER_PATCH, self.release)
                 raise ValueError(f"the start input: {forged}")
         except ValueError as e:
             self._input_error = str(e)
@@ -479,7 +480,8 @@ class AgentWorkflow:
         if signal.call_id not in self._approvals.records:
             versioning.retired(BIND_APPROVALS_PATCH)
         verdict = None
-        if self._takes(signal, approve) and versioning.since(VERIFIED_DECISIONS_PATCH):
+        if self._takes(signal, approve):
+            versioning.retired(VERIFIED_DECISIONS_PATCH)
             verdict = await self._verify(Decision(approve=approve, **signal.model_dump()))
             if not verdict.valid:
                 workflow.logger.warning("%s signal refused: %s", name, verdict.reason)
@@ -525,20 +527,17 @@ class AgentWorkflow:
         """``{"call_id": "...", "approve": true, ...}``: answers with the record once the decision took."""
         decision = self._person(Decision, args, "decide", _DECIDE_EXAMPLE, strict=False)
         self._refuse_if_too_late(decision)
-        verified = versioning.since(VERIFIED_DECISIONS_PATCH)
+        versioning.retired(VERIFIED_DECISIONS_PATCH)
         if self._forwarded(decision.call_id):
-            if verified:  # the sub-agent verifies it too; here, to answer why not at once
-                self._must_hold(await self._verify(decision, self._subagents.check(decision, workflow.now())))
+            # the sub-agent verifies it too; here, to answer why not at once
+            self._must_hold(await self._verify(decision, self._subagents.check(decision, workflow.now())))
             return await self._subagents.decide(decision, workflow.now())
-        if not verified:
-            record = self._approvals.decide(decision, workflow.now())
-        else:
-            verdict = self._must_hold(await self._verify(decision))
-            try:  # the call may have been decided, or passed its deadline, meanwhile
-                record = self._approvals.decide(decision, workflow.now(), verdict)
-            except ValueError as e:
-                self._refuse_if_too_late(decision)
-                raise ApplicationError(str(e), type="DecisionRefused", non_retryable=True) from None
+        verdict = self._must_hold(await self._verify(decision))
+        try:  # the call may have been decided, or passed its deadline, meanwhile
+            record = self._approvals.decide(decision, workflow.now(), verdict)
+        except ValueError as e:
+            self._refuse_if_too_late(decision)
+            raise ApplicationError(str(e), type="DecisionRefused", non_retryable=True) from None
         self._events.publish(ApprovalDecided(record=record))
         return record
 
@@ -613,16 +612,15 @@ class AgentWorkflow:
 
     @staticmethod
     def _signalled(parse: Callable[[bool], P]) -> P:
-        """A signal's input, ``parse``d under today's rules (``strict``). One that only the rules
-        before them took is taken as then in a conversation that got it then (replay must decide
-        the same); ``ValueError`` for the rest."""
+        """A signal's input, ``parse``d under today's rules (``strict``); ``ValueError`` for the
+        rest. One that only the rules before them took asks the retired patch, as runs written the
+        patch-per-branch way asked it here (``parse(False)`` first, as they did)."""
         try:
             return parse(True)
         except ValueError as refused:
-            taken = parse(False)  # raises if the rules before refused it too
-            if versioning.since(OPERATOR_INPUT_PATCH):
-                raise refused from None
-            return taken
+            parse(False)  # raises if the rules before refused it too
+            versioning.retired(OPERATOR_INPUT_PATCH)
+            raise refused from None
 
     def _schema_of(self, tool: str) -> dict[str, Any] | None:
         """The JSON schema of the tool's arguments, as the model is told it."""
@@ -1031,8 +1029,8 @@ class AgentWorkflow:
                 if decision.action == "rewrite" and decision.arguments is not None:
                     call.arguments = decision.arguments
         if tool.client is not None:  # the client runs it (no approval, no activity): wait for its result
-            waits = "waiting_for_client" if versioning.since(CLIENT_WAIT_PATCH) else "running_tools"
-            self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")
+            versioning.retired(CLIENT_WAIT_PATCH)
+            self._board.set("waiting_for_client", f"waiting for the client: {call.name} ({call.id})")
             outcome = await self._client_calls.resolve(
                 tool, call, self._continue_as_new_due, self._client_waits
             )
@@ -1226,7 +1224,8 @@ class AgentWorkflow:
     def _show_tools_running(self) -> None:
         """``running_tools``, or ``waiting_for_client`` while a client tool's call waits."""
         waiting = self._client_calls.pending
-        if waiting and versioning.since(CLIENT_WAIT_PATCH):
+        if waiting:
+            versioning.retired(CLIENT_WAIT_PATCH)
             calls = ", ".join(f"{c.tool} ({c.call_id})" for c in waiting)
             self._board.set("waiting_for_client", f"waiting for the client: {calls}")
         else:

@@ -187,8 +187,8 @@ class ModelCalls:
     def _interrupted(
         self, number: int, reason: Literal["interrupted", "failed", "cancelled"], detail: str
     ) -> None:
-        if versioning.since(INTERRUPTED_EVENT_PATCH):
-            self._events.publish(ModelCallInterrupted(model_call=number, reason=reason, detail=detail))
+        versioning.retired(INTERRUPTED_EVENT_PATCH)
+        self._events.publish(ModelCallInterrupted(model_call=number, reason=reason, detail=detail))
 
     def _why(self, interrupted: Interrupted) -> str:
         return SIGNALLED if self._signalled() else interrupted.detail

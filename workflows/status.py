@@ -53,7 +53,6 @@ class StatusBoard:
         self._searchable = ""
         self._searchable_cost: float | None = None
         self._known = TypedSearchAttributes.empty
-        self._writes_cost = False
         self._events = events
         self._waiting = waiting
         self._published = ("", "")
@@ -65,9 +64,8 @@ class StatusBoard:
         """Reads what the starter (or the previous run) already set: AgentStatus is upserted only
         when it changes from that."""
         self._known = workflow.info().typed_search_attributes
-        # Decided once, here at the start of the run: asked at the first upsert with a cost, the marker
-        # would sit wherever that upsert fell, and a replay that reaches it otherwise would not match.
-        self._writes_cost = versioning.since(COST_PATCH)
+        # Asked here, at the start of the run, where runs of the patch-per-branch way asked it.
+        versioning.retired(COST_PATCH)
         self.view.tenant, self.view.user = self._known.get(AGENT_TENANT), self._known.get(AGENT_USER)
         self._searchable_cost = self._known.get(AGENT_COST)  # a continued run's, as the last run left it
         self._searchable = self._known.get(AGENT_STATUS) or "running"
@@ -109,10 +107,10 @@ class StatusBoard:
             self._searchable = searchable
 
     def _upsert(self, updates: list[SearchAttributeUpdate[Any]]) -> None:
-        """The upsert, with AgentCost when the cost changed since the last one wrote it (runs from
-        before ``COST_PATCH`` upsert as they did): the cost rides on upserts made anyway."""
+        """The upsert, with AgentCost when the cost changed since the last one wrote it: the cost
+        rides on upserts made anyway."""
         cost = self.view.cost
-        if self._writes_cost and cost is not None and cost != self._searchable_cost:
+        if cost is not None and cost != self._searchable_cost:
             updates = [*updates, AGENT_COST.value_set(cost)]
             self._searchable_cost = cost
         workflow.upsert_search_attributes(updates)

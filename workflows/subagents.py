@@ -304,7 +304,8 @@ class Delegations:
         def reported() -> ApprovalRecord | None:
             return self._approvals.get(ours, {}).get(decision.call_id)
 
-        bound = timedelta(seconds=decision.wait_seconds) if versioning.since(DECIDE_BOUND_PATCH) else None
+        versioning.retired(DECIDE_BOUND_PATCH)
+        bound = timedelta(seconds=decision.wait_seconds)
         try:
             await workflow.wait_condition(
                 lambda: (r := reported()) is None or r.state != "pending",
@@ -355,7 +356,8 @@ class Delegations:
         task = call.arguments.get("task")
         if not isinstance(task, str) or not task.strip():
             return _invalid(call, "'task' must be a non-empty string")
-        key = str(workflow.uuid4()) if versioning.since(REPORT_KEY_PATCH) else None
+        versioning.retired(REPORT_KEY_PATCH)
+        key = str(workflow.uuid4())
         try:
             # One task, one answer: a chat agent too closes once it answered, rather than idle.
             input = ConversationInput(

@@ -5,13 +5,16 @@ the SDK fixes a behavior per type, so whoever starts a conversation picks the ty
 ``versioning`` names (``workflow_type``). A conversation of the other type says so in the worker's log
 (``check``); the behavior is not a command, so histories replay the same either way.
 
-Each run learns its way from one marker, its release's (``begin``): a new run records that marker and
-asks nothing else for any branch an earlier release added (``since``); a worker that meets a history
-it cannot replay says which release wrote it (durable_agents/worker/versioning.py).
+Each run learns its way once, at its start (``begin``), and asks nothing else for any branch an
+earlier release added (``since``). A new run of this release records no marker: the build id of its
+first workflow task names the release (``BUILD``), and a replay reads it there. A run written the
+previous release's way, while a worker of it polls, records that release's marker. A worker that
+meets a history it cannot replay says which release wrote it (durable_agents/worker/versioning.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -24,7 +27,7 @@ WORKFLOW_TYPES: dict[Versioning, str] = {
 }
 """The workflow type of a conversation whose agent says each ``versioning`` (workflows/behaviors.py):
 ``AgentWorkflow`` names no behavior, so a versioned worker's default (PINNED) holds."""
-RELEASE = 3
+RELEASE = 4
 """This code's release, bumped with every release that changes what the workflow commands
 (docs/production.md, "Releasing"; tests/deploys/test_releases.py fails when it was not): 1 is the
 release before releases were recorded."""
@@ -33,6 +36,16 @@ RELEASE_MARKER = "durable-agents-release-"
 FIRST_LEAN = 3
 """The first release whose runs learn their way from one marker, their release's (``begin``);
 earlier ones asked a patch of its own for each branch."""
+FIRST_UNMARKED = 4
+"""The first release whose new runs record no marker: the build id of their first workflow task
+names the release (``BUILD``)."""
+BUILD = re.compile(r"^durable-agents-(\d+)-")
+"""A build id that names its release, as our workers' are by default (durable_agents/worker/fleet.py,
+``built``): ``durable-agents-4-<digest>``. History keeps each workflow task's build id."""
+WAY = "durable_agents.way"
+"""The worker's extern function (durable_agents/worker/fleet.py) that says whose way a new run is
+written: ``RELEASE``, or the previous release's while a worker of it polls the queue. A worker
+without one (a replayer, a worker without our plugin) writes this release's way."""
 WINDOW = 2
 """The releases before this one whose conversations this one carries on (docs/production.md)."""
 
@@ -68,16 +81,42 @@ def marker(release: int) -> str:
 
 
 def begin() -> int:
-    """The release whose way this run follows, decided first thing in it: one marker, its release's,
-    for a new run, so that it asks no patch of its own for any branch before it (``since``). A run
-    being replayed follows the release that wrote it; one written before releases had markers, or
-    started while a worker of an earlier release polled its queue (whose activation callback,
-    durable_agents/worker/fleet.py, then declines the marker: that worker must be able to replay the run),
-    follows the way of ``FIRST_LEAN - 1``: a patch for each branch."""
+    """The release whose way this run follows, decided first thing in it. A new run follows the way
+    its worker's fleet allows (``WAY``): this release's records nothing when the build id of the
+    task names this release, else its marker; an earlier release's, its marker. A replay reads the
+    same back: a release's marker, newest first, else the release the first task's build id names
+    (from ``FIRST_UNMARKED``), else, for a run written before releases had markers, the way of
+    ``FIRST_LEAN - 1``: a patch for each branch. A run of a later release's way is refused
+    (``NondeterminismError``: its workflow task fails, and is retried until a worker of that release
+    takes it), as a history with a later release's marker is by the SDK."""
+    named = built_release()
+    if not workflow.unsafe.is_replaying():
+        way = workflow.extern_functions().get(WAY, lambda: RELEASE)()
+        if way != named:
+            workflow.patched(marker(way))
+        return way
     for release in range(RELEASE, FIRST_LEAN - 1, -1):
         if workflow.patched(marker(release)):
             return release
-    return FIRST_LEAN - 1
+    if named is None or named < FIRST_UNMARKED:
+        return FIRST_LEAN - 1
+    if named > RELEASE:  # a later release's way: what it changed may not show in the commands
+        raise workflow.NondeterminismError(
+            f"this run was written by release {named}; this worker is release {RELEASE} and cannot replay it"
+        )
+    return named
+
+
+def built_release() -> int | None:
+    """The release the build id of the current workflow task names (``BUILD``), if it names one."""
+    version = workflow.info().get_current_deployment_version()
+    return release_built(version.build_id) if version is not None else None
+
+
+def release_built(build_id: str) -> int | None:
+    """The release ``build_id`` names (``BUILD``); None for a build id that names none."""
+    found = BUILD.match(build_id)
+    return int(found[1]) if found else None
 
 
 def since(branch: Patch, release: int | None = None) -> bool:
@@ -89,11 +128,11 @@ def since(branch: Patch, release: int | None = None) -> bool:
     return workflow.patched(branch.id)
 
 
-def retired(branch: Patch) -> None:
+def retired(branch: Patch, release: int | None = None) -> None:
     """``branch`` is past its window (``Patch.retires``): every conversation carried on takes it, so
     its other way is gone; a run of the older way still asks its patch here, where its history
-    holds the marker (a replay must meet the same calls)."""
-    if workflow.instance().release < FIRST_LEAN:
+    holds the marker (a replay must meet the same calls). ``release`` as for ``since``."""
+    if (release if release is not None else workflow.instance().release) < FIRST_LEAN:
         workflow.patched(branch.id)
 
 
@@ -108,7 +147,7 @@ def check(spec: AgentSpec) -> None:
     the agent's): its type's behavior holds. Once, in its first run; a sub-agent's does not matter:
     it answers one task."""
     info = workflow.info()
-    if info.parent or info.continued_run_id or info.get_current_deployment_version() is None:
+    if info.parent or info.continued_run_id or not versioned():
         return
     if (wanted := workflow_type(spec.versioning)) != info.workflow_type:
         workflow.logger.warning(
@@ -125,9 +164,16 @@ def next_run() -> workflow.ContinueAsNewVersioningBehavior | None:
     """Upgrade on continue-as-new: a versioned conversation's next run starts on the deployment's
     current build, whatever the agent's behavior (a pinned run would otherwise hand its build on to
     the next, for ever); an unversioned one continues as it always did."""
-    if workflow.info().get_current_deployment_version() is None:
+    if not versioned():
         return None
     return workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+
+
+def versioned() -> bool:
+    """Is the current workflow task's worker part of a Worker Deployment? An unversioned worker's
+    build id alone (``BUILD``) gives a version without a deployment."""
+    version = workflow.info().get_current_deployment_version()
+    return version is not None and bool(version.deployment_name)
 
 
 def release_of(patch_id: str) -> int | None:

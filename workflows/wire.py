@@ -5,17 +5,14 @@ The rule: each is ``durable_agents.<what it does>`` (``durable_agents.call_model
 ``AgentWorkflow`` and its activities into a worker of the user's own, whose activities are likely
 to be called ``call_model`` or ``run_tool`` too: a worker refuses two activities of one name.
 
-Before this rule each went by its bare name (``OLD_NAMES``), and conversations started then still
-do: their histories schedule ``call_model``, and Temporal checks an activity's type on replay. So
-each run chooses once, at its start (``choose``), with ``versioning.since(PATCH)``: a new run uses
-the namespaced names from then on, a run whose history lacks the marker the old ones
-(``in_this_run``), for the activities it schedules and the signals it sends its sub-agents or its
-parent. Workers register every activity under both names (``ActivityRef.under_old_name``; an old
-name yields to an activity of the worker's own of that name, durable_agents/worker/plugin.py), and
-``AgentWorkflow`` serves every signal, update and query under both (``serve_old_names``): a worker
-of the previous release knows only the old ones, and so do clients and operators' commands written
-for it. Clients of this release find out which names a conversation serves in one place,
-durable_agents/wire.py. The workflow's type stays ``AgentWorkflow``.
+Before this rule each went by its bare name (``OLD_NAMES``), and conversations started then did:
+their histories schedule ``call_model``, and Temporal checks an activity's type on replay. Every
+run in the support window uses the namespaced names (``PATCH`` is retired, ``choose``). Workers
+still register every activity under both names (``ActivityRef.under_old_name``; an old name yields
+to an activity of the worker's own of that name, durable_agents/worker/plugin.py), and
+``AgentWorkflow`` serves every signal, update and query under both (``serve_old_names``), for
+clients and operators' commands written before the rule. Clients of this release find out which
+names a conversation serves in one place, durable_agents/wire.py. The workflow's type stays ``AgentWorkflow``.
 """
 
 from __future__ import annotations
@@ -93,10 +90,11 @@ def old_name(name: str) -> str | None:
 
 
 def choose() -> bool:
-    """In workflow code, first thing in a run: does it use the namespaced names? True for a new
-    run; False for one whose history (recorded before ``PATCH``) is being replayed. The SDK keeps
-    the answer for the rest of the run, so it must be asked before anything the run replays."""
-    return versioning.since(PATCH)
+    """In workflow code, first thing in a run: does it use the namespaced names? Every run in the
+    support window does (``PATCH`` is retired); a run written the patch-per-branch way still asks
+    its patch here, first thing, where its history holds the marker."""
+    versioning.retired(PATCH)
+    return True
 
 
 def in_this_run(name: str) -> str:

@@ -1,16 +1,17 @@
 """Who else polls a worker's task queue, so that a new conversation is written in a way every one of
 them can replay.
 
-A run of this release learns its way from one marker, its release's (workflows/versioning.py,
-``begin``): a worker of an earlier release cannot replay such a history. During a rolling deploy,
-both poll one queue and a conversation's next workflow task may go to either; so while any worker
-of an earlier release (or one whose release it cannot tell) polls, new runs decline the marker,
-and the patches this release added, through the SDK's patch activation callback, and are written
-the older way, which both replay. Once every poller is of this release, new runs are lean.
+A new run of this release records no marker (workflows/versioning.py, ``begin``): a worker of the
+previous release cannot replay such a history. During a rolling deploy, both poll one queue and a
+conversation's next workflow task may go to either; so while any worker of an earlier release (or
+one whose release it cannot tell) polls, new runs are written the previous release's way, with its
+marker, which both replay (``Fleet.way``, the workflow's extern function ``WAY``). Once every poller
+is of this release, new runs are unmarked. A rolling deploy spans one release: a worker of an
+older one still polling cannot replay what this one writes, and the worker says so.
 
-Each worker names its release in its build id (``built``: ``durable-agents-3-<digest>``, where the
+Each worker names its release in its build id (``built``: ``durable-agents-4-<digest>``, where the
 worker's options name none and it is not versioned) or else in its identity (``tagged``:
-``12345@host durable-agents/3``), and reads the others' from Temporal's list of the queue's
+``12345@host durable-agents/4``), and reads the others' from Temporal's list of the queue's
 pollers (``DescribeTaskQueue``), every ``REFRESH`` seconds, counting those seen in the last
 ``RECENT``. A build id goes into history with each task the worker takes, as the SDK's default
 does, at the same length; an identity's tag would add its bytes to 22 events of a conversation. A
@@ -25,7 +26,6 @@ import functools
 import hashlib
 import logging
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,11 +34,11 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import PatchActivationInput
+from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
 import durable_agents.activities
 import durable_agents.workflows
-from durable_agents.workflows.versioning import FIRST_LEAN, PATCHES, RELEASE, WORKFLOW_TYPES, release_of
+from durable_agents.workflows.versioning import BUILD, FIRST_LEAN, RELEASE, WAY, release_built
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,6 @@ REFRESH = 10.0
 RECENT = timedelta(seconds=75)
 """A poller seen this recently still polls (a long poll lasts up to a minute)."""
 _TAG = re.compile(r" durable-agents/(\d+)$")
-_BUILD = re.compile(r"^durable-agents-(\d+)-")
 
 
 def tagged(identity: str) -> str:
@@ -67,34 +66,41 @@ def built() -> str:
     for path in sorted({path.resolve() for root in roots for path in Path(root).rglob("*.py")}):
         digest.update(path.read_bytes())
     built = f"durable-agents-{RELEASE}-"
+    assert BUILD.match(built)
     return built + digest.hexdigest()[: 32 - len(built)]
 
 
 def release_in(identity: str, build_id: str = "") -> int:
     """The release a worker names in its build id (``built``) or its identity (``tagged``); one
     before ``FIRST_LEAN`` when it names none."""
-    found = _BUILD.search(build_id) or _TAG.search(identity)
+    if (named := release_built(build_id)) is not None:
+        return named
+    found = _TAG.search(identity)
     return int(found[1]) if found else FIRST_LEAN - 1
 
 
-class Fleet:
-    """The oldest release among the other workers polling ``task_queue``."""
+class Fleet(Interceptor):
+    """The oldest release among the other workers polling ``task_queue``, and so the way this
+    worker writes a new conversation (``way``), which it gives the workflow as the extern function
+    ``WAY``: an interceptor of the worker only for that."""
 
     def __init__(self, client: Client, task_queue: str, identity: str) -> None:
         self._client, self._task_queue, self._identity = client, task_queue, identity
         self.oldest: int | None = None
-        """None until the pollers were read: until then, new runs are written the older way."""
+        """None until the pollers were read: until then, new runs are written the previous way."""
 
-    def activates(self, patch_id: str) -> bool:
-        """May a new run record ``patch_id``'s marker? Not one that only this release (or a later
-        one) knows while an earlier release's worker polls, or before the pollers were read."""
-        needs = release_of(patch_id) or next((p.added for p in PATCHES if p.id == patch_id), 0)
-        return needs < FIRST_LEAN or (self.oldest is not None and self.oldest >= needs)
+    def way(self) -> int:
+        """Whose way a new run is written: this release's once every other poller is of it (or
+        later), else the previous release's (a rolling deploy spans one release)."""
+        if self.oldest is not None and self.oldest >= RELEASE:
+            return RELEASE
+        return max(RELEASE - 1, FIRST_LEAN)
 
-    def callback(self, theirs: Callable[[PatchActivationInput], bool] | None) -> Activation:
-        """The worker's patch activation callback: ours for conversations, ``theirs`` (or the SDK's
-        default, yes) for the worker's other workflows."""
-        return Activation(self, theirs)
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        input.unsafe_extern_functions[WAY] = self.way
+        return None
 
     async def refresh(self) -> None:
         """Read the queue's pollers; keep what was known when Temporal does not answer."""
@@ -105,14 +111,23 @@ class Fleet:
             return
         others = [release for identity, release in polling.items() if identity != self._identity]
         oldest = min(others, default=RELEASE)
-        if oldest != self.oldest and oldest < RELEASE:
-            logger.info(
-                "a worker of release %d polls task queue %s: new conversations are written so that it"
-                " can replay them",
-                oldest,
-                self._task_queue,
-            )
-        self.oldest = oldest
+        changed, self.oldest = oldest != self.oldest, oldest
+        if changed and oldest < RELEASE:
+            if oldest < self.way():
+                logger.warning(
+                    "a worker of release %d polls task queue %s: it cannot replay what this worker"
+                    " (release %d) writes; a rolling deploy spans one release (docs/production.md)",
+                    oldest,
+                    self._task_queue,
+                    RELEASE,
+                )
+            else:
+                logger.info(
+                    "a worker of release %d polls task queue %s: new conversations are written so"
+                    " that it can replay them",
+                    oldest,
+                    self._task_queue,
+                )
 
     async def watch(self) -> None:
         """Read the pollers again every ``REFRESH`` seconds, until cancelled."""
@@ -139,15 +154,3 @@ async def releases_polling(client: Client, task_queue: str) -> dict[str, int]:
         for poller in described.pollers
         if poller.last_access_time.ToDatetime(tzinfo=UTC) > since
     }
-
-
-class Activation:
-    """A worker's patch activation callback (``Fleet.callback``), which knows its fleet."""
-
-    def __init__(self, fleet: Fleet, theirs: Callable[[PatchActivationInput], bool] | None) -> None:
-        self.fleet, self._theirs = fleet, theirs
-
-    def __call__(self, input: PatchActivationInput) -> bool:
-        if input.workflow_info.workflow_type in WORKFLOW_TYPES.values():
-            return self.fleet.activates(input.patch_id)
-        return self._theirs(input) if self._theirs is not None else True

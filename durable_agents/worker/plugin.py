@@ -48,7 +48,7 @@ from durable_agents.settings import DEFAULT_TASK_QUEUE, Settings
 from durable_agents.stores.conversations import ConversationStore
 from durable_agents.stores.settings import StoreSettings
 from durable_agents.worker import telemetry
-from durable_agents.worker.fleet import Activation, Fleet, built, tagged
+from durable_agents.worker.fleet import Fleet, built, tagged
 from durable_agents.worker.lost_calls import (
     Lease,
     RecordCachedConversations,
@@ -201,12 +201,12 @@ class AgentPlugin(SimplePlugin):
         config["identity"] = identity
         fleet = Fleet(client, config["task_queue"], identity)  # type: ignore[typeddict-item]
         self._observer.metrics = exports_metrics(client)
-        config["patch_activation_callback"] = fleet.callback(config.get("patch_activation_callback"))
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)
         config["interceptors"] = [
             *config.get("interceptors", []),
             RecordRunningCalls(lease),
+            fleet,
             EagerUnlessRefused(),
             self._observer,
         ]
@@ -246,17 +246,14 @@ class AgentPlugin(SimplePlugin):
             threading.Thread(target=import_providers, args=(names,), name="import-sdks", daemon=True).start()
         interceptors = worker.config(active_config=True).get("interceptors", [])
         (lease,) = [each.lease for each in interceptors if isinstance(each, RecordRunningCalls)]
-        activation = worker.config(active_config=True).get("patch_activation_callback")
-        fleet = activation.fleet if isinstance(activation, Activation) else None
-        watching = asyncio.create_task(fleet.watch()) if fleet is not None else None
+        (fleet,) = [each for each in interceptors if isinstance(each, Fleet)]
+        watching = asyncio.create_task(fleet.watch())
         try:
-            if fleet is not None:  # before the first workflow task: which way new runs are written
-                await fleet.refresh()
+            await fleet.refresh()  # before the first workflow task: which way new runs are written
             async with self._activities.lifetime():
                 await run_with_lease(lease, worker.client, lambda: next(worker), worker.shutdown)
         finally:
-            if watching is not None:
-                watching.cancel()
+            watching.cancel()
             executor = worker.config(active_config=True).get("workflow_task_executor")
             if executor in self._executors:
                 self._executors.remove(executor)  # type: ignore[arg-type]

@@ -6,7 +6,8 @@ build; Temporal then sends a conversation's workflow tasks to the build its beha
 "Deploying a new version"). Without them the worker is unversioned, exactly as before.
 
 Every worker, versioned or not, names the release that wrote a history it cannot replay
-(``NamedReleases``): after a rollback, the SDK alone says only which patch marker it did not expect.
+(``NamedReleases``): after a rollback, the SDK alone says only which patch marker it did not expect,
+or nothing of the release for a run that records none (its first task's build id names it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from durable_agents.workflows.behaviors import (
     AutoUpgradingAgentWorkflow,
     UnversionedAutoUpgradingAgentWorkflow,
 )
-from durable_agents.workflows.versioning import RELEASE, release_of
+from durable_agents.workflows.versioning import FIRST_UNMARKED, RELEASE, release_built, release_of
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ def name_releases(config: WorkerConfig) -> WorkerConfig:
 
 class NamedReleases(WatchingRunner):
     """Wraps a runner: when a conversation's history cannot be replayed here (a nondeterminism
-    eviction), one line names the release that wrote it (its release's marker, workflows/versioning.py)
-    and the releases that can, once per run and worker."""
+    eviction), one line names the release that wrote it (its release's marker, or the build id of its
+    first task, workflows/versioning.py) and the releases that can, once per run and worker."""
 
     _TOLD_AT_MOST = 10_000
     """Runs remembered as told (a failing task is retried, each time from a fresh instance)."""
@@ -96,6 +97,7 @@ class NamedReleases(WatchingRunner):
 
     def watch(self, det: WorkflowInstanceDetails) -> tuple[WorkflowInstanceDetails, Around]:
         written: set[int] = set()
+        named: set[int] = set()  # by the build id of the run's first task, when it records no marker
 
         def around(act: WorkflowActivation, activate: Activate) -> WorkflowActivationCompletion:
             for job in act.jobs:
@@ -103,10 +105,17 @@ class NamedReleases(WatchingRunner):
                     release := release_of(job.notify_has_patch.patch_id)
                 ):
                     written.add(release)
+                elif job.HasField("initialize_workflow"):
+                    named.update(unmarked(act.deployment_version_for_current_task.build_id))
                 elif job.HasField("remove_from_cache"):
-                    eviction = job.remove_from_cache
-                    if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM:
-                        self._tell(det.info, written, eviction.message)
+                    eviction, by = job.remove_from_cache, written or named
+                    # or a later release's unmarked run, which the workflow refuses (workflows/versioning.py)
+                    later = (
+                        eviction.reason == RemoveFromCache.EvictionReason.LANG_FAIL
+                        and max(by, default=1) > RELEASE
+                    )
+                    if eviction.reason == RemoveFromCache.EvictionReason.NONDETERMINISM or later:
+                        self._tell(det.info, by, eviction.message)
             return activate(act)
 
         return det, around
@@ -159,9 +168,17 @@ def written_by(written: set[int]) -> str:
     )
 
 
+def unmarked(build_id: str) -> set[int]:
+    """The release a run's first task's ``build_id`` names, if it is one that records no marker."""
+    release = release_built(build_id)
+    return {release} if release is not None and release >= FIRST_UNMARKED else set()
+
+
 def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
-    """The releases a run's history names (release markers): who wrote it, for a client."""
+    """The releases a run's history names (release markers, else the build id of its first
+    workflow task): who wrote it, for a client."""
     found = set()
+    first_task = next((e for e in events if e.HasField("workflow_task_completed_event_attributes")), None)
     for event in events:
         marker = event.marker_recorded_event_attributes
         if not event.HasField("marker_recorded_event_attributes") or marker.marker_name != "core_patch":
@@ -174,4 +191,7 @@ def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
                 continue
             if isinstance(patch, dict) and (release := release_of(str(patch.get("id", "")))):
                 found.add(release)
+    if not found and first_task is not None:
+        completed = first_task.workflow_task_completed_event_attributes
+        found = unmarked(completed.worker_version.build_id or completed.deployment_version.build_id)
     return found

@@ -3,21 +3,14 @@ cancelled while idle, ``usage`` of model calls without a tenant (issue 44, findi
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.worker import Worker
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from durable_agents.testing import conversation, scripted_agent, step
 from tests.support.cli import starter_cli
 from tests.support.conversations import until_state
-from tests.support.greeting import Greeting, greet
 from tests.support.workers import Env, running_worker
 
 
@@ -44,37 +37,16 @@ async def test_interrupt_of_an_idle_chat_says_no_turn_runs_and_sends_nothing(
     assert signalled == []
 
 
-async def _polled_by_an_older_worker(client: Client, task_queue: str) -> None:
-    """A worker that names no release (so, to ours, one of an earlier release) polls ``task_queue``
-    and stops: a worker of ours started within a minute writes new conversations the older way
-    (durable_agents/worker/fleet.py), as during a rolling deploy."""
-    async with Worker(
-        client, task_queue=task_queue, workflows=[Greeting], activities=[greet], identity="older-host"
-    ):
-        request = DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-        for _ in range(1200):
-            described = await client.workflow_service.describe_task_queue(request)
-            if any(p.identity == "older-host" for p in described.pollers):
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError("the older worker never polled")
-
-
 async def test_result_of_a_chat_cancelled_while_idle_says_cancelled_as_status_does(
     client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    task_queue = f"tq-{uuid.uuid4().hex[:10]}"
-    await _polled_by_an_older_worker(client, task_queue)
-    async with running_worker(client, tmp_path, task_queue=task_queue) as env:
+    async with running_worker(client, tmp_path) as env:
         handle = await env.start(_chat("Hello."))
         await until_state(handle, "idle")
         assert (await starter_cli(env, capsys, "cancel", handle.id))[0] == 0
-        await handle.result()  # cancelled the older way: it completes, with its result
-        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
 
         assert await starter_cli(env, capsys, "result", handle.id) == (
             0,

@@ -1,8 +1,9 @@
 """A rollback: histories written by a newer release met by this one's worker (docs/production.md,
 "Rolling back"). The newer release is a scratch copy of this checkout, changed as a next release
 would be (its ``RELEASE`` bumped, a field added to a sub-agent's origin and to the carried state),
-run as its own ``worker.py`` process. Alone, it writes its new conversations its own way (its
-release's marker): this release refuses them in one line naming that release, and a person's
+run as its own ``worker.py`` process. Alone, it writes its new conversations its own way (no
+marker: the build id of their first task names its release): this release refuses them in one line
+naming that release, and a person's
 ``approve`` is answered at once. Beside this release's worker (a rolling rollback), it writes them
 this release's way (durable_agents/worker/fleet.py): this release carries them on. The newer release's
 worker, back, finishes what was refused: nothing is lost."""
@@ -144,8 +145,8 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
     refused = (
         f"error: {ids['subagent']} cannot take a decision now: the workers polling task queue {queue}"
         f" cannot load it; its history was written by release {NEXT}: a worker of release {NEXT} or"
-        " later can; nothing was sent (the worker: [TMPRL1100] Nondeterminism error: Non-deprecated"
-        f" patch marker encountered for change durable-agents-release-{NEXT}"
+        f" later can; nothing was sent (the worker: this run was written by release {NEXT}; this worker"
+        f" is release {RELEASE} and cannot replay it)\n"
     )
 
     async def approve_at_parent() -> None:
@@ -175,7 +176,7 @@ async def test_a_rollback_carries_on_what_it_can_replay_and_refuses_the_rest_nam
         )
         # Then the SDK's reason as it gave it (its text is not ours to read, only to show).
         assert len(told) == 1 and told[0].startswith(ours_told), told
-        assert f"durable-agents-release-{NEXT}" in told[0].removeprefix(ours_told)
+        assert f"written by release {NEXT}" in told[0].removeprefix(ours_told)
 
     finally:
         await ours.shutdown()

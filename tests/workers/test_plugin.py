@@ -27,6 +27,7 @@ from durable_agents.worker.fleet import tagged
 from durable_agents.worker.lost_calls import RecordRunningCalls
 from durable_agents.worker.plugin import AgentPlugin
 from durable_agents.worker.runners import EagerUnlessRefused, _Queued
+from durable_agents.worker.versioning import releases_in
 from durable_agents.workflows import outages
 from durable_agents.workflows.activity_refs import (
     CALL_MODEL,
@@ -48,6 +49,7 @@ from durable_agents.workflows.erasure import (
 )
 from durable_agents.workflows.records import ApprovalSignal
 from durable_agents.workflows.retention import RETENTION_BATCH
+from durable_agents.workflows.versioning import RELEASE
 from tests.support.conversations import wait_for_pending
 from tests.support.greeting import Greeting, Reviewed, call_model, greet
 from tests.support.history import activity_types
@@ -150,6 +152,10 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
 
     assert {option: active[option] for option in asked} == asked  # type: ignore[literal-required]
     assert active["identity"] == tagged(client.identity)  # their build id: the identity names the release
+    # ... and the conversation records its release's marker, which their build id cannot say
+    events = (await conversation_handle.fetch_history()).events
+    markers = [e for e in events if e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert (len(markers), releases_in(events)) == (1, {RELEASE})
     assert cached == [[conversation_handle.id, conversation_handle.result_run_id]]
     assert len(eager) == 1  # which acts only on a call refused for its stores (the test below)
 

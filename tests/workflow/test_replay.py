@@ -104,33 +104,13 @@ def _named(e: HistoryEvent) -> list[str]:
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
-def test_each_history_goes_by_the_old_names_or_the_namespaced_ones_throughout(path: Path) -> None:
-    """Recorded before workflows/wire.py: old names and no marker; after it, the older way: its
-    marker and only namespaced names (the stream's SDK-named updates aside); the lean way (a
-    release's marker alone, workflows/versioning.py): only namespaced names."""
+def test_each_history_goes_by_the_namespaced_names_throughout(path: Path) -> None:
+    """Every history in the support window goes by the namespaced names (the stream's SDK-named
+    updates aside, workflows/wire.py; the old names went with release 1): a run of the
+    patch-per-branch way records the names' patch, a later one its release's marker alone or no
+    marker (workflows/versioning.py)."""
     names, patches = _names(WorkflowHistory.from_json("h", path.read_text()))
     ours = {name for name in names if not name.startswith("__temporal")}
     lean = {versioning.marker(release) for release in range(versioning.FIRST_LEAN, versioning.RELEASE + 1)}
-    if patches & lean:
-        assert patches <= lean, patches
-        assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
-    elif path.stem.startswith("namespaced_"):
-        assert wire.PATCH.id in patches
-        assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
-    else:
-        assert wire.PATCH.id not in patches
-        assert ours and ours <= set(wire.OLD_NAMES.values()), ours
-
-
-async def test_a_history_from_before_the_namespace_fails_if_its_run_took_the_new_names(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """What keeps old histories replaying is the run's choice (``wire.choose``): Temporal checks the
-    activity types a replay schedules against the history's."""
-    monkeypatch.setattr(wire, "choose", lambda: True)
-    path = TESTS / "histories" / "approval_decisions.json"
-    history = WorkflowHistory.from_json(f"record-{path.stem}", path.read_text())
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert "TMPRL1100" in str(result.replay_failure)
-    assert "durable_agents." in str(result.replay_failure)
+    assert ours and all(name.startswith(wire.NAMESPACE) for name in ours), ours
+    assert patches <= lean if patches & lean or not patches else wire.PATCH.id in patches, patches

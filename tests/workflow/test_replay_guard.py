@@ -107,12 +107,6 @@ CHANGES = {
         f"        if workflow.info().continued_run_id is not None:\n            {SLEEP}\n",
         {"namespaced_client_tool_continued", "namespaced_client_waiting_continued"},
     ),
-    "a conversation that says it waits for the client": Change(
-        "durable_agents.workflows.agent",
-        '            self._board.set(waits, f"waiting for the client: {call.name} ({call.id})")\n',
-        f'            if waits == "waiting_for_client":\n                {SLEEP}\n',
-        {"namespaced_client_waiting_continued"},
-    ),
     "a fork": Change(
         "durable_agents.workflows.agent",
         "            self._board.name_agent(agent.spec.name, agent.spec.max_iterations)\n",

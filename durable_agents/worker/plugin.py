@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig
+from temporalio.worker import PatchActivationInput, UnsandboxedWorkflowRunner, Worker, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.activities.agent_files import AgentFiles, check_subagents
@@ -65,6 +65,7 @@ from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.config import AgentSpec
 from durable_agents.workflows.erasure import ErasureWorkflow
 from durable_agents.workflows.retention import RetentionWorkflow
+from durable_agents.workflows.versioning import WORKFLOW_TYPES
 from durable_agents.workflows.wire import OLD_NAMES
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,8 @@ class AgentPlugin(SimplePlugin):
             identity = tagged(identity)  # a build of the user's: the identity names the release
         config["identity"] = identity
         fleet = Fleet(client, config["task_queue"], identity)  # type: ignore[typeddict-item]
+        if (theirs := config.get("patch_activation_callback")) is not None:
+            config["patch_activation_callback"] = _ours_activated(theirs)
         self._observer.metrics = exports_metrics(client)
         leases = lease_store(self._database_url, self._leases, client, identity, self._lease_dead_seconds)
         lease = Lease(leases, identity)
@@ -258,6 +261,16 @@ class AgentPlugin(SimplePlugin):
             if executor in self._executors:
                 self._executors.remove(executor)  # type: ignore[arg-type]
                 executor.shutdown(wait=False)  # type: ignore[union-attr]
+
+
+def _ours_activated(theirs: Callable[[PatchActivationInput], bool]) -> Callable[[PatchActivationInput], bool]:
+    """The user's patch activation callback for their workflows; a conversation records every marker
+    it asks for (its release's, workflows/versioning.py: a declined one would be read back wrong)."""
+
+    def callback(input: PatchActivationInput) -> bool:
+        return input.workflow_info.workflow_type in WORKFLOW_TYPES.values() or theirs(input)
+
+    return callback
 
 
 def _activity_name(fn: Callable) -> str | None:

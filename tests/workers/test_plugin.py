@@ -125,7 +125,14 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
         "workflow_task_executor": executor,
         "build_id": "their-build-7",
     }
-    worker = Worker(client, task_queue=task_queue, workflows=[Reviewed], activities=[call_model], **asked)
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[Reviewed],
+        activities=[call_model],
+        patch_activation_callback=lambda _: False,  # theirs declines every patch: not ours
+        **asked,
+    )
     write = ("write_file", {"path": "a.txt", "content": "a"})
     agent = scripted_agent(step("", write), step("{last_result}"), tools=["write_file"])
     try:
@@ -152,7 +159,8 @@ async def test_the_plugin_keeps_the_users_worker_options_and_runs_the_users_work
 
     assert {option: active[option] for option in asked} == asked  # type: ignore[literal-required]
     assert active["identity"] == tagged(client.identity)  # their build id: the identity names the release
-    # ... and the conversation records its release's marker, which their build id cannot say
+    # ... and the conversation records its release's marker, which their build id cannot say, though
+    # their patch activation callback declines every patch of their workflows
     events = (await conversation_handle.fetch_history()).events
     markers = [e for e in events if e.marker_recorded_event_attributes.marker_name == "core_patch"]
     assert (len(markers), releases_in(events)) == (1, {RELEASE})

@@ -77,7 +77,7 @@ class ActivityRef:
         try:
             return await wait_out_outages(
                 lambda kept: execute(
-                    wire.in_this_run(self.name),
+                    self.name,
                     arg.with_kept(kept) if kept else arg,
                     result_type=self.output,
                     **options,

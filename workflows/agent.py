@@ -224,7 +224,7 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, *args: Any) -> ConversationResult:
-        wire.choose()  # the names of this run's activities and signals, before anything it replays
+        wire.choose()  # where a run of the patch-per-branch way asked which names it uses
         if self._input_error:
             raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         input = self._input

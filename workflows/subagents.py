@@ -6,8 +6,7 @@ call's result, its usage and cost count against the parent's budgets, and its fa
 error for the parent's model. Cancelling the parent cancels it.
 
 The parent shows its children's approvals: a child signals ``durable_agents.subagent_approvals``
-(``subagent_approvals`` in a run from before the namespace, workflows/wire.py) to its parent
-each time the approvals it waits for change (its own and its children's), one report after the
+to its parent each time the approvals it waits for change (its own and its children's), one report after the
 other. The parent lists them under its own call (the child's ``call_1_0`` answering the parent's
 ``call_2_0`` is ``call_2_0/call_1_0``), counts them in its status and AgentStatus, and forwards a
 decision sent to it for one of them to the child, as a signal bound to the arguments digest the
@@ -194,7 +193,7 @@ class Reporter:
     async def _send(self, report: ApprovalReport) -> None:
         parent = workflow.get_external_workflow_handle(self._origin.parent_workflow_id)
         try:
-            await parent.signal(wire.in_this_run(wire.SUBAGENT_APPROVALS), report)
+            await parent.signal(wire.SUBAGENT_APPROVALS, report)
         except FailureError as err:  # the parent has closed: nobody is left to tell
             workflow.logger.warning("cannot report approvals to %s: %s", self._origin.parent_workflow_id, err)
 
@@ -343,7 +342,7 @@ class Delegations:
         )
         name = "approve" if approve else "reject"
         try:
-            await child.signal(wire.in_this_run(wire.APPROVE if approve else wire.REJECT), forwarded)
+            await child.signal(wire.APPROVE if approve else wire.REJECT, forwarded)
         except FailureError as err:  # it closed meanwhile
             workflow.logger.warning("%s of %s not forwarded to %s: %s", name, decision.call_id, child.id, err)
 

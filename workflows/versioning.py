@@ -98,7 +98,7 @@ def begin() -> int:
     for release in range(RELEASE, FIRST_LEAN - 1, -1):
         if workflow.patched(marker(release)):
             return release
-    if named is None or named < FIRST_UNMARKED:
+    if named is None:
         return FIRST_LEAN - 1
     if named > RELEASE:  # a later release's way: what it changed may not show in the commands
         raise workflow.NondeterminismError(
@@ -108,9 +108,17 @@ def begin() -> int:
 
 
 def built_release() -> int | None:
-    """The release the build id of the current workflow task names (``BUILD``), if it names one."""
+    """The release the build id of the current workflow task names, if it is one whose runs record
+    no marker (``unmarked_release``)."""
     version = workflow.info().get_current_deployment_version()
-    return release_built(version.build_id) if version is not None else None
+    return unmarked_release(version.build_id) if version is not None else None
+
+
+def unmarked_release(build_id: str) -> int | None:
+    """The release ``build_id`` names (``BUILD``) when it is ``FIRST_UNMARKED`` or later: for the first
+    task of a run, the release whose way the run follows unless it records a marker."""
+    release = release_built(build_id)
+    return release if release is not None and release >= FIRST_UNMARKED else None
 
 
 def release_built(build_id: str) -> int | None:

@@ -7,7 +7,8 @@ to be called ``call_model`` or ``run_tool`` too: a worker refuses two activities
 
 Before this rule each went by its bare name (``OLD_NAMES``), and conversations started then did:
 their histories schedule ``call_model``, and Temporal checks an activity's type on replay. Every
-run in the support window uses the namespaced names (``PATCH`` is retired, ``choose``). Workers
+run in the support window uses the namespaced names (``PATCH`` is retired, ``choose``), for the
+activities it schedules and the signals it sends its sub-agents or its parent. Workers
 still register every activity under both names (``ActivityRef.under_old_name``; an old name yields
 to an activity of the worker's own of that name, durable_agents/worker/plugin.py), and
 ``AgentWorkflow`` serves every signal, update and query under both (``serve_old_names``), for
@@ -89,18 +90,11 @@ def old_name(name: str) -> str | None:
     return OLD_NAMES.get(name)
 
 
-def choose() -> bool:
-    """In workflow code, first thing in a run: does it use the namespaced names? Every run in the
-    support window does (``PATCH`` is retired); a run written the patch-per-branch way still asks
-    its patch here, first thing, where its history holds the marker."""
+def choose() -> None:
+    """In workflow code, first thing in a run: every run in the support window uses the namespaced
+    names (``PATCH`` is retired); a run written the patch-per-branch way still asks its patch here,
+    where its history holds the marker."""
     versioning.retired(PATCH)
-    return True
-
-
-def in_this_run(name: str) -> str:
-    """In workflow code: ``name`` (namespaced) as this run sends it, the old name in a run from
-    before the rule (``choose``)."""
-    return name if choose() else OLD_NAMES.get(name, name)
 
 
 def serve_old_names(cls: C) -> C:

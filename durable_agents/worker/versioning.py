@@ -36,7 +36,7 @@ from durable_agents.workflows.behaviors import (
     AutoUpgradingAgentWorkflow,
     UnversionedAutoUpgradingAgentWorkflow,
 )
-from durable_agents.workflows.versioning import FIRST_UNMARKED, RELEASE, release_built, release_of
+from durable_agents.workflows.versioning import RELEASE, release_of, unmarked_release
 
 logger = logging.getLogger(__name__)
 
@@ -170,8 +170,8 @@ def written_by(written: set[int]) -> str:
 
 def unmarked(build_id: str) -> set[int]:
     """The release a run's first task's ``build_id`` names, if it is one that records no marker."""
-    release = release_built(build_id)
-    return {release} if release is not None and release >= FIRST_UNMARKED else set()
+    release = unmarked_release(build_id)
+    return {release} if release is not None else set()
 
 
 def releases_in(events: Sequence[HistoryEvent]) -> set[int]:
